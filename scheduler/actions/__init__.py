@@ -1,0 +1,3 @@
+"""Built-in actions; importing this package registers them."""
+
+from . import allocate, backfill, enqueue, preempt, reclaim  # noqa: F401

@@ -1,0 +1,103 @@
+"""allocate: place pending tasks on nodes, queue by queue, job by job, gangs all-or-nothing.
+
+Queues take turns in queue order (the least-served first); an overused queue
+drops out.  A job's tasks go into one statement: if the job becomes ready
+(gang: minMember placed) the statement commits; if not, it is discarded and
+the job records how many of its members fitted.  Once a job is ready it
+yields after each further task so that other queues get their turn — which
+is what makes weighted queues converge to their shares.
+"""
+
+from __future__ import annotations
+
+from ..framework.plugin import Action, register_action
+from ..framework.session import Session
+from ..framework.snapshot import JobInfo, QueueInfo, TaskInfo
+from ..framework.statement import Statement
+from ..framework.util import PriorityQueue
+
+SCHEDULABLE_PHASES = ("Inqueue", "Running", "Unknown")
+
+
+def schedulable_jobs(ssn: Session, *, best_effort: bool) -> dict[str, list[JobInfo]]:
+    """Admitted, valid jobs with pending work, by queue; invalid ones get their reason."""
+    by_queue: dict[str, list[JobInfo]] = {}
+    for job in ssn.jobs.values():
+        if job.group is None or job.phase not in SCHEDULABLE_PHASES or not job.pending_num:
+            continue
+        pending = job.pending_tasks()
+        if all(t.best_effort for t in pending) != best_effort:
+            continue  # pure best-effort jobs are backfill's; the rest are allocate's
+        reason = ssn.job_valid(job)
+        if reason:
+            job.fit_error = reason
+            continue
+        if job.queue not in ssn.queues:
+            job.fit_error = f"queue {job.queue!r} does not exist"
+            continue
+        by_queue.setdefault(job.queue, []).append(job)
+    return by_queue
+
+
+def place_task(ssn: Session, stmt: Statement, task: TaskInfo) -> bool:
+    """Allocate on idle resources, else pipeline onto resources being released."""
+    nodes = ssn.nodes
+    mask = ssn.feasible(task, nodes.idle)
+    if mask.any():
+        stmt.allocate(task, ssn.best_node(task, mask))
+        return True
+    if nodes.releasing_count:
+        mask = ssn.feasible(task, nodes.future_idle())
+        if mask.any():
+            stmt.pipeline(task, ssn.best_node(task, mask))
+            return True
+    task.fit_error = ssn.explain(task, nodes.idle)
+    return False
+
+
+def finish_job(ssn: Session, stmt: Statement, job: JobInfo) -> None:
+    """Commit a ready job; keep a pipelined one's reservations; undo the rest."""
+    if ssn.job_ready(job):
+        stmt.commit()
+        job.fit_count = None
+    elif ssn.job_pipelined(job):
+        ssn.held.append(stmt)
+    else:
+        job.fit_count = job.ready_num + job.waiting_num
+        stmt.discard()
+
+
+@register_action
+class Allocate(Action):
+    name = "allocate"
+
+    def execute(self, ssn: Session) -> None:
+        by_queue = schedulable_jobs(ssn, best_effort=False)
+        jobs = {name: PriorityQueue(ssn.compare_jobs, js) for name, js in by_queue.items()}
+        queues = PriorityQueue(ssn.compare_queues, [ssn.queues[name] for name in jobs])
+        while queues:
+            queue = queues.pop()
+            reason = ssn.overused(queue)
+            if reason:
+                for job in jobs[queue.name].items():
+                    job.fit_error = job.fit_error or reason
+                continue
+            if not jobs[queue.name]:
+                continue
+            self.allocate_job(ssn, queue, jobs[queue.name].pop(), jobs[queue.name])
+            queues.push(queue)
+
+    def allocate_job(self, ssn: Session, queue: QueueInfo, job: JobInfo, rest: PriorityQueue) -> None:
+        stmt = Statement(ssn)
+        tasks = sorted(job.pending_tasks(), key=ssn.task_key)
+        for i, task in enumerate(tasks):
+            reason = ssn.allocatable(queue, task)
+            if reason:
+                task.fit_error = reason
+                break
+            if not place_task(ssn, stmt, task):
+                break
+            if i + 1 < len(tasks) and ssn.job_ready(job):
+                rest.push(job)  # ready: let other jobs and queues have a turn
+                break
+        finish_job(ssn, stmt, job)

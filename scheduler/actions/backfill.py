@@ -1,0 +1,26 @@
+"""backfill: place best-effort pods (no resource requests) wherever predicates allow.
+
+They need only a pod slot on a node, so they fill in after allocate has
+handed out the resources; a best-effort gang is still placed all-or-nothing.
+"""
+
+from __future__ import annotations
+
+from ..framework.plugin import Action, register_action
+from ..framework.session import Session
+from ..framework.statement import Statement
+from .allocate import finish_job, place_task, schedulable_jobs
+
+
+@register_action
+class Backfill(Action):
+    name = "backfill"
+
+    def execute(self, ssn: Session) -> None:
+        jobs = [job for js in schedulable_jobs(ssn, best_effort=True).values() for job in js]
+        for job in sorted(jobs, key=ssn.job_key):
+            stmt = Statement(ssn)
+            for task in sorted(job.pending_tasks(), key=ssn.task_key):
+                if not place_task(ssn, stmt, task):
+                    break
+            finish_job(ssn, stmt, job)

@@ -1,0 +1,42 @@
+"""enqueue: admit Pending PodGroups (phase Inqueue) when the plugins allow.
+
+Admission does not need the group's pods: frameworks such as Kubeflow's
+training operator create pods only after the group is Inqueue, so a gang with
+too few pods is admitted here and waits for its pods in allocate.
+"""
+
+from __future__ import annotations
+
+from ..framework.plugin import Action, VoteKind, register_action
+from ..framework.session import Session
+from ..framework.status import INQUEUE, PENDING
+
+
+@register_action
+class Enqueue(Action):
+    name = "enqueue"
+
+    def execute(self, ssn: Session) -> None:
+        waiting: dict[str, list] = {}
+        for job in ssn.jobs.values():
+            if job.group is not None and job.phase == PENDING:
+                waiting.setdefault(job.queue, []).append(job)
+        queues = sorted((ssn.queues[name] for name in waiting if name in ssn.queues), key=ssn.queue_key)
+        for name in waiting:
+            if name not in ssn.queues:
+                for job in waiting[name]:
+                    job.enqueue_reason = f"queue {name!r} does not exist"
+        for queue in queues:
+            for job in sorted(waiting[queue.name], key=ssn.job_key):
+                if queue.state != "Open":
+                    job.enqueue_reason = f"queue {queue.name} is {queue.state}: it admits no new jobs"
+                    continue
+                if job.min_resources is not None:
+                    vote = ssn.job_enqueueable(job)
+                    if vote.kind == VoteKind.REJECT:
+                        job.enqueue_reason = f"pod group {job.uid} is Pending: {vote.reason}"
+                        continue
+                job.phase = INQUEUE
+                job.enqueue_reason = None
+                ssn.job_enqueued(job)
+

@@ -1,0 +1,45 @@
+"""preempt: inside a queue, evict lower-priority work for a starving job.
+
+Victims come from the same queue and other jobs, and must be acceptable to
+every plugin with an opinion (priority: lower job priority; gang: the
+victim's job stays at or above minMember; conformance: never kube-system
+critical pods).  The preemptor's tasks are pipelined onto the freed nodes in
+one statement, committed only if the whole job would then run — so a gang
+that cannot be completed evicts nobody.
+"""
+
+from __future__ import annotations
+
+from ..framework.plugin import Action, register_action
+from ..framework.session import Session
+from ..framework.statement import Statement
+from .allocate import schedulable_jobs
+from .victims import VictimIndex, make_room
+
+
+@register_action
+class Preempt(Action):
+    name = "preempt"
+
+    def execute(self, ssn: Session) -> None:
+        by_queue = schedulable_jobs(ssn, best_effort=False)
+        if not by_queue:
+            return
+        index = VictimIndex(ssn, lambda t: t.job.queue)
+        for name in sorted(by_queue, key=lambda n: ssn.queue_key(ssn.queues[n])):
+            freeable = index.freeable([name])
+            for job in sorted(by_queue[name], key=ssn.job_key):
+                if not ssn.job_starving(job):
+                    continue
+                stmt = Statement(ssn)
+                for task in sorted(job.pending_tasks(), key=ssn.task_key):
+                    if not make_room(ssn, stmt, task, freeable=freeable,
+                                     candidate=lambda v, job=job: v.job.queue == job.queue and v.job is not job,
+                                     select=ssn.preemptable,
+                                     reason=f"preempted by {task.pod.key} (priority {job.priority})"):
+                        break
+                if ssn.job_pipelined(job) and len(stmt):
+                    stmt.commit()
+                    job.fit_error = None
+                else:
+                    stmt.discard()

@@ -1,0 +1,50 @@
+"""reclaim: a queue below its share takes resources back from queues above theirs.
+
+Only queues marked reclaimable give anything back, only from their running
+tasks, and only as far as the plugins allow (proportion/capacity: the victim's
+queue is over its deserved share; gang: never below a job's minMember;
+conformance: never kube-system critical pods).  A job's reclaim is one
+statement: committed only if the whole job would then run.
+"""
+
+from __future__ import annotations
+
+from ..framework.plugin import Action, register_action
+from ..framework.session import Session
+from ..framework.statement import Statement
+from .allocate import schedulable_jobs
+from .victims import VictimIndex, make_room
+
+
+@register_action
+class Reclaim(Action):
+    name = "reclaim"
+
+    def execute(self, ssn: Session) -> None:
+        by_queue = schedulable_jobs(ssn, best_effort=False)
+        if not by_queue:
+            return
+        index = VictimIndex(ssn, lambda t: t.job.queue)
+        for name in sorted(by_queue, key=lambda n: ssn.queue_key(ssn.queues[n])):
+            queue = ssn.queues[name]
+            others = [q for q, info in ssn.queues.items() if q != name and info.reclaimable]
+            if not others:
+                continue
+            freeable = index.freeable(others)
+            for job in sorted(by_queue[name], key=ssn.job_key):
+                if not ssn.job_starving(job):
+                    continue
+                stmt = Statement(ssn)
+                for task in sorted(job.pending_tasks(), key=ssn.task_key):
+                    if not ssn.preemptive(queue, task) or ssn.allocatable(queue, task):
+                        break
+                    if not make_room(ssn, stmt, task, freeable=freeable,
+                                     candidate=lambda v: v.job.queue != name and ssn.queues[v.job.queue].reclaimable,
+                                     select=ssn.reclaimable,
+                                     reason=f"reclaimed by queue {name} for {task.pod.key}"):
+                        break
+                if ssn.job_pipelined(job) and len(stmt):
+                    stmt.commit()
+                    job.fit_error = None
+                else:
+                    stmt.discard()

@@ -1,0 +1,1 @@
+"""Objects the scheduler reads (Node, Pod, PodGroup, Queue, PriorityClass) and how manifests become them."""

@@ -1,0 +1,157 @@
+"""Read multi-document YAML files (or folders of them) into a checked workload.
+
+Every document becomes an object through :func:`parse_object`; then the
+references between objects are checked (a PodGroup's queue, a pod's group,
+node and priority class, a queue's parent) so that a typo fails loudly with
+the file, the object and the problem instead of leaving a pod pending forever.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+import yaml
+
+from .manifests import ManifestError, object_id, parse_object
+from .objects import DEFAULT_QUEUE, ROOT_QUEUE, Node, Pod, PodGroup, PriorityClass, Queue
+
+YAML_SUFFIXES = (".yaml", ".yml", ".json")
+BUILTIN_PRIORITY_CLASSES = {
+    "system-cluster-critical": PriorityClass("system-cluster-critical", 2_000_000_000),
+    "system-node-critical": PriorityClass("system-node-critical", 2_000_001_000),
+}
+
+
+@dataclass
+class Workload:
+    """Objects read from manifests, each with the place it came from."""
+
+    nodes: list[Node] = field(default_factory=list)
+    pods: list[Pod] = field(default_factory=list)
+    podgroups: list[PodGroup] = field(default_factory=list)
+    queues: list[Queue] = field(default_factory=list)
+    priority_classes: list[PriorityClass] = field(default_factory=list)
+    sources: dict[tuple[str, str], str] = field(default_factory=dict)
+
+    def add(self, obj, source: str) -> None:
+        kind = type(obj).__name__
+        key = (kind, getattr(obj, "key", None) or obj.name)
+        if key in self.sources:
+            raise ManifestError(source, f"{kind} {key[1]}",
+                                f"defined twice (first at {self.sources[key]})")
+        self.sources[key] = source
+        {Node: self.nodes, Pod: self.pods, PodGroup: self.podgroups, Queue: self.queues,
+         PriorityClass: self.priority_classes}[type(obj)].append(obj)
+
+
+def expand_paths(paths: Iterable[str | os.PathLike]) -> list[Path]:
+    """Files as given; folders as their YAML/JSON files, recursively, in name order."""
+    out: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            out.extend(sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in YAML_SUFFIXES))
+        elif path.is_file():
+            out.append(path)
+        else:
+            raise ManifestError(str(path), "", "no such file or folder")
+    return out
+
+
+def iter_documents(path: Path) -> Iterable[tuple[object, str]]:
+    """Yield ``(document, "file:line")`` for each YAML document; ``List`` kinds are unpacked."""
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ManifestError(str(path), "", f"cannot read: {exc}") from None
+    loader = yaml.SafeLoader(text)
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            if node is None:
+                continue
+            where = f"{path}:{node.start_mark.line + 1}"
+            doc = loader.construct_document(node)
+            if doc is None:
+                continue
+            if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
+                for i, item in enumerate(doc["items"]):
+                    yield item, f"{where} items[{i}]"
+            else:
+                yield doc, where
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ManifestError(where, "", f"invalid YAML: {problem}") from None
+    finally:
+        loader.dispose()
+
+
+def load_workload(paths: Iterable[str | os.PathLike], *, extra_kinds: dict | None = None) -> Workload:
+    """Parse and cross-check every object in ``paths``; raise ManifestError on the first problem."""
+    work = Workload()
+    files = expand_paths(paths)
+    if not files:
+        raise ManifestError(", ".join(str(p) for p in paths) or "(no input)", "", "no YAML or JSON files found")
+    for path in files:
+        for doc, where in iter_documents(path):
+            work.add(parse_object(doc, where), where)
+    check_references(work)
+    return work
+
+
+def check_references(work: Workload) -> None:
+    """Refuse dangling names between objects; the message names the referring object."""
+    queues = {q.name for q in work.queues} | {DEFAULT_QUEUE}
+    groups = {g.key for g in work.podgroups}
+    nodes = {n.name for n in work.nodes}
+    classes = {c.name for c in work.priority_classes} | set(BUILTIN_PRIORITY_CLASSES)
+    defaults = [c.name for c in work.priority_classes if c.global_default]
+    if len(defaults) > 1:
+        src = work.sources[("PriorityClass", defaults[1])]
+        raise ManifestError(src, f"PriorityClass {defaults[1]}",
+                            f"globalDefault: only one PriorityClass may be the default (also {defaults[0]})")
+
+    def fail(kind: str, key: str, message: str) -> ManifestError:
+        return ManifestError(work.sources[(kind, key)], f"{kind} {key}", message)
+
+    for group in work.podgroups:
+        if group.queue not in queues:
+            raise fail("PodGroup", group.key, f"spec.queue: queue {group.queue!r} is not defined")
+        if group.priority_class_name and group.priority_class_name not in classes:
+            raise fail("PodGroup", group.key,
+                       f"spec.priorityClassName: PriorityClass {group.priority_class_name!r} is not defined")
+    for pod in work.pods:
+        group = pod.group_name
+        if group and f"{pod.namespace}/{group}" not in groups:
+            raise fail("Pod", pod.key, f"metadata.annotations: PodGroup {pod.namespace}/{group} is not defined")
+        queue = pod.annotations.get("scheduling.volcano.sh/queue-name", "")
+        if not group and queue and queue not in queues:
+            raise fail("Pod", pod.key, f"metadata.annotations: queue {queue!r} is not defined")
+        if pod.node_name and pod.node_name not in nodes:
+            raise fail("Pod", pod.key, f"spec.nodeName: node {pod.node_name!r} is not defined")
+        if pod.priority_class_name and pod.priority_class_name not in classes:
+            raise fail("Pod", pod.key,
+                       f"spec.priorityClassName: PriorityClass {pod.priority_class_name!r} is not defined")
+    _check_queue_tree(work, queues, fail)
+
+
+def _check_queue_tree(work: Workload, queues: set[str], fail) -> None:
+    parents = {q.name: q.parent for q in work.queues}
+    for queue in work.queues:
+        if queue.parent and queue.parent != ROOT_QUEUE and queue.parent not in queues:
+            raise fail("Queue", queue.name, f"spec.parent: queue {queue.parent!r} is not defined")
+        seen, cur = {queue.name}, queue.parent
+        while cur and cur != ROOT_QUEUE:
+            if cur in seen:
+                raise fail("Queue", queue.name, f"spec.parent: queues form a cycle through {cur!r}")
+            seen.add(cur)
+            cur = parents.get(cur, "")
+
+
+__all__ = ["Workload", "load_workload", "expand_paths", "iter_documents", "check_references",
+           "ManifestError", "object_id", "BUILTIN_PRIORITY_CLASSES"]

@@ -1,0 +1,362 @@
+"""Turn Kubernetes-style manifests (dicts from YAML or the API) into objects.
+
+Every problem is a :class:`ManifestError` that names the source, the object
+and the field: ``cluster.yaml#3: Pod team-a/web-0: spec.containers[0].resources.requests.cpu:
+invalid quantity '5x'``.  Validation happens here, at the edge, so the rest of
+the scheduler can trust what it holds.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+from .objects import (
+    DEFAULT_QUEUE, QUEUE_NAME_ANNOTATION, Condition, Node, Pod, PodGroup, PriorityClass, Queue,
+    Requirement, SelectorTerm, Taint, Toleration,
+)
+from .quantity import QuantityError, to_canonical
+
+SCHEDULING_GROUP = "scheduling.volcano.sh"
+KINDS = {
+    "Node": ("v1",),
+    "Pod": ("v1",),
+    "PriorityClass": ("scheduling.k8s.io/v1", "scheduling.k8s.io/v1beta1"),
+    "PodGroup": (f"{SCHEDULING_GROUP}/v1beta1",),
+    "Queue": (f"{SCHEDULING_GROUP}/v1beta1",),
+}
+NAMESPACED = {"Pod", "PodGroup"}
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+QUEUE_STATES = ("Open", "Closed", "Closing", "Unknown")
+PODGROUP_PHASES = ("Pending", "Inqueue", "Running", "Unknown", "Completed")
+POD_PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
+
+
+class ManifestError(ValueError):
+    """A manifest that cannot be used; the message says where and why."""
+
+    def __init__(self, source: str, obj: str, message: str):
+        self.source, self.obj, self.detail = source, obj, message
+        super().__init__(f"{source}: {obj}: {message}" if obj else f"{source}: {message}")
+
+
+class _Fields:
+    """Typed access to a manifest with paths for error messages."""
+
+    def __init__(self, source: str, obj: str):
+        self.source, self.obj = source, obj
+
+    def fail(self, path: str, message: str) -> ManifestError:
+        return ManifestError(self.source, self.obj, f"{path}: {message}" if path else message)
+
+    def get(self, data: Any, path: str, key: str, kind: type | tuple[type, ...], default: Any = None) -> Any:
+        if data is None:
+            return default
+        value = data.get(key)
+        if value is None:
+            return default
+        if isinstance(value, bool) and kind in (int, float, (int, float)):
+            raise self.fail(_join(path, key), f"expected a number, got {value!r}")
+        if not isinstance(value, kind):
+            raise self.fail(_join(path, key), f"expected {_kind_name(kind)}, got {type(value).__name__} {value!r}")
+        return value
+
+    def mapping(self, data: Any, path: str, key: str) -> dict:
+        return self.get(data, path, key, dict, {})
+
+    def strings(self, data: Any, path: str, key: str) -> dict[str, str]:
+        raw = self.mapping(data, path, key)
+        out = {}
+        for k, v in raw.items():
+            if not isinstance(k, str) or isinstance(v, (dict, list)) or v is None:
+                raise self.fail(_join(path, f"{key}.{k}"), "expected a string value")
+            out[k] = v if isinstance(v, str) else _scalar_text(v)
+        return out
+
+    def resources(self, data: Any, path: str, key: str) -> dict[str, int]:
+        raw = self.mapping(data, path, key)
+        out = {}
+        for name, value in raw.items():
+            if not isinstance(name, str) or not name:
+                raise self.fail(_join(path, key), f"invalid resource name {name!r}")
+            try:
+                out[name] = to_canonical(name, value)
+            except QuantityError as exc:
+                raise self.fail(_join(path, f"{key}.{name}"), str(exc)) from None
+        return out
+
+    def time(self, data: Any, path: str, key: str) -> datetime | None:
+        value = data.get(key) if data else None
+        if value is None:
+            return None
+        if isinstance(value, datetime):
+            return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+        try:
+            stamp = datetime.fromisoformat(str(value))
+        except ValueError:
+            raise self.fail(_join(path, key), f"invalid timestamp {value!r}: expected RFC 3339") from None
+        return stamp if stamp.tzinfo else stamp.replace(tzinfo=timezone.utc)
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _kind_name(kind: type | tuple[type, ...]) -> str:
+    names = {dict: "a mapping", list: "a list", str: "a string", int: "an integer", bool: "true or false"}
+    if isinstance(kind, tuple):
+        return " or ".join(names.get(k, k.__name__) for k in kind)
+    return names.get(kind, kind.__name__)
+
+
+def _scalar_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def object_id(doc: dict) -> str:
+    """``Kind namespace/name`` (or ``Kind name``) as far as the document says."""
+    kind = doc.get("kind", "?") if isinstance(doc, dict) else "?"
+    meta = doc.get("metadata") if isinstance(doc, dict) else None
+    meta = meta if isinstance(meta, dict) else {}
+    name = meta.get("name", "<unnamed>")
+    ns = meta.get("namespace")
+    if kind in NAMESPACED:
+        return f"{kind} {ns or 'default'}/{name}"
+    return f"{kind} {name}"
+
+
+def parse_object(doc: Any, source: str) -> Node | Pod | PodGroup | Queue | PriorityClass:
+    """Validate one manifest and return the object it describes."""
+    if not isinstance(doc, dict):
+        raise ManifestError(source, "", f"expected a Kubernetes object (a mapping), got {type(doc).__name__}")
+    obj = object_id(doc)
+    f = _Fields(source, obj)
+    kind = doc.get("kind")
+    if not isinstance(kind, str) or not kind:
+        raise f.fail("kind", "missing")
+    if kind not in KINDS:
+        raise f.fail("kind", f"unknown kind {kind!r}; the scheduler reads {', '.join(sorted(KINDS))}")
+    api = doc.get("apiVersion")
+    if api not in KINDS[kind]:
+        raise f.fail("apiVersion", f"{kind} must have apiVersion {' or '.join(KINDS[kind])}, got {api!r}")
+    meta = f.get(doc, "", "metadata", dict)
+    if meta is None:
+        raise f.fail("metadata", "missing")
+    name = f.get(meta, "metadata", "name", str)
+    if not name:
+        raise f.fail("metadata.name", "missing")
+    return _PARSERS[kind](doc, f, meta)
+
+
+def _node(doc: dict, f: _Fields, meta: dict) -> Node:
+    spec = f.mapping(doc, "", "spec")
+    status = f.mapping(doc, "", "status")
+    allocatable = f.resources(status, "status", "allocatable") or f.resources(status, "status", "capacity")
+    if not allocatable:
+        raise f.fail("status.allocatable", "missing: a node needs its allocatable (or capacity) resources")
+    allocatable.setdefault("pods", 110)
+    taints = []
+    for i, raw in enumerate(f.get(spec, "spec", "taints", list, [])):
+        path = f"spec.taints[{i}]"
+        if not isinstance(raw, dict) or not raw.get("key"):
+            raise f.fail(path, "a taint needs a key")
+        effect = raw.get("effect", "")
+        if effect not in TAINT_EFFECTS:
+            raise f.fail(f"{path}.effect", f"must be one of {', '.join(TAINT_EFFECTS)}, got {effect!r}")
+        taints.append(Taint(str(raw["key"]), _scalar_text(raw.get("value", "")), effect))
+    return Node(
+        name=meta["name"], allocatable=allocatable, labels=f.strings(meta, "metadata", "labels"),
+        annotations=f.strings(meta, "metadata", "annotations"), taints=tuple(taints),
+        unschedulable=bool(f.get(spec, "spec", "unschedulable", bool, False)),
+    )
+
+
+def _pod(doc: dict, f: _Fields, meta: dict) -> Pod:
+    spec = f.mapping(doc, "", "spec")
+    status = f.mapping(doc, "", "status")
+    containers = f.get(spec, "spec", "containers", list, [])
+    if not containers:
+        raise f.fail("spec.containers", "a pod needs at least one container")
+    requests = _sum_requests(f, containers, "spec.containers")
+    for name, amount in _max_requests(f, f.get(spec, "spec", "initContainers", list, []),
+                                      "spec.initContainers").items():
+        requests[name] = max(requests.get(name, 0), amount)
+    for name, amount in f.resources(spec, "spec", "overhead").items():
+        requests[name] = requests.get(name, 0) + amount
+    affinity = f.mapping(f.mapping(spec, "spec", "affinity"), "spec.affinity", "nodeAffinity")
+    path = "spec.affinity.nodeAffinity"
+    required = f.mapping(affinity, path, "requiredDuringSchedulingIgnoredDuringExecution")
+    terms = None
+    if required:
+        rpath = f"{path}.requiredDuringSchedulingIgnoredDuringExecution"
+        raw_terms = f.get(required, rpath, "nodeSelectorTerms", list, [])
+        if not raw_terms:
+            raise f.fail(f"{rpath}.nodeSelectorTerms", "must hold at least one term")
+        terms = tuple(_term(f, t, f"{rpath}.nodeSelectorTerms[{i}]") for i, t in enumerate(raw_terms))
+    preferred = []
+    for i, raw in enumerate(f.get(affinity, path, "preferredDuringSchedulingIgnoredDuringExecution", list, [])):
+        ppath = f"{path}.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
+        weight = f.get(raw, ppath, "weight", int, 0)
+        if not 1 <= weight <= 100:
+            raise f.fail(f"{ppath}.weight", f"must be 1-100, got {weight}")
+        preferred.append((weight, _term(f, f.mapping(raw, ppath, "preference"), f"{ppath}.preference")))
+    phase = f.get(status, "status", "phase", str, "Pending")
+    if phase not in POD_PHASES:
+        raise f.fail("status.phase", f"must be one of {', '.join(POD_PHASES)}, got {phase!r}")
+    return Pod(
+        namespace=meta.get("namespace") or "default", name=meta["name"],
+        uid=str(meta.get("uid") or f"{meta.get('namespace') or 'default'}/{meta['name']}"),
+        requests=requests, labels=f.strings(meta, "metadata", "labels"),
+        annotations=f.strings(meta, "metadata", "annotations"),
+        node_selector=f.strings(spec, "spec", "nodeSelector"), affinity_terms=terms,
+        preferred_terms=tuple(preferred), tolerations=_tolerations(f, spec),
+        priority_class_name=f.get(spec, "spec", "priorityClassName", str, ""),
+        priority=f.get(spec, "spec", "priority", int), scheduler_name=f.get(spec, "spec", "schedulerName", str, ""),
+        node_name=f.get(spec, "spec", "nodeName", str, ""), phase=phase,
+        created=f.time(meta, "metadata", "creationTimestamp"),
+        terminating=meta.get("deletionTimestamp") is not None,
+    )
+
+
+def _container_requests(f: _Fields, container: Any, path: str) -> dict[str, int]:
+    if not isinstance(container, dict):
+        raise f.fail(path, "expected a container (a mapping)")
+    resources = f.mapping(container, path, "resources")
+    requests = f.resources(resources, f"{path}.resources", "requests")
+    # Kubernetes defaults a missing request to the limit.
+    for name, amount in f.resources(resources, f"{path}.resources", "limits").items():
+        requests.setdefault(name, amount)
+    return requests
+
+
+def _sum_requests(f: _Fields, containers: list, path: str) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for i, container in enumerate(containers):
+        for name, amount in _container_requests(f, container, f"{path}[{i}]").items():
+            total[name] = total.get(name, 0) + amount
+    return total
+
+
+def _max_requests(f: _Fields, containers: list, path: str) -> dict[str, int]:
+    most: dict[str, int] = {}
+    for i, container in enumerate(containers):
+        for name, amount in _container_requests(f, container, f"{path}[{i}]").items():
+            most[name] = max(most.get(name, 0), amount)
+    return most
+
+
+def _term(f: _Fields, raw: Any, path: str) -> SelectorTerm:
+    if not isinstance(raw, dict):
+        raise f.fail(path, "expected a node selector term (a mapping)")
+    reqs = []
+    for key, is_field in (("matchExpressions", False), ("matchFields", True)):
+        for i, expr in enumerate(f.get(raw, path, key, list, [])):
+            reqs.append(_requirement(f, expr, f"{path}.{key}[{i}]", is_field))
+    if not reqs:
+        raise f.fail(path, "a node selector term needs matchExpressions or matchFields")
+    return SelectorTerm(tuple(reqs))
+
+
+def _requirement(f: _Fields, expr: Any, path: str, is_field: bool) -> Requirement:
+    if not isinstance(expr, dict) or not isinstance(expr.get("key"), str) or not expr.get("key"):
+        raise f.fail(path, "a requirement needs a key")
+    op = expr.get("operator")
+    if op not in SELECTOR_OPERATORS:
+        raise f.fail(f"{path}.operator", f"must be one of {', '.join(SELECTOR_OPERATORS)}, got {op!r}")
+    if is_field and (expr["key"] != "metadata.name" or op not in ("In", "NotIn")):
+        raise f.fail(path, "matchFields supports only key metadata.name with In or NotIn")
+    values = tuple(_scalar_text(v) for v in f.get(expr, path, "values", list, []))
+    if op in ("In", "NotIn") and not values:
+        raise f.fail(f"{path}.values", f"operator {op} needs at least one value")
+    if op in ("Exists", "DoesNotExist") and values:
+        raise f.fail(f"{path}.values", f"operator {op} takes no values")
+    if op in ("Gt", "Lt"):
+        if len(values) != 1 or not values[0].lstrip("-").isdigit():
+            raise f.fail(f"{path}.values", f"operator {op} needs exactly one integer value")
+    return Requirement(expr["key"], op, values, is_field)
+
+
+def _tolerations(f: _Fields, spec: dict) -> tuple[Toleration, ...]:
+    out = []
+    for i, raw in enumerate(f.get(spec, "spec", "tolerations", list, [])):
+        path = f"spec.tolerations[{i}]"
+        if not isinstance(raw, dict):
+            raise f.fail(path, "expected a toleration (a mapping)")
+        op = raw.get("operator") or "Equal"
+        if op not in ("Equal", "Exists"):
+            raise f.fail(f"{path}.operator", f"must be Equal or Exists, got {op!r}")
+        effect = raw.get("effect") or ""
+        if effect and effect not in TAINT_EFFECTS:
+            raise f.fail(f"{path}.effect", f"must be one of {', '.join(TAINT_EFFECTS)}, got {effect!r}")
+        key = _scalar_text(raw.get("key") or "")
+        if not key and op != "Exists":
+            raise f.fail(path, "a toleration without a key must use operator Exists")
+        out.append(Toleration(key, op, _scalar_text(raw.get("value") or ""), effect))
+    return tuple(out)
+
+
+def _podgroup(doc: dict, f: _Fields, meta: dict) -> PodGroup:
+    spec = f.mapping(doc, "", "spec")
+    status = f.mapping(doc, "", "status")
+    min_member = f.get(spec, "spec", "minMember", int, 1)
+    if min_member < 0:
+        raise f.fail("spec.minMember", f"must not be negative, got {min_member}")
+    phase = f.get(status, "status", "phase", str, "Pending")
+    if phase not in PODGROUP_PHASES:
+        raise f.fail("status.phase", f"must be one of {', '.join(PODGROUP_PHASES)}, got {phase!r}")
+    min_resources = f.resources(spec, "spec", "minResources") if spec.get("minResources") is not None else None
+    return PodGroup(
+        namespace=meta.get("namespace") or "default", name=meta["name"],
+        queue=f.get(spec, "spec", "queue", str, "") or DEFAULT_QUEUE, min_member=min_member,
+        min_resources=min_resources, priority_class_name=f.get(spec, "spec", "priorityClassName", str, ""),
+        annotations=f.strings(meta, "metadata", "annotations"), created=f.time(meta, "metadata", "creationTimestamp"),
+        phase=phase, conditions=_conditions(f, status),
+    )
+
+
+def _conditions(f: _Fields, status: dict) -> list[Condition]:
+    out = []
+    for i, raw in enumerate(f.get(status, "status", "conditions", list, [])):
+        path = f"status.conditions[{i}]"
+        if not isinstance(raw, dict):
+            raise f.fail(path, "expected a condition (a mapping)")
+        out.append(Condition(str(raw.get("type", "")), str(raw.get("status", "")), str(raw.get("reason", "")),
+                             str(raw.get("message", "")), f.time(raw, path, "lastTransitionTime")))
+    return out
+
+
+def _queue(doc: dict, f: _Fields, meta: dict) -> Queue:
+    spec = f.mapping(doc, "", "spec")
+    status = f.mapping(doc, "", "status")
+    weight = f.get(spec, "spec", "weight", int, 1)
+    if weight < 1:
+        raise f.fail("spec.weight", f"must be a positive integer, got {weight}")
+    guarantee = f.resources(f.mapping(spec, "spec", "guarantee"), "spec.guarantee", "resource")
+    state = f.get(status, "status", "state", str, "Open")
+    if state not in QUEUE_STATES:
+        raise f.fail("status.state", f"must be one of {', '.join(QUEUE_STATES)}, got {state!r}")
+    return Queue(
+        name=meta["name"], weight=weight, capability=f.resources(spec, "spec", "capability"),
+        guarantee=guarantee, deserved=f.resources(spec, "spec", "deserved"),
+        reclaimable=f.get(spec, "spec", "reclaimable", bool, True), parent=f.get(spec, "spec", "parent", str, ""),
+        state=state,
+    )
+
+
+def _priority_class(doc: dict, f: _Fields, meta: dict) -> PriorityClass:
+    value = f.get(doc, "", "value", int)
+    if value is None:
+        raise f.fail("value", "missing: a PriorityClass needs an integer value")
+    return PriorityClass(meta["name"], value, bool(f.get(doc, "", "globalDefault", bool, False)))
+
+
+_PARSERS: dict[str, Callable[[dict, _Fields, dict], Any]] = {
+    "Node": _node, "Pod": _pod, "PodGroup": _podgroup, "Queue": _queue, "PriorityClass": _priority_class,
+}
+
+
+def pod_queue_annotation(pod: Pod) -> str:
+    return pod.annotations.get(QUEUE_NAME_ANNOTATION, "")

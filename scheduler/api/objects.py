@@ -1,0 +1,172 @@
+"""The objects Scoria schedules, as plain dataclasses.
+
+They mirror the parts of ``v1`` Node and Pod, ``scheduling.k8s.io/v1``
+PriorityClass and ``scheduling.volcano.sh/v1beta1`` PodGroup and Queue that
+scheduling reads.  Resource amounts are already canonical integers
+(see :mod:`scheduler.api.quantity`).  Manifests become these objects in
+:mod:`scheduler.api.manifests`; nothing here parses YAML.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
+QUEUE_NAME_ANNOTATION = "scheduling.volcano.sh/queue-name"
+DEFAULT_QUEUE = "default"
+ROOT_QUEUE = "root"
+CRITICAL_PRIORITY_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
+UNSCHEDULABLE_TAINT_KEY = "node.kubernetes.io/unschedulable"
+FILTER_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+    def describe(self) -> str:
+        """The form kube-scheduler prints: ``{key: value}``."""
+        return f"{{{self.key}: {self.value}}}"
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+    def tolerates(self, taint: Taint) -> bool:
+        if self.effect and self.effect != taint.effect:
+            return False
+        if not self.key:
+            return self.operator == "Exists"
+        if self.key != taint.key:
+            return False
+        return self.operator == "Exists" or self.value == taint.value
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    """One ``matchExpressions``/``matchFields`` entry of a node selector term."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+    field: bool = False  # a matchFields entry (only metadata.name is defined)
+
+
+@dataclass(frozen=True, slots=True)
+class SelectorTerm:
+    """Requirements that must all hold (a nodeSelectorTerm)."""
+
+    requirements: tuple[Requirement, ...]
+
+
+@dataclass(slots=True)
+class Node:
+    name: str
+    allocatable: dict[str, int]
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+
+
+@dataclass(slots=True)
+class Pod:
+    namespace: str
+    name: str
+    uid: str
+    requests: dict[str, int]
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    node_selector: dict[str, str] = field(default_factory=dict)
+    # Required node affinity: the pod fits a node matching any term (None: no constraint).
+    affinity_terms: tuple[SelectorTerm, ...] | None = None
+    preferred_terms: tuple[tuple[int, SelectorTerm], ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+    priority_class_name: str = ""
+    priority: int | None = None
+    scheduler_name: str = ""
+    node_name: str = ""
+    phase: str = "Pending"
+    created: datetime | None = None
+    terminating: bool = False
+    # Written by the scheduler.
+    reason: str | None = None
+    evicted: bool = False
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def group_name(self) -> str:
+        return self.annotations.get(GROUP_NAME_ANNOTATION, "")
+
+    @property
+    def best_effort(self) -> bool:
+        """No resource requests at all: such pods wait for the backfill action."""
+        return not any(self.requests.values())
+
+    @property
+    def critical(self) -> bool:
+        return self.namespace == "kube-system" or self.priority_class_name in CRITICAL_PRIORITY_CLASSES
+
+    @property
+    def active(self) -> bool:
+        """Holding (or about to hold) resources: neither finished nor evicted."""
+        return not self.evicted and self.phase not in ("Succeeded", "Failed")
+
+
+@dataclass(slots=True)
+class Condition:
+    type: str
+    status: str
+    reason: str
+    message: str
+    transition: datetime | None = None
+
+
+@dataclass(slots=True)
+class PodGroup:
+    namespace: str
+    name: str
+    queue: str = DEFAULT_QUEUE
+    min_member: int = 1
+    min_resources: dict[str, int] | None = None
+    priority_class_name: str = ""
+    annotations: dict[str, str] = field(default_factory=dict)
+    created: datetime | None = None
+    phase: str = "Pending"
+    conditions: list[Condition] = field(default_factory=list)
+    implicit: bool = False  # made for a pod without a group; never written back
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(slots=True)
+class Queue:
+    name: str
+    weight: int = 1
+    capability: dict[str, int] = field(default_factory=dict)
+    guarantee: dict[str, int] = field(default_factory=dict)
+    deserved: dict[str, int] = field(default_factory=dict)
+    reclaimable: bool = True
+    parent: str = ""
+    state: str = "Open"
+    allocated: dict[str, int] = field(default_factory=dict)
+    implicit: bool = False
+
+
+@dataclass(slots=True)
+class PriorityClass:
+    name: str
+    value: int
+    global_default: bool = False

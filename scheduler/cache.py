@@ -1,0 +1,151 @@
+"""The scheduler's cluster cache: the one place cluster objects live.
+
+A source (the simulator's manifests now; Kubernetes informers or the
+embedded store later) writes objects in; each scheduling cycle takes a
+snapshot out.  The binder and evictor write decisions back through the
+methods at the bottom, which is how the simulator sees its own binds.
+
+Linking follows Volcano: a pod joins the PodGroup named by its
+``scheduling.k8s.io/group-name`` annotation; a pod without one forms a group
+of one (kept here as an *implicit* group so its phase survives cycles); the
+queue is the PodGroup's, else the pod's ``scheduling.volcano.sh/queue-name``
+annotation, else ``default``.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from .api.loader import BUILTIN_PRIORITY_CLASSES, Workload
+from .api.objects import (
+    DEFAULT_QUEUE, QUEUE_NAME_ANNOTATION, Condition, Node, Pod, PodGroup, PriorityClass, Queue,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class JobRef:
+    """How a pod is grouped: the job's id, its PodGroup and its queue."""
+
+    uid: str
+    group: PodGroup | None
+    queue: str
+
+
+class ClusterCache:
+    """Nodes, pods, groups, queues and priority classes, guarded by one lock."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.nodes: dict[str, Node] = {}
+        self.pods: dict[str, Pod] = {}
+        self.podgroups: dict[str, PodGroup] = {}
+        self.implicit_groups: dict[str, PodGroup] = {}
+        self.queues: dict[str, Queue] = {}
+        self.priority_classes: dict[str, PriorityClass] = dict(BUILTIN_PRIORITY_CLASSES)
+        self.generation = 0
+        self.ensure_default_queue()
+
+    # -- sources write ------------------------------------------------------------------
+    @classmethod
+    def from_workload(cls, work: Workload) -> "ClusterCache":
+        cache = cls()
+        for group in (work.priority_classes, work.queues, work.nodes, work.podgroups, work.pods):
+            for obj in group:
+                cache.upsert(obj)
+        return cache
+
+    def upsert(self, obj: Node | Pod | PodGroup | Queue | PriorityClass) -> None:
+        with self.lock:
+            if isinstance(obj, Node):
+                self.nodes[obj.name] = obj
+            elif isinstance(obj, Pod):
+                self.pods[obj.uid] = obj
+                if not obj.group_name:
+                    self.implicit_groups.setdefault(obj.uid, PodGroup(
+                        namespace=obj.namespace, name=obj.name, implicit=True,
+                        queue=obj.annotations.get(QUEUE_NAME_ANNOTATION) or DEFAULT_QUEUE,
+                        min_member=1, created=obj.created,
+                        phase="Running" if obj.node_name else "Pending"))
+            elif isinstance(obj, PodGroup):
+                self.podgroups[obj.key] = obj
+            elif isinstance(obj, Queue):
+                self.queues[obj.name] = obj
+            elif isinstance(obj, PriorityClass):
+                self.priority_classes[obj.name] = obj
+            else:
+                raise TypeError(f"cannot cache {type(obj).__name__}")
+            self.generation += 1
+
+    def remove_pod(self, uid: str) -> None:
+        with self.lock:
+            self.pods.pop(uid, None)
+            self.implicit_groups.pop(uid, None)
+            self.generation += 1
+
+    def ensure_default_queue(self) -> None:
+        """Volcano always has a ``default`` queue; so do we."""
+        if DEFAULT_QUEUE not in self.queues:
+            self.queues[DEFAULT_QUEUE] = Queue(name=DEFAULT_QUEUE, implicit=True)
+
+    # -- linking ------------------------------------------------------------------------
+    def job_of(self, pod: Pod) -> JobRef:
+        name = pod.group_name
+        if name:
+            key = f"{pod.namespace}/{name}"
+            group = self.podgroups.get(key)
+            return JobRef(key, group, group.queue if group else DEFAULT_QUEUE)
+        group = self.implicit_groups[pod.uid]
+        return JobRef(f"{pod.namespace}/pod:{pod.name}", group, group.queue)
+
+    def pod_priority(self, pod: Pod) -> int:
+        if pod.priority is not None:
+            return pod.priority
+        return self.class_priority(pod.priority_class_name)
+
+    def class_priority(self, name: str) -> int:
+        if name and name in self.priority_classes:
+            return self.priority_classes[name].value
+        for pc in self.priority_classes.values():
+            if pc.global_default:
+                return pc.value
+        return 0
+
+    # -- the binder, evictor and status writer -------------------------------------------
+    def bind(self, uid: str, node: str) -> None:
+        with self.lock:
+            pod = self.pods[uid]
+            pod.node_name, pod.phase, pod.reason = node, "Running", None
+            self.generation += 1
+
+    def evict(self, uid: str, reason: str) -> None:
+        """The simulator's eviction: the pod terminates at once and frees its node."""
+        with self.lock:
+            pod = self.pods.get(uid)
+            if pod is None or pod.evicted:
+                return
+            pod.evicted, pod.phase, pod.reason = True, "Failed", reason
+            pod.node_name = ""
+            self.generation += 1
+
+    def set_pod_reason(self, uid: str, reason: str | None) -> None:
+        with self.lock:
+            pod = self.pods.get(uid)
+            if pod is not None and pod.reason != reason:
+                pod.reason = reason
+
+    def set_group_status(self, group: PodGroup, phase: str, conditions: list[Condition]) -> bool:
+        """Write a group's phase and conditions; return whether the phase changed."""
+        with self.lock:
+            changed = group.phase != phase
+            group.phase = phase
+            group.conditions = conditions
+            if changed:
+                self.generation += 1
+            return changed
+
+    def set_queue_allocated(self, name: str, allocated: dict[str, int]) -> None:
+        with self.lock:
+            queue = self.queues.get(name)
+            if queue is not None:
+                queue.allocated = allocated

@@ -1,0 +1,32 @@
+"""Where decisions land when the cluster is the scheduler's own cache (the simulator).
+
+The Kubernetes and embedded modes supply their own effects with the same
+methods; the session and the actions never know which one they talk to.
+"""
+
+from __future__ import annotations
+
+from .api.objects import Condition, Pod, PodGroup
+from .cache import ClusterCache
+
+
+class CacheEffects:
+    """Binds, evictions and status applied straight to a :class:`ClusterCache`."""
+
+    def __init__(self, cache: ClusterCache):
+        self.cache = cache
+
+    def bind(self, pod: Pod, node: str) -> None:
+        self.cache.bind(pod.uid, node)
+
+    def evict(self, pod: Pod, reason: str) -> None:
+        self.cache.evict(pod.uid, f"Evicted: {reason}")
+
+    def group_status(self, group: PodGroup, phase: str, conditions: list[Condition]) -> bool:
+        return self.cache.set_group_status(group, phase, conditions)
+
+    def pod_reason(self, pod: Pod, reason: str | None) -> None:
+        self.cache.set_pod_reason(pod.uid, reason)
+
+    def queue_allocated(self, name: str, allocated: dict[str, int]) -> None:
+        self.cache.set_queue_allocated(name, allocated)

@@ -1,0 +1,1 @@
+"""The scheduling framework: snapshot, session, statement, plugin and action registries, configuration."""

@@ -1,0 +1,291 @@
+"""The session: one cycle's snapshot, its plugins, and the answers actions ask for.
+
+Actions never look at plugins directly: they ask the session ("which job
+first?", "where does this task fit?", "who may be evicted for it?") and the
+session combines the enabled plugins' hooks tier by tier, as Volcano does.
+Placement changes go through :mod:`statement` and land here, in
+``_allocate``/``_evict`` and their inverses, which keep the node arrays, the
+job counts and the plugins' own accounting (``on_allocate``) in step.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from datetime import datetime
+from functools import cmp_to_key
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..api.objects import Pod, PodGroup, Condition
+from .config import SchedulerConfig
+from .nodeindex import NodeIndex
+from .plugin import HOOK_FLAGS, Plugin, Vote, VoteKind
+from .snapshot import JobInfo, QueueInfo, Snapshot, TaskInfo, TaskStatus
+
+log = logging.getLogger(__name__)
+
+
+class Effects(Protocol):
+    """Where a session's decisions go: binds, evictions and status."""
+
+    def bind(self, pod: Pod, node: str) -> None: ...
+    def evict(self, pod: Pod, reason: str) -> None: ...
+    def group_status(self, group: PodGroup, phase: str, conditions: list[Condition]) -> bool: ...
+    def pod_reason(self, pod: Pod, reason: str | None) -> None: ...
+    def queue_allocated(self, name: str, allocated: dict[str, int]) -> None: ...
+
+
+class Session:
+    def __init__(self, snapshot: Snapshot, config: SchedulerConfig, *, now: datetime, effects: Effects):
+        self.snapshot = snapshot
+        self.index = snapshot.index
+        self.nodes = snapshot.nodes
+        self.node_index = NodeIndex(snapshot.nodes.nodes)
+        self.jobs = snapshot.jobs
+        self.queues = snapshot.queues
+        self.total = snapshot.total
+        self.now = now
+        self.config = config
+        self.effects = effects
+        self.tiers: list[list[Plugin]] = config.build_tiers()
+        self.plugins = {p.name: p for tier in self.tiers for p in tier}
+        self._hooks = {hook: [[p for p in tier if hook in p.hooks and p.enabled(hook)] for tier in self.tiers]
+                       for hook in HOOK_FLAGS}
+        self._flat = {hook: [p for tier in tiers for p in tier] for hook, tiers in self._hooks.items()}
+        self.binds = 0
+        self.evictions: list[tuple[TaskInfo, str]] = []
+        self.phase_changes = 0
+        self.job_key = cmp_to_key(self.compare_jobs)
+        self.task_key = cmp_to_key(self.compare_tasks)
+        self.queue_key = cmp_to_key(self.compare_queues)
+        self.bound: set[str] = set()
+        self.held: list = []  # statements of pipelined jobs: reserved for this session, not bound
+
+    # -- lifecycle ----------------------------------------------------------------------
+    def open(self) -> None:
+        for tier in self.tiers:
+            for plugin in tier:
+                plugin.open(self)
+
+    def close(self) -> None:
+        for tier in self.tiers:
+            for plugin in tier:
+                plugin.close(self)
+        from .status import write_status  # the close-time writer lives beside the phase table
+        write_status(self)
+
+    def has_action(self, name: str) -> bool:
+        return name in self.config.actions
+
+    # -- ordering -----------------------------------------------------------------------
+    def _compare(self, hook: str, a: Any, b: Any) -> int:
+        for plugin in self._flat[hook]:
+            r = getattr(plugin, hook)(a, b)
+            if r:
+                return r
+        return 0
+
+    def compare_jobs(self, a: JobInfo, b: JobInfo) -> int:
+        r = self._compare("job_order", a, b)
+        if r:
+            return r
+        ca, cb = a.created, b.created
+        if ca != cb and ca is not None and cb is not None:
+            return -1 if ca < cb else 1
+        return -1 if a.uid < b.uid else (1 if a.uid > b.uid else 0)
+
+    def compare_tasks(self, a: TaskInfo, b: TaskInfo) -> int:
+        r = self._compare("task_order", a, b)
+        if r:
+            return r
+        return -1 if a.pod.name < b.pod.name else (1 if a.pod.name > b.pod.name else 0)
+
+    def compare_queues(self, a: QueueInfo, b: QueueInfo) -> int:
+        r = self._compare("queue_order", a, b)
+        if r:
+            return r
+        return -1 if a.name < b.name else (1 if a.name > b.name else 0)
+
+    # -- job-level answers ----------------------------------------------------------------
+    def job_valid(self, job: JobInfo) -> str | None:
+        for plugin in self._flat["job_valid"]:
+            reason = plugin.job_valid(job)
+            if reason:
+                return reason
+        return None
+
+    def job_ready(self, job: JobInfo) -> bool:
+        return all(p.job_ready(job) for p in self._flat["job_ready"])
+
+    def job_starving(self, job: JobInfo) -> bool:
+        plugins = self._flat["job_starving"]
+        return bool(plugins) and all(p.job_starving(job) for p in plugins)
+
+    def _vote(self, hook: str, job: JobInfo) -> Vote:
+        """Volcano's tiered vote: a reject ends it; a tier with a permit decides."""
+        for tier in self._hooks[hook]:
+            permitted = False
+            for plugin in tier:
+                vote = getattr(plugin, hook)(job)
+                if vote.kind == VoteKind.REJECT:
+                    return vote
+                permitted |= vote.kind == VoteKind.PERMIT
+            if permitted:
+                return Vote(VoteKind.PERMIT)
+        return Vote(VoteKind.PERMIT)
+
+    def job_pipelined(self, job: JobInfo) -> bool:
+        return self._vote("job_pipelined", job).kind == VoteKind.PERMIT
+
+    def job_enqueueable(self, job: JobInfo) -> Vote:
+        return self._vote("job_enqueueable", job)
+
+    def job_enqueued(self, job: JobInfo) -> None:
+        for plugin in self._flat["job_enqueued"]:
+            plugin.job_enqueued(job)
+
+    # -- queue-level answers --------------------------------------------------------------
+    def overused(self, queue: QueueInfo) -> str | None:
+        for plugin in self._flat["overused"]:
+            reason = plugin.overused(queue)
+            if reason:
+                return reason
+        return None
+
+    def allocatable(self, queue: QueueInfo, task: TaskInfo) -> str | None:
+        for plugin in self._flat["allocatable"]:
+            reason = plugin.allocatable(queue, task)
+            if reason:
+                return reason
+        return None
+
+    def preemptive(self, queue: QueueInfo, task: TaskInfo) -> bool:
+        """May ``queue`` reclaim resources for ``task``?"""
+        plugins = self._flat["preemptive"]
+        if plugins:
+            return all(p.preemptive(queue, task) for p in plugins)
+        return self.overused(queue) is None
+
+    def _victims(self, hook: str, task: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+        """Each plugin with an opinion filters what the previous ones let through.
+
+        Stricter than Volcano, which stops at the first tier with an opinion:
+        here every enabled plugin must accept a victim, so a queue-share plugin
+        in a later tier still protects queues at or below their share.  No
+        opinion at all means no victims.
+        """
+        chosen: list[TaskInfo] | None = None
+        for plugin in self._flat[hook]:
+            victims = getattr(plugin, hook)(task, candidates if chosen is None else chosen)
+            if victims is None:
+                continue
+            chosen = list(victims)
+            if not chosen:
+                return []
+        return chosen or []
+
+    def preemptable(self, preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+        return self._victims("preemptable", preemptor, candidates)
+
+    def reclaimable(self, reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+        return self._victims("reclaimable", reclaimer, candidates)
+
+    # -- nodes ----------------------------------------------------------------------------
+    def feasible(self, task: TaskInfo, avail: np.ndarray) -> np.ndarray:
+        """Boolean mask of nodes where every predicate admits ``task`` given ``avail``."""
+        mask = None
+        for plugin in self._flat["predicate"]:
+            m = plugin.predicate(task, avail)
+            mask = m if mask is None else mask & m
+        return np.ones(self.nodes.count, dtype=bool) if mask is None else mask
+
+    def explain(self, task: TaskInfo, avail: np.ndarray) -> str:
+        """Why no node fits, kube-scheduler style: ``0/5 nodes are available: 3 Insufficient cpu, …``."""
+        remaining = np.ones(self.nodes.count, dtype=bool)
+        reasons: Counter = Counter()
+        for plugin in self._flat["predicate"]:
+            if "predicate_reasons" in plugin.hooks:
+                reasons.update(plugin.predicate_reasons(task, avail, remaining))
+            remaining &= plugin.predicate(task, avail)
+        return summarize(self.nodes.count, reasons)
+
+    def best_node(self, task: TaskInfo, mask: np.ndarray) -> int:
+        """The highest-scoring node in ``mask`` (lowest index on ties), or -1."""
+        cand = np.flatnonzero(mask)
+        if cand.size <= 1:
+            return int(cand[0]) if cand.size else -1
+        scores = None
+        for plugin in self._flat["node_order"]:
+            s = plugin.node_order(task, cand)
+            scores = s if scores is None else scores + s
+        if scores is None:
+            return int(cand[0])
+        return int(cand[int(np.argmax(scores))])
+
+    # -- placement (called by Statement) ---------------------------------------------------
+    def _fire(self, hook: str, task: TaskInfo) -> None:
+        for plugin in self._flat[hook]:
+            getattr(plugin, hook)(task)
+
+    def _allocate(self, task: TaskInfo, node: int) -> None:
+        task.job.set_status(task, TaskStatus.ALLOCATED)
+        task.node = node
+        self.nodes.place(task, node)
+        self._fire("on_allocate", task)
+
+    def _unallocate(self, task: TaskInfo) -> None:
+        self.nodes.unplace(task, task.node)
+        task.job.set_status(task, TaskStatus.PENDING)
+        task.node = -1
+        self._fire("on_deallocate", task)
+
+    def _pipeline(self, task: TaskInfo, node: int) -> None:
+        task.job.set_status(task, TaskStatus.PIPELINED)
+        task.node = node
+        self.nodes.pipelined[:, node] += task.req
+        self.nodes.version += 1
+        self._fire("on_allocate", task)
+
+    def _unpipeline(self, task: TaskInfo) -> None:
+        self.nodes.pipelined[:, task.node] -= task.req
+        self.nodes.version += 1
+        task.job.set_status(task, TaskStatus.PENDING)
+        task.node = -1
+        self._fire("on_deallocate", task)
+
+    def _evict(self, task: TaskInfo) -> TaskStatus:
+        previous = task.status
+        task.job.set_status(task, TaskStatus.RELEASING)
+        self.nodes.releasing[:, task.node] += task.req
+        self.nodes.releasing_count += 1
+        self.nodes.version += 1
+        self._fire("on_deallocate", task)
+        return previous
+
+    def _unevict(self, task: TaskInfo, previous: TaskStatus) -> None:
+        self.nodes.releasing[:, task.node] -= task.req
+        self.nodes.releasing_count -= 1
+        self.nodes.version += 1
+        task.job.set_status(task, previous)
+        self._fire("on_allocate", task)
+
+    # -- effects (called by Statement.commit) ------------------------------------------------
+    def _commit_bind(self, task: TaskInfo) -> None:
+        self.effects.bind(task.pod, self.nodes.names[task.node])
+        self.bound.add(task.uid)
+        self.binds += 1
+
+    def _commit_evict(self, task: TaskInfo, reason: str) -> None:
+        self.effects.evict(task.pod, reason)
+        self.evictions.append((task, reason))
+
+
+def summarize(total: int, reasons: Counter) -> str:
+    """``0/N nodes are available: <count> <reason>, …`` with the largest counts first."""
+    if not reasons:
+        return f"0/{total} nodes are available" + ("" if total else ": the cluster has no nodes")
+    parts = sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))
+    return f"0/{total} nodes are available: " + ", ".join(f"{n} {reason}" for reason, n in parts)
+

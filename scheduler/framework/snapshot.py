@@ -1,0 +1,291 @@
+"""A cycle's private copy of the cluster: nodes as arrays, jobs, tasks and queues.
+
+The snapshot is taken under the cache lock and then owned by one session, so
+actions mutate it freely; nothing here is written back except through the
+binder, the evictor and the status writer when the session closes.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import IntEnum
+
+import numpy as np
+
+from ..api.objects import Node, Pod, PodGroup, Queue
+from ..cache import ClusterCache
+from .resources import PODS, ResourceIndex
+
+
+class TaskStatus(IntEnum):
+    PENDING = 0
+    ALLOCATED = 1   # placed in this session, to be bound
+    PIPELINED = 2   # placed on resources that are being released
+    RUNNING = 3     # bound before this session
+    RELEASING = 4   # being evicted
+    SUCCEEDED = 5
+    FAILED = 6
+
+
+# Statuses that hold node resources.
+ON_NODE = (TaskStatus.ALLOCATED, TaskStatus.RUNNING, TaskStatus.RELEASING)
+# Statuses that count towards the queue's and the job's allocation.
+ALLOCATED_STATUSES = (TaskStatus.ALLOCATED, TaskStatus.RUNNING)
+
+
+class TaskInfo:
+    """One pod as this cycle sees it."""
+
+    __slots__ = ("uid", "pod", "job", "req", "cols", "status", "node", "priority", "best_effort",
+                 "sig", "fit_error")
+
+    def __init__(self, pod: Pod, job: "JobInfo", req: np.ndarray, priority: int):
+        self.uid = pod.uid
+        self.pod = pod
+        self.job = job
+        self.req = req
+        self.cols = np.flatnonzero(req)  # the resources this task needs (always includes pods)
+        self.status = TaskStatus.PENDING
+        self.node = -1
+        self.priority = priority
+        self.best_effort = pod.best_effort
+        self.sig = _static_signature(pod)
+        self.fit_error: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.pod.key
+
+    def __repr__(self) -> str:
+        return f"<Task {self.pod.key} {self.status.name} node={self.node}>"
+
+
+class JobInfo:
+    """A PodGroup (or a lone pod) and its tasks."""
+
+    __slots__ = ("uid", "namespace", "name", "group", "queue", "priority", "min_member", "min_resources",
+                 "created", "tasks", "counts", "allocated", "phase", "enqueue_reason", "fit_error", "fit_count",
+                 "conditions")
+
+    def __init__(self, uid: str, group: PodGroup | None, queue: str, index: ResourceIndex):
+        self.uid = uid
+        self.group = group
+        self.namespace, _, self.name = uid.partition("/")
+        self.queue = queue
+        self.priority = 0
+        self.min_member = group.min_member if group else 1
+        self.min_resources = index.vector(group.min_resources) if group and group.min_resources else None
+        self.created: datetime | None = group.created if group else None
+        self.tasks: dict[str, TaskInfo] = {}
+        self.counts = [0] * len(TaskStatus)
+        self.allocated = index.zeros()
+        self.phase = group.phase if group else "Pending"
+        self.enqueue_reason: str | None = None
+        self.fit_error: str | None = None  # why the job as a whole did not fit (set at close)
+        self.fit_count: int | None = None  # members that fitted in the last failed attempt
+        self.conditions: list = []  # PodGroup conditions concluded this session
+
+    # -- counting -----------------------------------------------------------------------
+    def add_task(self, task: TaskInfo) -> None:
+        self.tasks[task.uid] = task
+        self.counts[task.status] += 1
+        if task.status in ALLOCATED_STATUSES:
+            self.allocated += task.req
+
+    def set_status(self, task: TaskInfo, status: TaskStatus) -> None:
+        old = task.status
+        if old in ALLOCATED_STATUSES:
+            self.allocated -= task.req
+        self.counts[old] -= 1
+        task.status = status
+        self.counts[status] += 1
+        if status in ALLOCATED_STATUSES:
+            self.allocated += task.req
+
+    @property
+    def ready_num(self) -> int:
+        c = self.counts
+        return c[TaskStatus.ALLOCATED] + c[TaskStatus.RUNNING] + c[TaskStatus.SUCCEEDED]
+
+    @property
+    def waiting_num(self) -> int:
+        return self.counts[TaskStatus.PIPELINED]
+
+    @property
+    def valid_num(self) -> int:
+        c = self.counts
+        return len(self.tasks) - c[TaskStatus.FAILED] - c[TaskStatus.RELEASING]
+
+    @property
+    def pending_num(self) -> int:
+        return self.counts[TaskStatus.PENDING]
+
+    def pending_tasks(self) -> list[TaskInfo]:
+        return [t for t in self.tasks.values() if t.status == TaskStatus.PENDING]
+
+    def tasks_in(self, *statuses: TaskStatus) -> list[TaskInfo]:
+        return [t for t in self.tasks.values() if t.status in statuses]
+
+    @property
+    def key(self) -> str:
+        return self.uid
+
+    def __repr__(self) -> str:
+        return f"<Job {self.uid} queue={self.queue} ready={self.ready_num}/{self.min_member}>"
+
+
+class QueueInfo:
+    """A queue with its limits as vectors (``inf`` where a limit is not set)."""
+
+    __slots__ = ("name", "queue", "weight", "capability", "guarantee", "deserved", "reclaimable", "parent",
+                 "children", "state")
+
+    def __init__(self, queue: Queue, index: ResourceIndex):
+        self.name = queue.name
+        self.queue = queue
+        self.weight = queue.weight
+        self.capability = limit_vector(index, queue.capability)
+        self.guarantee = index.vector(queue.guarantee).copy()
+        self.deserved = limit_vector(index, queue.deserved) if queue.deserved else None
+        self.reclaimable = queue.reclaimable
+        self.parent = queue.parent
+        self.children: list[str] = []
+        self.state = queue.state
+
+
+def limit_vector(index: ResourceIndex, amounts: dict[str, int]) -> np.ndarray:
+    vec = np.full(index.size, np.inf)
+    for name, amount in amounts.items():
+        if name in index.column:
+            vec[index.column[name]] = amount
+    return vec
+
+
+class NodeTable:
+    """Nodes as arrays of shape (resources, nodes), updated as tasks move."""
+
+    def __init__(self, nodes: list[Node], index: ResourceIndex):
+        self.nodes = nodes
+        self.names = [n.name for n in nodes]
+        self.pos = {name: i for i, name in enumerate(self.names)}
+        self.count = n = len(nodes)
+        self.alloc = np.zeros((index.size, n))
+        for i, node in enumerate(nodes):
+            for name, amount in node.allocatable.items():
+                self.alloc[index.column[name], i] = amount
+        self.used = np.zeros_like(self.alloc)
+        self.idle = self.alloc.copy()
+        self.releasing = np.zeros_like(self.alloc)
+        self.pipelined = np.zeros_like(self.alloc)
+        self.releasing_count = 0  # tasks being released: when 0, future idle == idle - pipelined
+        self.tasks: list[dict[str, TaskInfo]] = [dict() for _ in range(n)]
+        self.version = 0  # bumped on every change; lets plugins cache per-node work
+
+    def place(self, task: TaskInfo, node: int) -> None:
+        self.used[:, node] += task.req
+        self.idle[:, node] -= task.req
+        self.tasks[node][task.uid] = task
+        self.version += 1
+
+    def unplace(self, task: TaskInfo, node: int) -> None:
+        self.used[:, node] -= task.req
+        self.idle[:, node] += task.req
+        self.tasks[node].pop(task.uid, None)
+        self.version += 1
+
+    def future_idle(self) -> np.ndarray:
+        return self.idle + self.releasing - self.pipelined
+
+    def total(self) -> np.ndarray:
+        return self.alloc.sum(axis=1)
+
+
+class Snapshot:
+    """Everything one session schedules over."""
+
+    def __init__(self, index: ResourceIndex, nodes: NodeTable, jobs: dict[str, JobInfo],
+                 queues: dict[str, QueueInfo]):
+        self.index = index
+        self.nodes = nodes
+        self.jobs = jobs
+        self.queues = queues
+        self.total = nodes.total()
+
+
+def take_snapshot(cache: ClusterCache) -> Snapshot:
+    """Copy the cache into arrays and task/job objects for one cycle."""
+    with cache.lock:
+        cache.ensure_default_queue()
+        nodes = list(cache.nodes.values())
+        pods = list(cache.pods.values())
+        names: set[str] = set()
+        for node in nodes:
+            names.update(node.allocatable)
+        for pod in pods:
+            names.update(pod.requests)
+        for queue in cache.queues.values():
+            names.update(queue.capability, queue.guarantee, queue.deserved)
+        for group in cache.podgroups.values():
+            names.update(group.min_resources or ())
+        index = ResourceIndex(names)
+        table = NodeTable(nodes, index)
+        queues = {name: QueueInfo(q, index) for name, q in cache.queues.items()}
+        for q in queues.values():
+            if q.parent in queues:
+                queues[q.parent].children.append(q.name)
+        jobs = _jobs(cache, pods, index, table)
+    return Snapshot(index, table, jobs, queues)
+
+
+def _jobs(cache: ClusterCache, pods: list[Pod], index: ResourceIndex, table: NodeTable) -> dict[str, JobInfo]:
+    jobs: dict[str, JobInfo] = {}
+    for pod in pods:
+        if pod.evicted:
+            continue
+        ref = cache.job_of(pod)
+        job = jobs.get(ref.uid)
+        if job is None:
+            job = jobs[ref.uid] = JobInfo(ref.uid, ref.group, ref.queue, index)
+            if ref.group is not None and ref.group.priority_class_name:
+                job.priority = cache.class_priority(ref.group.priority_class_name)
+            else:
+                job.priority = -(2**63)  # raised to the highest task priority below
+        task = TaskInfo(pod, job, index.vector(pod.requests, pods=1), cache.pod_priority(pod))
+        task.status = _initial_status(pod)
+        if task.status in ON_NODE:
+            node = table.pos.get(pod.node_name, -1)
+            if node >= 0:
+                task.node = node
+                table.place(task, node)
+                if task.status == TaskStatus.RELEASING:
+                    table.releasing[:, node] += task.req
+                    table.releasing_count += 1
+        job.add_task(task)
+        if job.group is None or not job.group.priority_class_name:
+            job.priority = max(job.priority, task.priority)
+    for key, group in cache.podgroups.items():
+        if key not in jobs:  # a group whose pods do not exist (yet): gang validity will say so
+            jobs[key] = JobInfo(key, group, group.queue, index)
+            jobs[key].priority = cache.class_priority(group.priority_class_name)
+    for job in jobs.values():
+        if job.priority == -(2**63):
+            job.priority = cache.class_priority(job.group.priority_class_name if job.group else "")
+        if job.created is None:
+            stamps = [t.pod.created for t in job.tasks.values() if t.pod.created]
+            job.created = min(stamps) if stamps else None
+    return jobs
+
+
+def _initial_status(pod: Pod) -> TaskStatus:
+    if pod.phase == "Succeeded":
+        return TaskStatus.SUCCEEDED
+    if pod.phase == "Failed":
+        return TaskStatus.FAILED
+    if pod.node_name:
+        return TaskStatus.RELEASING if pod.terminating else TaskStatus.RUNNING
+    return TaskStatus.PENDING
+
+
+def _static_signature(pod: Pod) -> tuple:
+    """Everything the node-independent predicates read, as a hashable key."""
+    return (tuple(sorted(pod.node_selector.items())), pod.affinity_terms, pod.tolerations)

@@ -1,0 +1,62 @@
+"""Tentative placement: record allocations, pipelines and evictions, then commit or discard.
+
+This is what makes a gang all-or-nothing: an action allocates the job's
+tasks one by one inside a statement, asks the session whether the job is
+ready, and either commits (binds and evictions go to the effects) or
+discards (every change is undone in reverse order, plugins included).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .snapshot import TaskInfo, TaskStatus
+
+if TYPE_CHECKING:
+    from .session import Session
+
+ALLOCATE, PIPELINE, EVICT = "allocate", "pipeline", "evict"
+
+
+class Statement:
+    def __init__(self, ssn: "Session"):
+        self.ssn = ssn
+        self.ops: list[tuple[str, TaskInfo, object]] = []
+
+    def allocate(self, task: TaskInfo, node: int) -> None:
+        self.ssn._allocate(task, node)
+        self.ops.append((ALLOCATE, task, node))
+
+    def pipeline(self, task: TaskInfo, node: int) -> None:
+        self.ssn._pipeline(task, node)
+        self.ops.append((PIPELINE, task, node))
+
+    def evict(self, task: TaskInfo, reason: str) -> None:
+        previous = self.ssn._evict(task)
+        self.ops.append((EVICT, task, (previous, reason)))
+
+    def discard(self) -> None:
+        for kind, task, extra in reversed(self.ops):
+            if kind == ALLOCATE:
+                self.ssn._unallocate(task)
+            elif kind == PIPELINE:
+                self.ssn._unpipeline(task)
+            else:
+                previous, _ = extra
+                self.ssn._unevict(task, previous)
+        self.ops.clear()
+
+    def commit(self) -> None:
+        for kind, task, extra in self.ops:
+            if kind == ALLOCATE and task.status == TaskStatus.ALLOCATED:
+                self.ssn._commit_bind(task)
+            elif kind == EVICT:
+                self.ssn._commit_evict(task, extra[1])
+        self.ops.clear()
+
+    @property
+    def allocated(self) -> int:
+        return sum(1 for kind, _, _ in self.ops if kind in (ALLOCATE, PIPELINE))
+
+    def __len__(self) -> int:
+        return len(self.ops)

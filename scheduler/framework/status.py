@@ -1,0 +1,134 @@
+"""PodGroup phases as a table, and the close-of-session status writer.
+
+Phases follow Volcano: Pending -> Inqueue (admitted; operators such as
+Kubeflow's wait for this before creating pods) -> Running (at least
+minMember tasks placed), Unknown (some running but the gang is no longer
+whole), Completed (every task succeeded).  A transition the table does not
+allow is refused and logged; the old phase stays.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from ..api.objects import Condition
+from .snapshot import JobInfo, TaskStatus
+
+if TYPE_CHECKING:
+    from .session import Session
+
+log = logging.getLogger(__name__)
+
+PENDING, INQUEUE, RUNNING, UNKNOWN, COMPLETED = "Pending", "Inqueue", "Running", "Unknown", "Completed"
+TRANSITIONS: dict[str, frozenset[str]] = {
+    PENDING: frozenset({PENDING, INQUEUE, RUNNING, COMPLETED}),
+    INQUEUE: frozenset({INQUEUE, PENDING, RUNNING, COMPLETED}),
+    RUNNING: frozenset({RUNNING, UNKNOWN, PENDING, COMPLETED}),
+    UNKNOWN: frozenset({UNKNOWN, RUNNING, PENDING, COMPLETED}),
+    COMPLETED: frozenset({COMPLETED}),
+}
+
+
+class InvalidTransition(ValueError):
+    pass
+
+
+def check_transition(old: str, new: str) -> str:
+    if new not in TRANSITIONS.get(old, ()):
+        raise InvalidTransition(f"PodGroup phase {old} -> {new} is not allowed")
+    return new
+
+
+def next_phase(job: JobInfo, ready: bool) -> str:
+    """The phase a job's group should have at the end of a session."""
+    c = job.counts
+    total = len(job.tasks)
+    if total and c[TaskStatus.SUCCEEDED] == total and total >= job.min_member:
+        return COMPLETED
+    placed = c[TaskStatus.ALLOCATED] + c[TaskStatus.RUNNING] + c[TaskStatus.SUCCEEDED]
+    if c[TaskStatus.RUNNING] and not ready and job.pending_num:
+        return UNKNOWN
+    if placed >= job.min_member and (placed or total):
+        return RUNNING
+    if job.phase in (INQUEUE,):
+        return INQUEUE
+    return PENDING
+
+
+def write_status(ssn: "Session") -> None:
+    """Hand every job's phase, conditions and pending reasons, and queue allocations, to the effects."""
+    for job in ssn.jobs.values():
+        _write_job(ssn, job)
+    _write_queues(ssn)
+
+
+def _write_job(ssn: "Session", job: JobInfo) -> None:
+    group = job.group
+    for task in job.tasks.values():
+        if task.status == TaskStatus.PENDING:
+            ssn.effects.pod_reason(task.pod, pending_reason(ssn, job, task))
+        elif task.status == TaskStatus.PIPELINED or (task.status == TaskStatus.ALLOCATED
+                                                      and task.uid not in ssn.bound):
+            ssn.effects.pod_reason(task.pod, f"reserved on {ssn.nodes.names[task.node]}: waiting for "
+                                             "resources being released and for the rest of its gang")
+        elif task.pod.reason is not None and task.status in (TaskStatus.RUNNING, TaskStatus.ALLOCATED):
+            ssn.effects.pod_reason(task.pod, None)
+    if group is None:
+        return
+    phase = next_phase(job, ssn.job_ready(job))
+    try:
+        check_transition(group.phase, phase)
+    except InvalidTransition as exc:
+        log.error("PodGroup %s: %s; keeping %s", job.uid, exc, group.phase)
+        phase = group.phase
+    conditions = _merge_conditions(group.conditions, job.conditions, ssn)
+    if ssn.effects.group_status(group, phase, conditions):
+        ssn.phase_changes += 1
+
+
+def pending_reason(ssn: "Session", job: JobInfo, task) -> str:
+    if job.group is None:
+        return f"PodGroup {job.uid} not found"
+    if job.enqueue_reason:
+        return job.enqueue_reason
+    if job.fit_error:
+        return job.fit_error
+    if task.fit_error:
+        return task.fit_error
+    if task.best_effort and not ssn.has_action("backfill"):
+        return "best-effort pod (no resource requests) waits for the backfill action, which is not configured"
+    return "waiting for the next scheduling cycle"
+
+
+def _merge_conditions(old: list[Condition], new: list[Condition], ssn: "Session") -> list[Condition]:
+    """One condition per type; keep the old transition time when nothing changed."""
+    by_type = {c.type: c for c in old}
+    out = []
+    for cond in new:
+        prev = by_type.get(cond.type)
+        if prev and (prev.status, prev.reason, prev.message) == (cond.status, cond.reason, cond.message):
+            out.append(prev)
+        else:
+            cond.transition = ssn.now
+            out.append(cond)
+    kept = {c.type for c in new}
+    out.extend(c for c in old if c.type not in kept and c.type not in ("Unschedulable", "Scheduled"))
+    return out
+
+
+def _write_queues(ssn: "Session") -> None:
+    """Each queue's allocation; a parent queue carries its descendants' allocations."""
+    own = {name: ssn.index.zeros() for name in ssn.queues}
+    for job in ssn.jobs.values():
+        if job.queue in own:
+            own[job.queue] += job.allocated
+    totals = {name: vec.copy() for name, vec in own.items()}
+    for name, vec in own.items():
+        parent, seen = ssn.queues[name].parent, {name}
+        while parent and parent in totals and parent not in seen:
+            totals[parent] += vec
+            seen.add(parent)
+            parent = ssn.queues[parent].parent
+    for name, vec in totals.items():
+        ssn.effects.queue_allocated(name, ssn.index.to_dict(vec))

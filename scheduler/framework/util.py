@@ -1,0 +1,50 @@
+"""Small shared helpers: a priority queue ordered by a comparison function."""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from typing import Callable, Generic, Iterable, TypeVar
+
+T = TypeVar("T")
+
+
+class _Entry:
+    __slots__ = ("item", "seq", "cmp")
+
+    def __init__(self, item, seq: int, cmp):
+        self.item, self.seq, self.cmp = item, seq, cmp
+
+    def __lt__(self, other: "_Entry") -> bool:
+        r = self.cmp(self.item, other.item)
+        return r < 0 if r else self.seq < other.seq
+
+
+class PriorityQueue(Generic[T]):
+    """Pops the item that ``cmp`` orders first; ties pop in insertion order.
+
+    The comparison runs when items are pushed and popped, so an item whose
+    rank changed (a queue's share after an allocation) must be popped and
+    pushed again — which is exactly how the actions use it.
+    """
+
+    def __init__(self, cmp: Callable[[T, T], int], items: Iterable[T] = ()):
+        self._cmp = cmp
+        self._seq = itertools.count()
+        self._heap = [_Entry(item, next(self._seq), cmp) for item in items]
+        heapq.heapify(self._heap)
+
+    def push(self, item: T) -> None:
+        heapq.heappush(self._heap, _Entry(item, next(self._seq), self._cmp))
+
+    def pop(self) -> T:
+        return heapq.heappop(self._heap).item
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def __bool__(self) -> bool:
+        return bool(self._heap)
+
+    def items(self) -> list[T]:
+        return [e.item for e in self._heap]

@@ -1,0 +1,17 @@
+"""conformance: never evict critical pods (kube-system, system-*-critical classes)."""
+
+from __future__ import annotations
+
+from ..framework.plugin import Plugin, register_plugin
+from ..framework.snapshot import TaskInfo
+
+
+@register_plugin
+class Conformance(Plugin):
+    name = "conformance"
+    hooks = ("preemptable", "reclaimable")
+
+    def preemptable(self, evictor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+        return [t for t in candidates if not t.pod.critical]
+
+    reclaimable = preemptable

@@ -1,0 +1,62 @@
+"""drf: dominant resource fairness between jobs.
+
+A job's share is its largest fraction of any cluster resource.  Jobs with
+the smaller share go first; with ``enablePreemptable`` a task may preempt
+another job's task when, afterwards, the preemptor's share would still not
+exceed the victim's.
+"""
+
+from __future__ import annotations
+
+from ..framework.plugin import Plugin, register_plugin
+from ..framework.resources import dominant_share
+from ..framework.snapshot import JobInfo, TaskInfo
+
+_DELTA = 1e-6
+
+
+@register_plugin
+class DRF(Plugin):
+    name = "drf"
+    hooks = ("job_order", "preemptable", "on_allocate", "on_deallocate")
+
+    @classmethod
+    def check_flags(cls, flags: dict[str, bool]) -> None:
+        if flags.get("enableHierarchy"):
+            raise ValueError("enableHierarchy is not supported by drf; use the capacity plugin with "
+                             "Queue spec.parent for hierarchical queues")
+        if flags.get("enableNamespaceOrder"):
+            raise ValueError("enableNamespaceOrder is not supported by drf")
+
+    def open(self, ssn) -> None:
+        self.total = ssn.total
+        self.mask = ssn.index.share_mask
+        self.allocated = {uid: job.allocated.copy() for uid, job in ssn.jobs.items()}
+        self.shares = {uid: dominant_share(a, self.total, self.mask) for uid, a in self.allocated.items()}
+
+    def job_order(self, a: JobInfo, b: JobInfo) -> int:
+        sa, sb = self.shares[a.uid], self.shares[b.uid]
+        return (sa > sb) - (sa < sb)
+
+    def preemptable(self, preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+        mine = dominant_share(self.allocated[preemptor.job.uid] + preemptor.req, self.total, self.mask)
+        left: dict[str, object] = {}
+        victims = []
+        for task in candidates:
+            alloc = left.setdefault(task.job.uid, self.allocated[task.job.uid].copy())
+            alloc -= task.req
+            theirs = dominant_share(alloc, self.total, self.mask)
+            if mine < theirs or abs(mine - theirs) <= _DELTA:
+                victims.append(task)
+        return victims
+
+    def on_allocate(self, task: TaskInfo) -> None:
+        self._change(task, +1)
+
+    def on_deallocate(self, task: TaskInfo) -> None:
+        self._change(task, -1)
+
+    def _change(self, task: TaskInfo, sign: int) -> None:
+        uid = task.job.uid
+        self.allocated[uid] += sign * task.req
+        self.shares[uid] = dominant_share(self.allocated[uid], self.total, self.mask)

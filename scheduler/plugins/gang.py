@@ -1,0 +1,82 @@
+"""gang: a job runs only when at least minMember of its tasks can run together.
+
+Also: never evict a running job below its minMember, schedule jobs that are
+not yet whole before those that are, and explain on the PodGroup (condition
+``Unschedulable``) and on each pending pod how many members fitted.
+"""
+
+from __future__ import annotations
+
+from ..api.objects import Condition
+from ..framework.plugin import PERMIT, Plugin, Vote, register_plugin, reject
+from ..framework.snapshot import JobInfo, TaskInfo, TaskStatus
+
+NOT_ENOUGH_RESOURCES = "NotEnoughResources"
+NOT_ENOUGH_TASKS = "NotEnoughTasks"
+
+
+@register_plugin
+class Gang(Plugin):
+    name = "gang"
+    hooks = ("job_valid", "job_order", "job_ready", "job_pipelined", "job_starving", "preemptable", "reclaimable")
+
+    def job_valid(self, job: JobInfo) -> str | None:
+        if job.valid_num < job.min_member:
+            return (f"pod group {job.uid} has {job.valid_num} pod(s), fewer than its minMember "
+                    f"{job.min_member}; waiting for more pods")
+        return None
+
+    def job_order(self, a: JobInfo, b: JobInfo) -> int:
+        ra, rb = self.job_ready(a), self.job_ready(b)
+        return 0 if ra == rb else (1 if ra else -1)
+
+    def job_ready(self, job: JobInfo) -> bool:
+        return job.ready_num >= job.min_member
+
+    def job_pipelined(self, job: JobInfo) -> Vote:
+        if job.ready_num + job.waiting_num >= job.min_member:
+            return PERMIT
+        return reject(f"{job.ready_num + job.waiting_num} of minMember {job.min_member} placed")
+
+    def job_starving(self, job: JobInfo) -> bool:
+        return job.ready_num + job.waiting_num < job.min_member
+
+    def preemptable(self, preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+        occupied: dict[str, int] = {}
+        victims = []
+        for task in candidates:
+            job = task.job
+            left = occupied.setdefault(job.uid, job.ready_num)
+            if left > job.min_member:
+                occupied[job.uid] = left - 1
+                victims.append(task)
+        return victims
+
+    reclaimable = preemptable
+
+    def close(self, ssn) -> None:
+        for job in ssn.jobs.values():
+            if job.group is None:
+                continue
+            job.conditions = [self._condition(job)]
+            if job.fit_count is not None and job.min_member > 1:
+                job.fit_error = self._gang_message(job)
+
+    def _condition(self, job: JobInfo) -> Condition:
+        if job.ready_num >= job.min_member and job.min_member > 0 or job.phase == "Completed":
+            return Condition("Scheduled", "True", "Scheduled",
+                             f"{job.ready_num}/{len(job.tasks)} tasks in gang are placed (minMember {job.min_member})")
+        if job.valid_num < job.min_member:
+            return Condition("Unschedulable", "True", NOT_ENOUGH_TASKS, self.job_valid(job) or "")
+        message = job.enqueue_reason or (self._gang_message(job) if job.fit_count is not None else job.fit_error)
+        if not message:
+            failed = next((t.fit_error for t in job.tasks.values() if t.fit_error), None)
+            message = failed or "waiting to be scheduled"
+        return Condition("Unschedulable", "True", NOT_ENOUGH_RESOURCES,
+                         f"{job.pending_num}/{len(job.tasks)} tasks in gang unschedulable: {message}")
+
+    @staticmethod
+    def _gang_message(job: JobInfo) -> str:
+        failed = next((t for t in job.tasks.values() if t.status == TaskStatus.PENDING and t.fit_error), None)
+        detail = f"; {failed.pod.key}: {failed.fit_error}" if failed else ""
+        return f"gang {job.uid}: {job.fit_count} of {job.min_member} required members fit{detail}"

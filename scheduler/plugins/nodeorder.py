@@ -1,0 +1,109 @@
+"""nodeorder: kube-scheduler's node scores, vectorised over the candidate nodes.
+
+Each score is 0-100 and multiplied by its weight (Volcano's argument names):
+``leastrequested`` favours free nodes (spreading), ``mostrequested`` full ones,
+``balancedresource`` nodes whose CPU and memory end up equally used,
+``nodeaffinity`` preferred node-affinity terms, ``tainttoleration`` nodes
+with fewer untolerated ``PreferNoSchedule`` taints.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from ..framework.args import Arg
+from ..framework.plugin import Plugin, register_plugin
+from ..framework.resources import CPU, MEMORY
+from ..framework.snapshot import TaskInfo
+from ..framework.nodeindex import first_untolerated
+
+log = logging.getLogger(__name__)
+_NOT_IMPLEMENTED = "Scoria's nodeorder does not implement this score; it counts as 0"
+
+
+def used_fractions(nodes, task: TaskInfo, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """CPU and memory used on each candidate after placing ``task`` (0..1, 1 where a node has none)."""
+    out = []
+    for col in (CPU, MEMORY):
+        alloc = nodes.alloc[col, cand]
+        used = alloc - nodes.idle[col, cand] + task.req[col]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out.append(np.where(alloc > 0, np.clip(used / alloc, 0.0, 1.0), 1.0))
+    return out[0], out[1]
+
+
+@register_plugin
+class NodeOrder(Plugin):
+    name = "nodeorder"
+    hooks = ("node_order",)
+    arguments = {
+        "least": Arg("leastrequested.weight", "float", 1.0, minimum=0),
+        "most": Arg("mostrequested.weight", "float", 0.0, minimum=0),
+        "balanced": Arg("balancedresource.weight", "float", 1.0, minimum=0),
+        "affinity": Arg("nodeaffinity.weight", "float", 1.0, minimum=0),
+        "taint": Arg("tainttoleration.weight", "float", 1.0, minimum=0),
+        **{name: Arg(f"{name}.weight", "float", 0.0, minimum=0, ignored=_NOT_IMPLEMENTED)
+           for name in ("podaffinity", "imagelocality", "selectorspread", "podtopologyspread")},
+    }
+
+    def open(self, ssn) -> None:
+        self.nodes = ssn.nodes
+        self.index = ssn.node_index
+        groups: dict[tuple, list[int]] = {}
+        for i, node in enumerate(ssn.nodes.nodes):
+            soft = tuple(t for t in node.taints if t.effect == "PreferNoSchedule")
+            if soft:
+                groups.setdefault(soft, []).append(i)
+        self.soft_taints = list(groups.items())
+        self._untolerated: dict[tuple, np.ndarray] = {}
+        self._preferred: dict[tuple, np.ndarray] = {}
+
+    def node_order(self, task: TaskInfo, cand: np.ndarray) -> np.ndarray:
+        a = self.args
+        score = np.zeros(cand.size)
+        if a.least or a.most or a.balanced:
+            cpu, mem = used_fractions(self.nodes, task, cand)
+            if a.least:
+                score += a.least * (100.0 - (cpu + mem) * 50.0)
+            if a.most:
+                score += a.most * (cpu + mem) * 50.0
+            if a.balanced:
+                score += a.balanced * (100.0 - np.abs(cpu - mem) * 50.0)
+        if a.affinity and task.pod.preferred_terms:
+            score += a.affinity * _normalized(self._preferred_score(task)[cand])
+        if a.taint and self.soft_taints:
+            counts = self._untolerated_count(task)[cand]
+            top = counts.max()
+            if top > 0:
+                score += a.taint * (100.0 - counts * (100.0 / top))
+            else:
+                score += a.taint * 100.0
+        return score
+
+    def _preferred_score(self, task: TaskInfo) -> np.ndarray:
+        key = task.pod.preferred_terms
+        total = self._preferred.get(key)
+        if total is None:
+            total = np.zeros(self.nodes.count)
+            for weight, term in key:
+                total += weight * self.index.term_mask(term)
+            self._preferred[key] = total
+        return total
+
+    def _untolerated_count(self, task: TaskInfo) -> np.ndarray:
+        tolerations = task.pod.tolerations
+        counts = self._untolerated.get(tolerations)
+        if counts is None:
+            counts = np.zeros(self.nodes.count)
+            for taints, members in self.soft_taints:
+                n = sum(1 for t in taints if first_untolerated((t,), tolerations) is not None)
+                counts[members] = n
+            self._untolerated[tolerations] = counts
+        return counts
+
+
+def _normalized(values: np.ndarray) -> np.ndarray:
+    top = values.max() if values.size else 0
+    return values * (100.0 / top) if top > 0 else np.zeros_like(values)

@@ -1,0 +1,179 @@
+"""proportion: share the cluster between queues by weight.
+
+Each queue's *deserved* share is found by water-filling: the remaining
+resources are split by weight among queues that still want more, each capped
+by its capability and by what its jobs request, and never below its
+guarantee; repeat until nothing changes.  A queue at its deserved share is
+*overused* and allocates no more; a queue below it may reclaim from queues
+above theirs; a job is admitted (Inqueue) only if its minResources fit under
+the queue's capability.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..framework.plugin import ABSTAIN, PERMIT, Plugin, Vote, register_plugin, reject
+from ..framework.resources import EPS
+from ..framework.snapshot import JobInfo, QueueInfo, TaskInfo, TaskStatus
+from ..api.quantity import format_quantity
+
+_MAX_ROUNDS = 1000
+
+
+class QueueAttr:
+    __slots__ = ("name", "weight", "allocated", "request", "inqueue", "deserved", "capability", "guarantee",
+                 "share")
+
+    def __init__(self, queue: QueueInfo, total: np.ndarray, zeros: np.ndarray):
+        self.name = queue.name
+        self.weight = queue.weight
+        self.allocated = zeros.copy()
+        self.request = zeros.copy()
+        self.inqueue = zeros.copy()
+        self.deserved = zeros.copy()
+        self.capability = np.minimum(queue.capability, total)
+        self.guarantee = queue.guarantee.copy()
+        self.share = 0.0
+
+
+def water_fill(attrs: list[QueueAttr], total: np.ndarray, mask: np.ndarray) -> None:
+    """Set each attr's ``deserved`` by weighted water-filling of ``total`` (dimensions in ``mask``)."""
+    remaining = total.copy()
+    remaining[~mask] = 0
+    met: set[str] = set()
+    for _ in range(_MAX_ROUNDS):
+        open_attrs = [a for a in attrs if a.name not in met]
+        weight = sum(a.weight for a in open_attrs)
+        if not weight:
+            break
+        before = remaining.copy()
+        delta = np.zeros_like(remaining)
+        for a in open_attrs:
+            old = a.deserved.copy()
+            a.deserved = a.deserved + remaining * (a.weight / weight)
+            a.deserved = np.minimum(a.deserved, a.capability)
+            a.deserved = np.minimum(a.deserved, a.request)
+            a.deserved = np.maximum(a.deserved, a.guarantee)
+            a.deserved[~mask] = 0
+            if (a.request[mask] <= a.deserved[mask] + EPS).all():
+                met.add(a.name)
+            delta += a.deserved - old
+        remaining = remaining - delta
+        remaining[remaining < EPS] = 0
+        if not remaining.any() or np.allclose(remaining, before, rtol=0, atol=EPS):
+            break
+
+
+def share(allocated: np.ndarray, deserved: np.ndarray, mask: np.ndarray) -> float:
+    """Largest ``allocated/deserved`` over the masked dimensions (1 where deserved is 0 but used)."""
+    d, a = deserved[mask], allocated[mask]
+    if not d.size:
+        return 0.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        values = np.where(d > EPS, a / np.where(d > EPS, d, 1.0), np.where(a > EPS, 1.0, 0.0))
+    return float(values.max())
+
+
+def describe(index, vec: np.ndarray, cols) -> str:
+    return ", ".join(f"{index.names[c]} {format_quantity(index.names[c], vec[c])}" for c in cols)
+
+
+@register_plugin
+class Proportion(Plugin):
+    name = "proportion"
+    hooks = ("queue_order", "overused", "allocatable", "preemptive", "reclaimable", "job_enqueueable",
+             "job_enqueued", "on_allocate", "on_deallocate")
+
+    def open(self, ssn) -> None:
+        self.ssn = ssn
+        self.index = ssn.index
+        self.mask = ssn.index.share_mask
+        zeros = ssn.index.zeros()
+        self.attrs = {name: QueueAttr(q, ssn.total, zeros) for name, q in ssn.queues.items()}
+        for job in ssn.jobs.values():
+            attr = self.attrs.get(job.queue)
+            if attr is None:
+                continue
+            attr.allocated += job.allocated
+            attr.request += job.allocated
+            for task in job.tasks.values():
+                if task.status == TaskStatus.PENDING:
+                    attr.request += task.req
+            if job.phase == "Inqueue" and job.min_resources is not None:
+                attr.inqueue += np.maximum(job.min_resources - job.allocated, 0)
+        water_fill(list(self.attrs.values()), ssn.total, self.mask)
+        for attr in self.attrs.values():
+            attr.share = share(attr.allocated, attr.deserved, self.mask)
+
+    def queue_order(self, a: QueueInfo, b: QueueInfo) -> int:
+        sa, sb = self.attrs[a.name].share, self.attrs[b.name].share
+        return (sa > sb) - (sa < sb)
+
+    def overused(self, queue: QueueInfo) -> str | None:
+        attr = self.attrs[queue.name]
+        cols = np.flatnonzero(self.mask)
+        if (attr.deserved[cols] <= attr.allocated[cols] + EPS).all():
+            return (f"queue {queue.name} is at its deserved share: allocated {describe(self.index, attr.allocated, cols[:2])}"
+                    f" of deserved {describe(self.index, attr.deserved, cols[:2])}")
+        return None
+
+    def allocatable(self, queue: QueueInfo, task: TaskInfo) -> str | None:
+        attr = self.attrs[queue.name]
+        cols = [c for c in task.cols if self.mask[c]]
+        future = attr.allocated + task.req
+        over = [c for c in cols if future[c] > attr.deserved[c] + EPS]
+        if over:
+            return (f"queue {queue.name} would exceed its deserved share: {describe(self.index, future, over)} "
+                    f"requested of {describe(self.index, attr.deserved, over)} deserved")
+        return None
+
+    def preemptive(self, queue: QueueInfo, task: TaskInfo) -> bool:
+        return self.allocatable(queue, task) is None
+
+    def reclaimable(self, reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+        """Victims from queues above their deserved share, as long as they stay above it before each."""
+        allocations: dict[str, np.ndarray] = {}
+        victims = []
+        cols = np.flatnonzero(self.mask)
+        for task in candidates:
+            attr = self.attrs.get(task.job.queue)
+            if attr is None:
+                continue
+            allocated = allocations.setdefault(attr.name, attr.allocated.copy())
+            if (allocated[cols] <= attr.deserved[cols] + EPS).all():
+                continue
+            allocated -= task.req
+            victims.append(task)
+        return victims
+
+    def job_enqueueable(self, job: JobInfo) -> Vote:
+        attr = self.attrs.get(job.queue)
+        if attr is None or job.min_resources is None:
+            return ABSTAIN
+        future = attr.allocated + attr.inqueue + job.min_resources
+        cols = [c for c in np.flatnonzero(self.mask) if job.min_resources[c] > 0]
+        over = [c for c in cols if future[c] > attr.capability[c] + EPS]
+        if over:
+            return reject(f"queue {job.queue} capability exceeded: minResources {describe(self.index, job.min_resources, over)}"
+                          f" on top of {describe(self.index, attr.allocated + attr.inqueue, over)} in use or admitted,"
+                          f" capability {describe(self.index, attr.capability, over)}")
+        return PERMIT
+
+    def job_enqueued(self, job: JobInfo) -> None:
+        attr = self.attrs.get(job.queue)
+        if attr is not None and job.min_resources is not None:
+            attr.inqueue += job.min_resources
+
+    def on_allocate(self, task: TaskInfo) -> None:
+        self._change(task, +1)
+
+    def on_deallocate(self, task: TaskInfo) -> None:
+        self._change(task, -1)
+
+    def _change(self, task: TaskInfo, sign: int) -> None:
+        attr = self.attrs.get(task.job.queue)
+        if attr is None:
+            return
+        attr.allocated += sign * task.req
+        attr.share = share(attr.allocated, attr.deserved, self.mask)

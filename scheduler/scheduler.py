@@ -1,0 +1,88 @@
+"""The scheduling cycle: snapshot -> session -> actions in configured order -> close.
+
+:class:`Scheduler` owns the cache, the configuration (reloaded from its file
+when it changes, the last good one kept when a new one is refused), the
+clock and the effects; ``run_once`` is one cycle and ``run`` loops.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from .cache import ClusterCache
+from .effects import CacheEffects
+from .framework.config import ConfigWatcher, SchedulerConfig, default_config
+from .framework.session import Effects, Session
+from .framework.snapshot import TaskStatus, take_snapshot
+from .metrics import SchedulerMetrics
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], datetime]
+
+
+def system_clock() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+@dataclass(frozen=True)
+class CycleResult:
+    binds: int
+    evictions: int
+    phase_changes: int
+    pending: int
+    seconds: float
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.binds or self.evictions or self.phase_changes)
+
+
+class Scheduler:
+    def __init__(self, cache: ClusterCache, *, config: SchedulerConfig | None = None,
+                 config_path: str | Path | None = None, clock: Clock = system_clock,
+                 effects: Effects | None = None, metrics: SchedulerMetrics | None = None):
+        self.cache = cache
+        self.clock = clock
+        self.effects = effects or CacheEffects(cache)
+        self.metrics = metrics or SchedulerMetrics()
+        self.watcher = ConfigWatcher(config_path, on_result=self.metrics.config_reload) if config_path else None
+        self._config = config or default_config()
+
+    @property
+    def config(self) -> SchedulerConfig:
+        return self.watcher.current if self.watcher else self._config
+
+    def run_once(self) -> CycleResult:
+        if self.watcher:
+            self.watcher.poll()
+        config = self.config
+        start = time.perf_counter()
+        ssn = Session(take_snapshot(self.cache), config, now=self.clock(), effects=self.effects)
+        ssn.open()
+        for action in config.build_actions():
+            began = time.perf_counter()
+            action.execute(ssn)
+            self.metrics.action(action.name, time.perf_counter() - began)
+        ssn.close()
+        pending = sum(job.counts[TaskStatus.PENDING] for job in ssn.jobs.values())
+        result = CycleResult(ssn.binds, len(ssn.evictions), ssn.phase_changes, pending, time.perf_counter() - start)
+        self.metrics.cycle(seconds=result.seconds, binds=result.binds, evictions=result.evictions, pending=pending)
+        return result
+
+    def run(self, *, interval: float = 1.0, stop: threading.Event | None = None) -> None:
+        """Cycle every ``interval`` seconds until ``stop`` is set."""
+        stop = stop or threading.Event()
+        while not stop.is_set():
+            began = time.monotonic()
+            try:
+                self.run_once()
+            except Exception:  # a bug in one cycle must not stop scheduling for good
+                log.exception("scheduling cycle failed")
+            stop.wait(max(0.0, interval - (time.monotonic() - began)))
