@@ -36,9 +36,10 @@ class Preempt(Action):
                     if not make_room(ssn, stmt, task, freeable=freeable,
                                      candidate=lambda v, job=job: v.job.queue == job.queue and v.job is not job,
                                      select=ssn.preemptable,
-                                     reason=f"preempted by {task.pod.key} (priority {job.priority})"):
+                                     reason=f"preempted by {task.pod.key} (priority {job.priority})",
+                                     admit=lambda t: ssn.allocatable(ssn.queues[t.job.queue], t)):
                         break
-                if ssn.job_pipelined(job) and len(stmt):
+                if stmt.evictions and ssn.job_pipelined(job):
                     stmt.commit()
                     job.fit_error = None
                 else:

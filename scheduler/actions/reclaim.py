@@ -36,14 +36,15 @@ class Reclaim(Action):
                     continue
                 stmt = Statement(ssn)
                 for task in sorted(job.pending_tasks(), key=ssn.task_key):
-                    if not ssn.preemptive(queue, task) or ssn.allocatable(queue, task):
+                    if not ssn.preemptive(queue, task):
                         break
                     if not make_room(ssn, stmt, task, freeable=freeable,
                                      candidate=lambda v: v.job.queue != name and ssn.queues[v.job.queue].reclaimable,
                                      select=ssn.reclaimable,
-                                     reason=f"reclaimed by queue {name} for {task.pod.key}"):
+                                     reason=f"reclaimed by queue {name} for {task.pod.key}",
+                                     admit=lambda t: ssn.allocatable(queue, t)):
                         break
-                if ssn.job_pipelined(job) and len(stmt):
+                if stmt.evictions and ssn.job_pipelined(job):
                     stmt.commit()
                     job.fit_error = None
                 else:

@@ -21,6 +21,7 @@ from ..framework.statement import Statement
 
 Candidate = Callable[[TaskInfo], bool]
 Select = Callable[[TaskInfo, list[TaskInfo]], list[TaskInfo]]
+Admit = Callable[[TaskInfo], "str | None"]
 
 
 class VictimIndex:
@@ -54,19 +55,27 @@ def fits(avail: np.ndarray, task: TaskInfo) -> bool:
 
 
 def make_room(ssn: Session, stmt: Statement, task: TaskInfo, *, freeable: np.ndarray, candidate: Candidate,
-              select: Select, reason: str) -> bool:
-    """Pipeline ``task`` onto a node, evicting victims there if needed; False if no node works."""
+              select: Select, reason: str, admit: Admit | None = None) -> bool:
+    """Pipeline ``task`` onto a node, evicting victims there if needed; False if no node works.
+
+    ``admit`` (the queue's allocatable check) is asked after the evictions,
+    when the queue's accounting already reflects them; a refusal undoes that
+    node's evictions and the next node is tried.
+    """
     nodes = ssn.nodes
     future = nodes.future_idle()
     mask = ssn.feasible(task, future)
-    if mask.any():  # earlier evictions in this statement may already have made room
+    if mask.any() and not (admit and admit(task)):  # earlier evictions may already have made room
         stmt.pipeline(task, ssn.best_node(task, mask))
         return True
     reachable = ssn.feasible(task, future + freeable)
     for node in _by_score(ssn, task, reachable):
+        mark = stmt.mark()
         if _evict_on(ssn, stmt, task, int(node), candidate, select, reason):
-            stmt.pipeline(task, int(node))
-            return True
+            if admit is None or not admit(task):
+                stmt.pipeline(task, int(node))
+                return True
+        stmt.rollback(mark)
     return False
 
 

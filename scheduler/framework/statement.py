@@ -36,15 +36,22 @@ class Statement:
         self.ops.append((EVICT, task, (previous, reason)))
 
     def discard(self) -> None:
-        for kind, task, extra in reversed(self.ops):
+        self.rollback(0)
+
+    def mark(self) -> int:
+        """A point to roll back to (for trying one placement inside a larger statement)."""
+        return len(self.ops)
+
+    def rollback(self, mark: int) -> None:
+        """Undo every operation after ``mark``, newest first."""
+        while len(self.ops) > mark:
+            kind, task, extra = self.ops.pop()
             if kind == ALLOCATE:
                 self.ssn._unallocate(task)
             elif kind == PIPELINE:
                 self.ssn._unpipeline(task)
             else:
-                previous, _ = extra
-                self.ssn._unevict(task, previous)
-        self.ops.clear()
+                self.ssn._unevict(task, extra[0])
 
     def commit(self) -> None:
         for kind, task, extra in self.ops:
@@ -53,6 +60,10 @@ class Statement:
             elif kind == EVICT:
                 self.ssn._commit_evict(task, extra[1])
         self.ops.clear()
+
+    @property
+    def evictions(self) -> int:
+        return sum(1 for kind, _, _ in self.ops if kind == EVICT)
 
     @property
     def allocated(self) -> int:

@@ -96,6 +96,9 @@ def pending_reason(ssn: "Session", job: JobInfo, task) -> str:
         return job.fit_error
     if task.fit_error:
         return task.fit_error
+    sibling = next((t.fit_error for t in job.tasks.values() if t.fit_error), None)
+    if sibling:  # the job stopped at a sibling; this task was not tried after it
+        return sibling
     if task.best_effort and not ssn.has_action("backfill"):
         return "best-effort pod (no resource requests) waits for the backfill action, which is not configured"
     return "waiting for the next scheduling cycle"

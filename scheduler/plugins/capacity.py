@@ -48,6 +48,7 @@ class Capacity(Plugin):
         self.index = ssn.index
         self.mask = ssn.index.share_mask
         self.hierarchy = self.flags.get("enableHierarchy", False)
+        self.total = ssn.total
         zeros = ssn.index.zeros()
         self.attrs: dict[str, Attr] = {ROOT_QUEUE: Attr(ROOT_QUEUE, "", zeros)}
         for name, q in ssn.queues.items():
@@ -118,7 +119,8 @@ class Capacity(Plugin):
         cols = [c for c in np.flatnonzero(self.mask) if extra[c] > 0]
         for attr in self._path(name):
             future = attr.allocated + extra + (attr.inqueue if admitted else 0)
-            over = [c for c in cols if future[c] > attr.capability[c] + EPS]
+            # A limit as large as the cluster is node fit's business; the predicates explain it better.
+            over = [c for c in cols if future[c] > attr.capability[c] + EPS and attr.capability[c] < self.total[c] - EPS]
             if over:
                 whose = "its" if attr.name == name else f"ancestor {attr.name}'s"
                 return (f"queue {name} would exceed {whose} capability: {describe(self.index, future, over)} "

@@ -42,12 +42,19 @@ class Gang(Plugin):
         return job.ready_num + job.waiting_num < job.min_member
 
     def preemptable(self, preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+        """Victims that leave every gang (minMember > 1) at or above its minMember.
+
+        A job with minMember 1 (a plain pod, or an elastic job with no gang)
+        has no gang to break, so any of its tasks may go — unlike Volcano,
+        where the same rule would make plain pods impossible to preempt or
+        reclaim.
+        """
         occupied: dict[str, int] = {}
         victims = []
         for task in candidates:
             job = task.job
             left = occupied.setdefault(job.uid, job.ready_num)
-            if left > job.min_member:
+            if job.min_member <= 1 or left > job.min_member:
                 occupied[job.uid] = left - 1
                 victims.append(task)
         return victims

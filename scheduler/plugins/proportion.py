@@ -119,13 +119,21 @@ class Proportion(Plugin):
         return None
 
     def allocatable(self, queue: QueueInfo, task: TaskInfo) -> str | None:
+        """Refuse a task that would take the queue past its capability or deserved share.
+
+        Where a limit is the whole cluster, node fit is the real constraint and
+        the predicates explain it better, so only limits below the cluster's
+        total are checked here.
+        """
         attr = self.attrs[queue.name]
+        total = self.ssn.total
         cols = [c for c in task.cols if self.mask[c]]
         future = attr.allocated + task.req
-        over = [c for c in cols if future[c] > attr.deserved[c] + EPS]
-        if over:
-            return (f"queue {queue.name} would exceed its deserved share: {describe(self.index, future, over)} "
-                    f"requested of {describe(self.index, attr.deserved, over)} deserved")
+        for limit, what in ((attr.capability, "its capability"), (attr.deserved, "its deserved share")):
+            over = [c for c in cols if future[c] > limit[c] + EPS and limit[c] < total[c] - EPS]
+            if over:
+                return (f"queue {queue.name} would exceed {what}: {describe(self.index, future, over)} "
+                        f"of {describe(self.index, limit, over)}")
         return None
 
     def preemptive(self, queue: QueueInfo, task: TaskInfo) -> bool:
