@@ -115,7 +115,7 @@ class ClusterCache:
     def bind(self, uid: str, node: str) -> None:
         with self.lock:
             pod = self.pods[uid]
-            pod.node_name, pod.phase, pod.reason = node, "Running", None
+            pod.node_name, pod.phase, pod.reason, pod.nominated_node = node, "Running", None, ""
             self.generation += 1
 
     def evict(self, uid: str, reason: str) -> None:
@@ -127,6 +127,12 @@ class ClusterCache:
             pod.evicted, pod.phase, pod.reason = True, "Failed", reason
             pod.node_name = ""
             self.generation += 1
+
+    def nominate(self, uid: str, node: str | None) -> None:
+        with self.lock:
+            pod = self.pods.get(uid)
+            if pod is not None:
+                pod.nominated_node = node or ""
 
     def set_pod_reason(self, uid: str, reason: str | None) -> None:
         with self.lock:

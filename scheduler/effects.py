@@ -28,5 +28,8 @@ class CacheEffects:
     def pod_reason(self, pod: Pod, reason: str | None) -> None:
         self.cache.set_pod_reason(pod.uid, reason)
 
+    def nominate(self, pod: Pod, node: str | None) -> None:
+        self.cache.nominate(pod.uid, node)
+
     def queue_allocated(self, name: str, allocated: dict[str, int]) -> None:
         self.cache.set_queue_allocated(name, allocated)

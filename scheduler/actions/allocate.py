@@ -42,16 +42,17 @@ def schedulable_jobs(ssn: Session, *, best_effort: bool) -> dict[str, list[JobIn
 def place_task(ssn: Session, stmt: Statement, task: TaskInfo) -> bool:
     """Allocate on idle resources, else pipeline onto resources being released."""
     nodes = ssn.nodes
-    mask = ssn.feasible(task, nodes.idle)
+    free = nodes.free(task)
+    mask = ssn.feasible(task, free)
     if mask.any():
         stmt.allocate(task, ssn.best_node(task, mask))
         return True
-    if nodes.releasing_count:
-        mask = ssn.feasible(task, nodes.future_idle())
+    if nodes.releasing_count:  # resources being released: reserve them (pipeline) for this task
+        mask = ssn.feasible(task, nodes.future_idle(task))
         if mask.any():
             stmt.pipeline(task, ssn.best_node(task, mask))
             return True
-    task.fit_error = ssn.explain(task, nodes.idle)
+    task.fit_error = ssn.explain(task, free)
     return False
 
 
@@ -67,11 +68,32 @@ def finish_job(ssn: Session, stmt: Statement, job: JobInfo) -> None:
         stmt.discard()
 
 
+def fulfil_nominations(ssn: Session) -> None:
+    """First place tasks on the nodes that last cycle's evictions freed for them.
+
+    Their queue already counts them (the room was made under its limits), so
+    queue checks are not asked again; a gang still commits only if whole.
+    """
+    jobs = [job for job in ssn.jobs.values()
+            if job.reserved.any() and any(t.nominated >= 0 for t in job.pending_tasks())]
+    for job in sorted(jobs, key=ssn.job_key):
+        stmt = Statement(ssn)
+        for task in sorted((t for t in job.pending_tasks() if t.nominated >= 0), key=ssn.task_key):
+            node = task.nominated
+            if ssn.feasible(task, ssn.nodes.free(task))[node]:
+                stmt.allocate(task, node)
+        if len(stmt) and ssn.job_ready(job):
+            stmt.commit()
+        else:
+            stmt.discard()
+
+
 @register_action
 class Allocate(Action):
     name = "allocate"
 
     def execute(self, ssn: Session) -> None:
+        fulfil_nominations(ssn)
         by_queue = schedulable_jobs(ssn, best_effort=False)
         jobs = {name: PriorityQueue(ssn.compare_jobs, js) for name, js in by_queue.items()}
         queues = PriorityQueue(ssn.compare_queues, [ssn.queues[name] for name in jobs])

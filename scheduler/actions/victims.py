@@ -63,7 +63,7 @@ def make_room(ssn: Session, stmt: Statement, task: TaskInfo, *, freeable: np.nda
     node's evictions and the next node is tried.
     """
     nodes = ssn.nodes
-    future = nodes.future_idle()
+    future = nodes.future_idle(task)
     mask = ssn.feasible(task, future)
     if mask.any() and not (admit and admit(task)):  # earlier evictions may already have made room
         stmt.pipeline(task, ssn.best_node(task, mask))
@@ -71,10 +71,9 @@ def make_room(ssn: Session, stmt: Statement, task: TaskInfo, *, freeable: np.nda
     reachable = ssn.feasible(task, future + freeable)
     for node in _by_score(ssn, task, reachable):
         mark = stmt.mark()
-        if _evict_on(ssn, stmt, task, int(node), candidate, select, reason):
-            if admit is None or not admit(task):
-                stmt.pipeline(task, int(node))
-                return True
+        if _evict_on(ssn, stmt, task, int(node), candidate, select, reason, admit):
+            stmt.pipeline(task, int(node))
+            return True
         stmt.rollback(mark)
     return False
 
@@ -91,7 +90,8 @@ def _by_score(ssn: Session, task: TaskInfo, mask: np.ndarray) -> np.ndarray:
 
 
 def _evict_on(ssn: Session, stmt: Statement, task: TaskInfo, node: int, candidate: Candidate, select: Select,
-              reason: str) -> bool:
+              reason: str, admit: Admit | None) -> bool:
+    """Evict victims on ``node`` until the task fits there and its queue admits it."""
     nodes = ssn.nodes
     preemptees = [t for t in nodes.tasks[node].values() if t.status == TaskStatus.RUNNING and candidate(t)]
     if not preemptees:
@@ -99,13 +99,13 @@ def _evict_on(ssn: Session, stmt: Statement, task: TaskInfo, node: int, candidat
     victims = select(task, preemptees)
     if not victims:
         return False
-    avail = nodes.idle[:, node] + nodes.releasing[:, node] - nodes.pipelined[:, node]
+    avail = nodes.future_idle_at(node, task)
     if not fits(avail + sum(v.req for v in victims), task):
         return False
-    # Evict the least important first and stop as soon as the task fits.
+    # Evict the least important first and stop as soon as the task fits and is admitted.
     for victim in sorted(victims, key=ssn.task_key, reverse=True):
         stmt.evict(victim, reason)
         avail = avail + victim.req
-        if fits(avail, task):
+        if fits(avail, task) and not (admit and admit(task)):
             return True
-    return True  # pragma: no cover - the sum check above guarantees a fit
+    return False

@@ -97,6 +97,7 @@ class Pod:
     created: datetime | None = None
     terminating: bool = False
     # Written by the scheduler.
+    nominated_node: str = ""  # where preemption/reclaim made room for it (status.nominatedNodeName)
     reason: str | None = None
     evicted: bool = False
 

@@ -34,6 +34,7 @@ class Effects(Protocol):
     def evict(self, pod: Pod, reason: str) -> None: ...
     def group_status(self, group: PodGroup, phase: str, conditions: list[Condition]) -> bool: ...
     def pod_reason(self, pod: Pod, reason: str | None) -> None: ...
+    def nominate(self, pod: Pod, node: str | None) -> None: ...
     def queue_allocated(self, name: str, allocated: dict[str, int]) -> None: ...
 
 
@@ -61,6 +62,7 @@ class Session:
         self.task_key = cmp_to_key(self.compare_tasks)
         self.queue_key = cmp_to_key(self.compare_queues)
         self.bound: set[str] = set()
+        self.nominated: set[str] = set()
         self.held: list = []  # statements of pipelined jobs: reserved for this session, not bound
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -230,6 +232,8 @@ class Session:
             getattr(plugin, hook)(task)
 
     def _allocate(self, task: TaskInfo, node: int) -> None:
+        if task.nominated >= 0:
+            self.nodes.reserve(task, -1)
         task.job.set_status(task, TaskStatus.ALLOCATED)
         task.node = node
         self.nodes.place(task, node)
@@ -239,20 +243,28 @@ class Session:
         self.nodes.unplace(task, task.node)
         task.job.set_status(task, TaskStatus.PENDING)
         task.node = -1
+        if task.nominated >= 0:
+            self.nodes.reserve(task, +1)
         self._fire("on_deallocate", task)
 
     def _pipeline(self, task: TaskInfo, node: int) -> None:
+        if task.nominated >= 0:
+            self.nodes.reserve(task, -1)
         task.job.set_status(task, TaskStatus.PIPELINED)
         task.node = node
         self.nodes.pipelined[:, node] += task.req
+        self.nodes.pipelined_count += 1
         self.nodes.version += 1
         self._fire("on_allocate", task)
 
     def _unpipeline(self, task: TaskInfo) -> None:
         self.nodes.pipelined[:, task.node] -= task.req
+        self.nodes.pipelined_count -= 1
         self.nodes.version += 1
         task.job.set_status(task, TaskStatus.PENDING)
         task.node = -1
+        if task.nominated >= 0:
+            self.nodes.reserve(task, +1)
         self._fire("on_deallocate", task)
 
     def _evict(self, task: TaskInfo) -> TaskStatus:
@@ -276,6 +288,11 @@ class Session:
         self.effects.bind(task.pod, self.nodes.names[task.node])
         self.bound.add(task.uid)
         self.binds += 1
+
+    def _commit_pipeline(self, task: TaskInfo) -> None:
+        """Room was made for the task: reserve that node for it in the next cycle."""
+        self.effects.nominate(task.pod, self.nodes.names[task.node])
+        self.nominated.add(task.uid)
 
     def _commit_evict(self, task: TaskInfo, reason: str) -> None:
         self.effects.evict(task.pod, reason)

@@ -37,7 +37,7 @@ class TaskInfo:
     """One pod as this cycle sees it."""
 
     __slots__ = ("uid", "pod", "job", "req", "cols", "status", "node", "priority", "best_effort",
-                 "sig", "fit_error")
+                 "sig", "fit_error", "nominated")
 
     def __init__(self, pod: Pod, job: "JobInfo", req: np.ndarray, priority: int):
         self.uid = pod.uid
@@ -51,6 +51,7 @@ class TaskInfo:
         self.best_effort = pod.best_effort
         self.sig = _static_signature(pod)
         self.fit_error: str | None = None
+        self.nominated = -1  # node reserved for it by last cycle's preemption or reclaim
 
     @property
     def name(self) -> str:
@@ -64,7 +65,7 @@ class JobInfo:
     """A PodGroup (or a lone pod) and its tasks."""
 
     __slots__ = ("uid", "namespace", "name", "group", "queue", "priority", "min_member", "min_resources",
-                 "created", "tasks", "counts", "allocated", "phase", "enqueue_reason", "fit_error", "fit_count",
+                 "created", "tasks", "counts", "allocated", "reserved", "phase", "enqueue_reason", "fit_error", "fit_count",
                  "conditions")
 
     def __init__(self, uid: str, group: PodGroup | None, queue: str, index: ResourceIndex):
@@ -79,6 +80,7 @@ class JobInfo:
         self.tasks: dict[str, TaskInfo] = {}
         self.counts = [0] * len(TaskStatus)
         self.allocated = index.zeros()
+        self.reserved = index.zeros()  # requests of pending tasks nominated to a node (see NodeTable.reserved)
         self.phase = group.phase if group else "Pending"
         self.enqueue_reason: str | None = None
         self.fit_error: str | None = None  # why the job as a whole did not fit (set at close)
@@ -178,6 +180,10 @@ class NodeTable:
         self.releasing = np.zeros_like(self.alloc)
         self.pipelined = np.zeros_like(self.alloc)
         self.releasing_count = 0  # tasks being released: when 0, future idle == idle - pipelined
+        self.pipelined_count = 0
+        # Held for pending tasks nominated to a node (room made for them by evictions last cycle).
+        self.reserved = np.zeros_like(self.alloc)
+        self.reserved_count = 0
         self.tasks: list[dict[str, TaskInfo]] = [dict() for _ in range(n)]
         self.version = 0  # bumped on every change; lets plugins cache per-node work
 
@@ -193,8 +199,35 @@ class NodeTable:
         self.tasks[node].pop(task.uid, None)
         self.version += 1
 
-    def future_idle(self) -> np.ndarray:
-        return self.idle + self.releasing - self.pipelined
+    def future_idle(self, task: TaskInfo | None = None) -> np.ndarray:
+        """Free once what is being released is gone: ``free(task)`` plus releasing resources."""
+        return self.free(task) + self.releasing
+
+    def future_idle_at(self, node: int, task: TaskInfo | None = None) -> np.ndarray:
+        """``future_idle(task)`` for one node (a column), without building the whole array."""
+        col = self.idle[:, node] + self.releasing[:, node] - self.pipelined[:, node] - self.reserved[:, node]
+        if task is not None and task.nominated == node:
+            col = col + task.req
+        return col
+
+    def free(self, task: TaskInfo | None = None) -> np.ndarray:
+        """What a new allocation may use: idle minus what pipelined and nominated tasks were promised.
+
+        A nominated ``task`` may of course use its own reservation.
+        """
+        if not self.pipelined_count and not self.reserved_count:
+            return self.idle
+        free = self.idle - self.pipelined
+        if self.reserved_count:
+            free -= self.reserved
+        if task is not None and task.nominated >= 0:
+            free[:, task.nominated] += task.req
+        return free
+
+    def reserve(self, task: TaskInfo, sign: int) -> None:
+        self.reserved[:, task.nominated] += sign * task.req
+        self.reserved_count += sign
+        self.version += 1
 
     def total(self) -> np.ndarray:
         return self.alloc.sum(axis=1)
@@ -260,6 +293,10 @@ def _jobs(cache: ClusterCache, pods: list[Pod], index: ResourceIndex, table: Nod
                 if task.status == TaskStatus.RELEASING:
                     table.releasing[:, node] += task.req
                     table.releasing_count += 1
+        if task.status == TaskStatus.PENDING and pod.nominated_node in table.pos:
+            task.nominated = table.pos[pod.nominated_node]
+            table.reserve(task, +1)
+            job.reserved += task.req
         job.add_task(task)
         if job.group is None or not job.group.priority_class_name:
             job.priority = max(job.priority, task.priority)

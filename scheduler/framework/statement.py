@@ -57,6 +57,8 @@ class Statement:
         for kind, task, extra in self.ops:
             if kind == ALLOCATE and task.status == TaskStatus.ALLOCATED:
                 self.ssn._commit_bind(task)
+            elif kind == PIPELINE and task.status == TaskStatus.PIPELINED:
+                self.ssn._commit_pipeline(task)
             elif kind == EVICT:
                 self.ssn._commit_evict(task, extra[1])
         self.ops.clear()

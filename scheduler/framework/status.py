@@ -66,6 +66,8 @@ def write_status(ssn: "Session") -> None:
 def _write_job(ssn: "Session", job: JobInfo) -> None:
     group = job.group
     for task in job.tasks.values():
+        if task.pod.nominated_node and task.uid not in ssn.nominated and task.status != TaskStatus.PIPELINED:
+            ssn.effects.nominate(task.pod, None)  # placed, or its chance passed: the reservation ends
         if task.status == TaskStatus.PENDING:
             ssn.effects.pod_reason(task.pod, pending_reason(ssn, job, task))
         elif task.status == TaskStatus.PIPELINED or (task.status == TaskStatus.ALLOCATED

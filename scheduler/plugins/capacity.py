@@ -65,7 +65,7 @@ class Capacity(Plugin):
         for job in ssn.jobs.values():
             if job.queue in self.attrs:
                 for attr in self._path(job.queue):
-                    attr.allocated += job.allocated
+                    attr.allocated += job.allocated + job.reserved  # room made by evictions stays with its pod
                     if job.phase == "Inqueue" and job.min_resources is not None:
                         attr.inqueue += np.maximum(job.min_resources - job.allocated, 0)
         for attr in self.attrs.values():
@@ -175,6 +175,8 @@ class Capacity(Plugin):
         self._change(task, -1)
 
     def _change(self, task: TaskInfo, sign: int) -> None:
+        if task.nominated >= 0:  # a nominated task was counted at open
+            return
         for attr in self._path(task.job.queue):
             attr.allocated += sign * task.req
             attr.share = share(attr.allocated, attr.deserved, self.mask)

@@ -95,7 +95,7 @@ class Proportion(Plugin):
             attr = self.attrs.get(job.queue)
             if attr is None:
                 continue
-            attr.allocated += job.allocated
+            attr.allocated += job.allocated + job.reserved  # room made by evictions stays with its pod
             attr.request += job.allocated
             for task in job.tasks.values():
                 if task.status == TaskStatus.PENDING:
@@ -181,7 +181,7 @@ class Proportion(Plugin):
 
     def _change(self, task: TaskInfo, sign: int) -> None:
         attr = self.attrs.get(task.job.queue)
-        if attr is None:
+        if attr is None or task.nominated >= 0:  # a nominated task was counted at open
             return
         attr.allocated += sign * task.req
         attr.share = share(attr.allocated, attr.deserved, self.mask)
