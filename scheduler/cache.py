@@ -32,6 +32,17 @@ class JobRef:
     queue: str
 
 
+@dataclass(frozen=True, slots=True)
+class PodFacts:
+    """What scheduling derives from a pod and its links, computed once per change, not per cycle."""
+
+    ref: JobRef
+    priority: int
+    signature: tuple  # everything the node-independent predicates read
+    request_key: tuple  # the pod's requests as a hashable, sorted tuple
+    best_effort: bool
+
+
 class ClusterCache:
     """Nodes, pods, groups, queues and priority classes, guarded by one lock."""
 
@@ -44,6 +55,7 @@ class ClusterCache:
         self.queues: dict[str, Queue] = {}
         self.priority_classes: dict[str, PriorityClass] = dict(BUILTIN_PRIORITY_CLASSES)
         self.generation = 0
+        self._facts: dict[str, PodFacts] = {}
         self.ensure_default_queue()
 
     # -- sources write ------------------------------------------------------------------
@@ -61,6 +73,7 @@ class ClusterCache:
                 self.nodes[obj.name] = obj
             elif isinstance(obj, Pod):
                 self.pods[obj.uid] = obj
+                self._facts.pop(obj.uid, None)
                 if not obj.group_name:
                     self.implicit_groups.setdefault(obj.uid, PodGroup(
                         namespace=obj.namespace, name=obj.name, implicit=True,
@@ -68,11 +81,12 @@ class ClusterCache:
                         min_member=1, created=obj.created,
                         phase="Running" if obj.node_name else "Pending"))
             elif isinstance(obj, PodGroup):
-                self.podgroups[obj.key] = obj
+                self.podgroups[obj.key] = obj  # facts of its pods notice the new object (see facts())
             elif isinstance(obj, Queue):
                 self.queues[obj.name] = obj
             elif isinstance(obj, PriorityClass):
                 self.priority_classes[obj.name] = obj
+                self._facts.clear()
             else:
                 raise TypeError(f"cannot cache {type(obj).__name__}")
             self.generation += 1
@@ -81,6 +95,7 @@ class ClusterCache:
         with self.lock:
             self.pods.pop(uid, None)
             self.implicit_groups.pop(uid, None)
+            self._facts.pop(uid, None)
             self.generation += 1
 
     def ensure_default_queue(self) -> None:
@@ -97,6 +112,20 @@ class ClusterCache:
             return JobRef(key, group, group.queue if group else DEFAULT_QUEUE)
         group = self.implicit_groups[pod.uid]
         return JobRef(f"{pod.namespace}/pod:{pod.name}", group, group.queue)
+
+    def facts(self, pod: Pod) -> PodFacts:
+        facts = self._facts.get(pod.uid)
+        if facts is not None and pod.group_name:
+            current = self.podgroups.get(f"{pod.namespace}/{pod.group_name}")
+            if facts.ref.group is not current:  # the group was created or replaced since
+                facts = None
+        if facts is None:
+            facts = self._facts[pod.uid] = PodFacts(
+                ref=self.job_of(pod), priority=self.pod_priority(pod),
+                signature=(tuple(sorted(pod.node_selector.items())), pod.affinity_terms, pod.tolerations),
+                request_key=tuple(sorted((k, v) for k, v in pod.requests.items() if v)),
+                best_effort=pod.best_effort)
+        return facts
 
     def pod_priority(self, pod: Pod) -> int:
         if pod.priority is not None:

@@ -82,10 +82,7 @@ def _by_score(ssn: Session, task: TaskInfo, mask: np.ndarray) -> np.ndarray:
     cand = np.flatnonzero(mask)
     if cand.size <= 1:
         return cand
-    scores = None
-    for plugin in ssn._flat["node_order"]:
-        s = plugin.node_order(task, cand)
-        scores = s if scores is None else scores + s
+    scores = ssn.node_scores(task, cand)
     return cand if scores is None else cand[np.argsort(-scores, kind="stable")]
 
 

@@ -30,6 +30,7 @@ class ResourceIndex:
         self.share_mask = np.ones(self.size, dtype=bool)
         self.share_mask[PODS] = False
         self._cache: dict[tuple, np.ndarray] = {}
+        self._shapes: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
 
     def vector(self, amounts: Mapping[str, int] | None, *, pods: int = 0) -> np.ndarray:
         """A read-only vector for ``amounts`` (shared between equal inputs)."""
@@ -43,6 +44,14 @@ class ResourceIndex:
             vec.flags.writeable = False
             self._cache[key] = vec
         return vec
+
+    def shape(self, request_key: tuple) -> tuple[np.ndarray, np.ndarray]:
+        """A pod's request vector (one pod counted) and the columns it needs, shared per request."""
+        entry = self._shapes.get(request_key)
+        if entry is None:
+            vec = self.vector(dict(request_key), pods=1)
+            entry = self._shapes[request_key] = (vec, np.flatnonzero(vec))
+        return entry
 
     def to_dict(self, vec: np.ndarray, *, skip_zero: bool = True, include_pods: bool = False) -> dict[str, int]:
         out = {}

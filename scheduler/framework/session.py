@@ -22,6 +22,7 @@ from ..api.objects import Pod, PodGroup, Condition
 from .config import SchedulerConfig
 from .nodeindex import NodeIndex
 from .plugin import HOOK_FLAGS, Plugin, Vote, VoteKind
+from .scores import ScoreCache
 from .snapshot import JobInfo, QueueInfo, Snapshot, TaskInfo, TaskStatus
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,7 @@ class Session:
         self.index = snapshot.index
         self.nodes = snapshot.nodes
         self.node_index = NodeIndex(snapshot.nodes.nodes)
+        self.score_cache = ScoreCache(snapshot.nodes)
         self.jobs = snapshot.jobs
         self.queues = snapshot.queues
         self.total = snapshot.total
@@ -213,18 +215,23 @@ class Session:
             remaining &= plugin.predicate(task, avail)
         return summarize(self.nodes.count, reasons)
 
+    def node_scores(self, task: TaskInfo, nodes: np.ndarray | None = None) -> np.ndarray | None:
+        """Summed plugin scores for ``nodes`` (all when None); None when no plugin scores nodes."""
+        total = None
+        for plugin in self._flat["node_order"]:
+            s = self.score_cache.scores(plugin, task) if nodes is None else plugin.node_order(task, nodes)
+            total = s.copy() if total is None else total + s
+        return total
+
     def best_node(self, task: TaskInfo, mask: np.ndarray) -> int:
         """The highest-scoring node in ``mask`` (lowest index on ties), or -1."""
-        cand = np.flatnonzero(mask)
-        if cand.size <= 1:
+        total = self.node_scores(task)
+        if total is None:
+            cand = np.flatnonzero(mask)
             return int(cand[0]) if cand.size else -1
-        scores = None
-        for plugin in self._flat["node_order"]:
-            s = plugin.node_order(task, cand)
-            scores = s if scores is None else scores + s
-        if scores is None:
-            return int(cand[0])
-        return int(cand[int(np.argmax(scores))])
+        total[~mask] = -np.inf
+        best = int(np.argmax(total))
+        return best if mask[best] else -1
 
     # -- placement (called by Statement) ---------------------------------------------------
     def _fire(self, hook: str, task: TaskInfo) -> None:
@@ -252,15 +259,11 @@ class Session:
             self.nodes.reserve(task, -1)
         task.job.set_status(task, TaskStatus.PIPELINED)
         task.node = node
-        self.nodes.pipelined[:, node] += task.req
-        self.nodes.pipelined_count += 1
-        self.nodes.version += 1
+        self.nodes.add_pipelined(task, node, +1)
         self._fire("on_allocate", task)
 
     def _unpipeline(self, task: TaskInfo) -> None:
-        self.nodes.pipelined[:, task.node] -= task.req
-        self.nodes.pipelined_count -= 1
-        self.nodes.version += 1
+        self.nodes.add_pipelined(task, task.node, -1)
         task.job.set_status(task, TaskStatus.PENDING)
         task.node = -1
         if task.nominated >= 0:
@@ -270,16 +273,12 @@ class Session:
     def _evict(self, task: TaskInfo) -> TaskStatus:
         previous = task.status
         task.job.set_status(task, TaskStatus.RELEASING)
-        self.nodes.releasing[:, task.node] += task.req
-        self.nodes.releasing_count += 1
-        self.nodes.version += 1
+        self.nodes.add_releasing(task, task.node, +1)
         self._fire("on_deallocate", task)
         return previous
 
     def _unevict(self, task: TaskInfo, previous: TaskStatus) -> None:
-        self.nodes.releasing[:, task.node] -= task.req
-        self.nodes.releasing_count -= 1
-        self.nodes.version += 1
+        self.nodes.add_releasing(task, task.node, -1)
         task.job.set_status(task, previous)
         self._fire("on_allocate", task)
 

@@ -39,17 +39,18 @@ class TaskInfo:
     __slots__ = ("uid", "pod", "job", "req", "cols", "status", "node", "priority", "best_effort",
                  "sig", "fit_error", "nominated")
 
-    def __init__(self, pod: Pod, job: "JobInfo", req: np.ndarray, priority: int):
+    def __init__(self, pod: Pod, job: "JobInfo", req: np.ndarray, cols: np.ndarray, priority: int,
+                 best_effort: bool, sig: tuple):
         self.uid = pod.uid
         self.pod = pod
         self.job = job
-        self.req = req
-        self.cols = np.flatnonzero(req)  # the resources this task needs (always includes pods)
+        self.req = req  # shared between tasks with equal requests: never modify in place
+        self.cols = cols  # the resources this task needs (always includes pods)
         self.status = TaskStatus.PENDING
         self.node = -1
         self.priority = priority
-        self.best_effort = pod.best_effort
-        self.sig = _static_signature(pod)
+        self.best_effort = best_effort
+        self.sig = sig
         self.fit_error: str | None = None
         self.nominated = -1  # node reserved for it by last cycle's preemption or reclaim
 
@@ -185,19 +186,43 @@ class NodeTable:
         self.reserved = np.zeros_like(self.alloc)
         self.reserved_count = 0
         self.tasks: list[dict[str, TaskInfo]] = [dict() for _ in range(n)]
-        self.version = 0  # bumped on every change; lets plugins cache per-node work
+        # Every change appends the node it touched; ``version`` is the log's length.  Score caches
+        # use it to recompute only the nodes that changed since they were filled.
+        self.changes: list[int] = []
+        with np.errstate(divide="ignore"):
+            self.inv_alloc = np.where(self.alloc > 0, 1.0 / np.where(self.alloc > 0, self.alloc, 1.0), 0.0)
+
+    @property
+    def version(self) -> int:
+        return len(self.changes)
+
+    def changed_since(self, version: int) -> np.ndarray:
+        recent = self.changes[version:]
+        if len(recent) <= 16:  # the usual case: a placement or two
+            return np.array(sorted(set(recent)), dtype=np.intp)
+        return np.unique(np.fromiter(recent, dtype=np.intp))
 
     def place(self, task: TaskInfo, node: int) -> None:
         self.used[:, node] += task.req
         self.idle[:, node] -= task.req
         self.tasks[node][task.uid] = task
-        self.version += 1
+        self.changes.append(node)
 
     def unplace(self, task: TaskInfo, node: int) -> None:
         self.used[:, node] -= task.req
         self.idle[:, node] += task.req
         self.tasks[node].pop(task.uid, None)
-        self.version += 1
+        self.changes.append(node)
+
+    def add_pipelined(self, task: TaskInfo, node: int, sign: int) -> None:
+        self.pipelined[:, node] += sign * task.req
+        self.pipelined_count += sign
+        self.changes.append(node)
+
+    def add_releasing(self, task: TaskInfo, node: int, sign: int) -> None:
+        self.releasing[:, node] += sign * task.req
+        self.releasing_count += sign
+        self.changes.append(node)
 
     def future_idle(self, task: TaskInfo | None = None) -> np.ndarray:
         """Free once what is being released is gone: ``free(task)`` plus releasing resources."""
@@ -227,7 +252,7 @@ class NodeTable:
     def reserve(self, task: TaskInfo, sign: int) -> None:
         self.reserved[:, task.nominated] += sign * task.req
         self.reserved_count += sign
-        self.version += 1
+        self.changes.append(task.nominated)
 
     def total(self) -> np.ndarray:
         return self.alloc.sum(axis=1)
@@ -272,45 +297,57 @@ def take_snapshot(cache: ClusterCache) -> Snapshot:
 
 def _jobs(cache: ClusterCache, pods: list[Pod], index: ResourceIndex, table: NodeTable) -> dict[str, JobInfo]:
     jobs: dict[str, JobInfo] = {}
+    placed_nodes: list[int] = []
+    placed_reqs: list[np.ndarray] = []
     for pod in pods:
         if pod.evicted:
             continue
-        ref = cache.job_of(pod)
+        facts = cache.facts(pod)
+        ref = facts.ref
         job = jobs.get(ref.uid)
         if job is None:
             job = jobs[ref.uid] = JobInfo(ref.uid, ref.group, ref.queue, index)
             if ref.group is not None and ref.group.priority_class_name:
                 job.priority = cache.class_priority(ref.group.priority_class_name)
             else:
-                job.priority = -(2**63)  # raised to the highest task priority below
-        task = TaskInfo(pod, job, index.vector(pod.requests, pods=1), cache.pod_priority(pod))
+                job.priority = _UNSET  # raised to the highest task priority below
+        req, cols = index.shape(facts.request_key)
+        task = TaskInfo(pod, job, req, cols, facts.priority, facts.best_effort, facts.signature)
         task.status = _initial_status(pod)
         if task.status in ON_NODE:
             node = table.pos.get(pod.node_name, -1)
             if node >= 0:
                 task.node = node
-                table.place(task, node)
+                table.tasks[node][task.uid] = task
+                placed_nodes.append(node)
+                placed_reqs.append(req)
                 if task.status == TaskStatus.RELEASING:
-                    table.releasing[:, node] += task.req
-                    table.releasing_count += 1
-        if task.status == TaskStatus.PENDING and pod.nominated_node in table.pos:
+                    table.add_releasing(task, node, +1)
+        elif task.status == TaskStatus.PENDING and pod.nominated_node in table.pos:
             task.nominated = table.pos[pod.nominated_node]
             table.reserve(task, +1)
-            job.reserved += task.req
+            job.reserved += req
         job.add_task(task)
-        if job.group is None or not job.group.priority_class_name:
-            job.priority = max(job.priority, task.priority)
+        if job.priority < task.priority and (job.group is None or not job.group.priority_class_name):
+            job.priority = task.priority
+    if placed_nodes:  # one vectorised pass instead of a column update per running pod
+        np.add.at(table.used.T, np.array(placed_nodes), np.array(placed_reqs))
+        np.subtract(table.alloc, table.used, out=table.idle)
+    table.changes.clear()
     for key, group in cache.podgroups.items():
         if key not in jobs:  # a group whose pods do not exist (yet): gang validity will say so
             jobs[key] = JobInfo(key, group, group.queue, index)
             jobs[key].priority = cache.class_priority(group.priority_class_name)
     for job in jobs.values():
-        if job.priority == -(2**63):
+        if job.priority == _UNSET:
             job.priority = cache.class_priority(job.group.priority_class_name if job.group else "")
         if job.created is None:
             stamps = [t.pod.created for t in job.tasks.values() if t.pod.created]
             job.created = min(stamps) if stamps else None
     return jobs
+
+
+_UNSET = -(2**63)
 
 
 def _initial_status(pod: Pod) -> TaskStatus:
@@ -322,7 +359,3 @@ def _initial_status(pod: Pod) -> TaskStatus:
         return TaskStatus.RELEASING if pod.terminating else TaskStatus.RUNNING
     return TaskStatus.PENDING
 
-
-def _static_signature(pod: Pod) -> tuple:
-    """Everything the node-independent predicates read, as a hashable key."""
-    return (tuple(sorted(pod.node_selector.items())), pod.affinity_terms, pod.tolerations)

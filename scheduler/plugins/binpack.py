@@ -45,17 +45,19 @@ class Binpack(Plugin):
                 weights[ssn.index.column[name]] = self.args.resource_weights.get(name, 1.0)
         self.weights = weights
 
-    def node_order(self, task: TaskInfo, cand: np.ndarray) -> np.ndarray:
-        if not self.args.weight:
-            return np.zeros(cand.size)
+    def score_key(self, task: TaskInfo) -> int:
+        return id(task.req)
+
+    def node_order(self, task: TaskInfo, nodes: np.ndarray | None) -> np.ndarray:
+        size = self.nodes.count if nodes is None else nodes.size
         cols = [c for c in task.cols if self.weights[c] > 0]
-        if not cols:
-            return np.zeros(cand.size)
-        score = np.zeros(cand.size)
+        if not self.args.weight or not cols:
+            return np.zeros(size)
+        sel = slice(None) if nodes is None else nodes
+        score = np.zeros(size)
         for col in cols:
-            alloc = self.nodes.alloc[col, cand]
-            used = alloc - self.nodes.idle[col, cand] + task.req[col]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                part = np.where((alloc > 0) & (used <= alloc), used / alloc, 0.0)
-            score += self.weights[col] * part
+            # used after placing, as a fraction of allocatable; a node it would overfill scores 0 here
+            frac = 1.0 - (self.nodes.idle[col, sel] - task.req[col]) * self.nodes.inv_alloc[col, sel]
+            frac[frac > 1.0 + 1e-9] = 0.0
+            score += self.weights[col] * frac
         return score * (100.0 * self.args.weight / self.weights[cols].sum())

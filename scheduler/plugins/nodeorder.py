@@ -23,14 +23,12 @@ log = logging.getLogger(__name__)
 _NOT_IMPLEMENTED = "Scoria's nodeorder does not implement this score; it counts as 0"
 
 
-def used_fractions(nodes, task: TaskInfo, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """CPU and memory used on each candidate after placing ``task`` (0..1, 1 where a node has none)."""
+def used_fractions(nodes, task: TaskInfo, sel) -> tuple[np.ndarray, np.ndarray]:
+    """CPU and memory used on nodes ``sel`` after placing ``task``: 0..1, and 1 where a node has none."""
     out = []
     for col in (CPU, MEMORY):
-        alloc = nodes.alloc[col, cand]
-        used = alloc - nodes.idle[col, cand] + task.req[col]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            out.append(np.where(alloc > 0, np.clip(used / alloc, 0.0, 1.0), 1.0))
+        frac = 1.0 - (nodes.idle[col, sel] - task.req[col]) * nodes.inv_alloc[col, sel]
+        out.append(np.clip(frac, 0.0, 1.0, out=frac))
     return out[0], out[1]
 
 
@@ -60,11 +58,19 @@ class NodeOrder(Plugin):
         self._untolerated: dict[tuple, np.ndarray] = {}
         self._preferred: dict[tuple, np.ndarray] = {}
 
-    def node_order(self, task: TaskInfo, cand: np.ndarray) -> np.ndarray:
+    def score_key(self, task: TaskInfo) -> tuple:
+        """Tasks with equal keys score every node alike (request vectors are shared per session)."""
         a = self.args
-        score = np.zeros(cand.size)
+        return (id(task.req), task.pod.preferred_terms if a.affinity else None,
+                task.pod.tolerations if a.taint and self.soft_taints else None)
+
+    def node_order(self, task: TaskInfo, nodes: np.ndarray | None) -> np.ndarray:
+        """Scores of ``nodes`` (all when None); each node's score depends on that node alone."""
+        a = self.args
+        sel = slice(None) if nodes is None else nodes
+        score = np.zeros(self.nodes.count if nodes is None else nodes.size)
         if a.least or a.most or a.balanced:
-            cpu, mem = used_fractions(self.nodes, task, cand)
+            cpu, mem = used_fractions(self.nodes, task, sel)
             if a.least:
                 score += a.least * (100.0 - (cpu + mem) * 50.0)
             if a.most:
@@ -72,14 +78,14 @@ class NodeOrder(Plugin):
             if a.balanced:
                 score += a.balanced * (100.0 - np.abs(cpu - mem) * 50.0)
         if a.affinity and task.pod.preferred_terms:
-            score += a.affinity * _normalized(self._preferred_score(task)[cand])
+            preferred = self._preferred_score(task)
+            top = preferred.max()
+            if top > 0:  # normalised over all nodes, so a node's score does not depend on the others
+                score += a.affinity * preferred[sel] * (100.0 / top)
         if a.taint and self.soft_taints:
-            counts = self._untolerated_count(task)[cand]
+            counts = self._untolerated_count(task)
             top = counts.max()
-            if top > 0:
-                score += a.taint * (100.0 - counts * (100.0 / top))
-            else:
-                score += a.taint * 100.0
+            score += a.taint * (100.0 - counts[sel] * (100.0 / top) if top > 0 else 100.0)
         return score
 
     def _preferred_score(self, task: TaskInfo) -> np.ndarray:
@@ -103,7 +109,3 @@ class NodeOrder(Plugin):
             self._untolerated[tolerations] = counts
         return counts
 
-
-def _normalized(values: np.ndarray) -> np.ndarray:
-    top = values.max() if values.size else 0
-    return values * (100.0 / top) if top > 0 else np.zeros_like(values)

@@ -18,9 +18,6 @@ from ..framework.resources import EPS
 from ..framework.snapshot import JobInfo, QueueInfo, TaskInfo, TaskStatus
 from ..api.quantity import format_quantity
 
-_MAX_ROUNDS = 1000
-
-
 class QueueAttr:
     __slots__ = ("name", "weight", "allocated", "request", "inqueue", "deserved", "capability", "guarantee",
                  "share")
@@ -38,31 +35,46 @@ class QueueAttr:
 
 
 def water_fill(attrs: list[QueueAttr], total: np.ndarray, mask: np.ndarray) -> None:
-    """Set each attr's ``deserved`` by weighted water-filling of ``total`` (dimensions in ``mask``)."""
-    remaining = total.copy()
-    remaining[~mask] = 0
-    met: set[str] = set()
-    for _ in range(_MAX_ROUNDS):
-        open_attrs = [a for a in attrs if a.name not in met]
-        weight = sum(a.weight for a in open_attrs)
-        if not weight:
+    """Set each attr's ``deserved``: a weighted share of ``total``, per dimension in ``mask``.
+
+    Queue *i* deserves ``clip(weight_i × level, floor_i, cap_i)`` where the floor
+    is its guarantee and the cap is what it can use (its request, at most its
+    capability, never below its guarantee); the level is raised until the
+    cluster is handed out or every queue is at its cap.  The level is found
+    exactly from the breakpoints of that piecewise-linear sum, so shares add
+    up to the total without rounding drift.
+    """
+    if not attrs:
+        return
+    weights = np.array([a.weight for a in attrs], dtype=float)
+    for col in np.flatnonzero(mask):
+        floors = np.array([a.guarantee[col] for a in attrs])
+        caps = np.maximum(floors, np.array([min(a.capability[col], a.request[col]) for a in attrs]))
+        shares = _level_fill(weights, floors, caps, float(total[col]))
+        for a, value in zip(attrs, shares):
+            a.deserved[col] = value
+    for a in attrs:
+        a.deserved[~mask] = 0
+
+
+def _level_fill(weights: np.ndarray, floors: np.ndarray, caps: np.ndarray, total: float) -> np.ndarray:
+    def handed_out(level: float) -> float:
+        return float(np.clip(weights * level, floors, caps).sum())
+
+    if handed_out(np.inf if caps.size else 0) <= total:
+        return caps.copy()
+    if floors.sum() >= total:  # guarantees alone use everything
+        return floors.copy()
+    points = np.unique(np.concatenate([floors / weights, caps / weights]))
+    low = 0.0
+    for high in points:
+        if handed_out(high) >= total:
             break
-        before = remaining.copy()
-        delta = np.zeros_like(remaining)
-        for a in open_attrs:
-            old = a.deserved.copy()
-            a.deserved = a.deserved + remaining * (a.weight / weight)
-            a.deserved = np.minimum(a.deserved, a.capability)
-            a.deserved = np.minimum(a.deserved, a.request)
-            a.deserved = np.maximum(a.deserved, a.guarantee)
-            a.deserved[~mask] = 0
-            if (a.request[mask] <= a.deserved[mask] + EPS).all():
-                met.add(a.name)
-            delta += a.deserved - old
-        remaining = remaining - delta
-        remaining[remaining < EPS] = 0
-        if not remaining.any() or np.allclose(remaining, before, rtol=0, atol=EPS):
-            break
+        low = high
+    # handed_out is linear on [low, high]: interpolate to hand out exactly ``total``.
+    a, b = handed_out(low), handed_out(high)
+    level = high if b == a else low + (total - a) * (high - low) / (b - a)
+    return np.clip(weights * level, floors, caps)
 
 
 def share(allocated: np.ndarray, deserved: np.ndarray, mask: np.ndarray) -> float:

@@ -1,0 +1,53 @@
+"""Build an open session from manifests, for plugin and framework unit tests."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from scheduler.api.manifests import parse_object
+from scheduler.cache import ClusterCache
+from scheduler.effects import CacheEffects
+from scheduler.framework.config import default_config, parse_config
+from scheduler.framework.session import Session
+from scheduler.framework.snapshot import take_snapshot
+
+AT = datetime(2026, 1, 1, 12, tzinfo=timezone.utc)
+
+TIERS = """
+actions: "enqueue, allocate, preempt, reclaim, backfill"
+tiers:
+- plugins:
+{plugins}
+"""
+
+
+def config_with(*plugins: str, extra: str = ""):
+    """A one-tier config with the named plugins (``extra`` is appended verbatim under the tier)."""
+    lines = "\n".join(f"  - name: {p}" for p in plugins)
+    return parse_config(TIERS.format(plugins=lines) + extra)
+
+
+def cache_of(manifests: list[dict]) -> ClusterCache:
+    cache = ClusterCache()
+    for doc in manifests:
+        cache.upsert(parse_object(doc, "test"))
+    return cache
+
+
+def open_session(manifests: list[dict], config=None, *, at: datetime = AT) -> Session:
+    cache = cache_of(manifests)
+    ssn = Session(take_snapshot(cache), config or default_config(), now=at, effects=CacheEffects(cache))
+    ssn.open()
+    return ssn
+
+
+def task(ssn: Session, key: str):
+    for job in ssn.jobs.values():
+        for t in job.tasks.values():
+            if t.pod.key == key:
+                return t
+    raise KeyError(key)
+
+
+def node_index(ssn: Session, name: str) -> int:
+    return ssn.nodes.pos[name]
