@@ -40,10 +40,10 @@ GI = 2**30
 EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 
-def make_nodes(count: int, rng: random.Random) -> list[Node]:
+def make_nodes(count: int, rng: random.Random, scale: float) -> list[Node]:
     nodes = []
     for i in range(count):
-        cpu = rng.choice((32, 48, 64))
+        cpu = max(1, round(rng.choice((32, 48, 64)) * scale))
         labels = {"kubernetes.io/hostname": f"node-{i}", "topology.kubernetes.io/zone": f"zone-{i % 4}"}
         taints: tuple[Taint, ...] = ()
         if i % 10 == 0:
@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> dict:
     cache = ClusterCache()
     for q in range(args.queues):
         cache.upsert(Queue(name=f"queue-{q}", weight=q + 1))
-    for node in make_nodes(args.nodes, rng):
+    for node in make_nodes(args.nodes, rng, args.node_scale):
         cache.upsert(node)
     jobs = make_jobs(args.pods, args.queues, rng)
     config = load_config(args.config) if args.config else default_config()
@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> dict:
         "median_cycle_seconds": round(float(np.median(cycles)), 4),
         "cycles": len(cycles), "seconds_in_cycles": round(total, 3),
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-        "actions": list(config.actions), "seed": args.seed,
+        "actions": list(config.actions), "seed": args.seed, "node_scale": args.node_scale,
     }
 
 
@@ -135,6 +135,8 @@ def main() -> None:
     parser.add_argument("--waves", type=int, default=10, help="pods arrive in this many waves, a cycle after each")
     parser.add_argument("--max-settle", type=int, default=10, help="extra cycles at most after the last wave")
     parser.add_argument("--config", help="scheduler configuration file (default: built in)")
+    parser.add_argument("--node-scale", type=float, default=1.0,
+                        help="scale node sizes (e.g. 0.15 makes the cluster too small, so many pods stay pending)")
     parser.add_argument("--seed", type=int, default=1)
     print(json.dumps(run(parser.parse_args())))
 

@@ -78,8 +78,10 @@ def iter_documents(path: Path) -> Iterable[tuple[object, str]]:
             if doc is None:
                 continue
             if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
+                lines = _item_lines(node)
                 for i, item in enumerate(doc["items"]):
-                    yield item, f"{where} items[{i}]"
+                    line = lines[i] if i < len(lines) else node.start_mark.line + 1
+                    yield item, f"{path}:{line} (items[{i}])"
             else:
                 yield doc, where
     except yaml.YAMLError as exc:
@@ -89,6 +91,15 @@ def iter_documents(path: Path) -> Iterable[tuple[object, str]]:
         raise ManifestError(where, "", f"invalid YAML: {problem}") from None
     finally:
         loader.dispose()
+
+
+def _item_lines(node: yaml.Node) -> list[int]:
+    """Line numbers of the entries of a List document's ``items``."""
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            if getattr(key, "value", None) == "items" and isinstance(value, yaml.SequenceNode):
+                return [item.start_mark.line + 1 for item in value.value]
+    return []
 
 
 def load_workload(paths: Iterable[str | os.PathLike], *, extra_kinds: dict | None = None) -> Workload:

@@ -8,6 +8,7 @@ the scheduler can trust what it holds.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
 from typing import Any, Callable
 
@@ -31,6 +32,7 @@ SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 QUEUE_STATES = ("Open", "Closed", "Closing", "Unknown")
 PODGROUP_PHASES = ("Pending", "Inqueue", "Running", "Unknown", "Completed")
 POD_PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
+_INTEGER = re.compile(r"[+-]?[0-9]+")
 
 
 class ManifestError(ValueError):
@@ -111,6 +113,9 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
 
 
 def _scalar_text(value: Any) -> str:
+    """YAML scalars as Kubernetes sees them in string fields: true/false, numbers, '' for null."""
+    if value is None:
+        return ""
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
@@ -161,12 +166,12 @@ def _node(doc: dict, f: _Fields, meta: dict) -> Node:
     taints = []
     for i, raw in enumerate(f.get(spec, "spec", "taints", list, [])):
         path = f"spec.taints[{i}]"
-        if not isinstance(raw, dict) or not raw.get("key"):
+        if not isinstance(raw, dict) or _scalar_text(raw.get("key")) == "":
             raise f.fail(path, "a taint needs a key")
         effect = raw.get("effect", "")
         if effect not in TAINT_EFFECTS:
             raise f.fail(f"{path}.effect", f"must be one of {', '.join(TAINT_EFFECTS)}, got {effect!r}")
-        taints.append(Taint(str(raw["key"]), _scalar_text(raw.get("value", "")), effect))
+        taints.append(Taint(_scalar_text(raw["key"]), _scalar_text(raw.get("value")), effect))
     return Node(
         name=meta["name"], allocatable=allocatable, labels=f.strings(meta, "metadata", "labels"),
         annotations=f.strings(meta, "metadata", "annotations"), taints=tuple(taints),
@@ -199,6 +204,8 @@ def _pod(doc: dict, f: _Fields, meta: dict) -> Pod:
     preferred = []
     for i, raw in enumerate(f.get(affinity, path, "preferredDuringSchedulingIgnoredDuringExecution", list, [])):
         ppath = f"{path}.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
+        if not isinstance(raw, dict):
+            raise f.fail(ppath, "expected a mapping with weight and preference")
         weight = f.get(raw, ppath, "weight", int, 0)
         if not 1 <= weight <= 100:
             raise f.fail(f"{ppath}.weight", f"must be 1-100, got {weight}")
@@ -274,7 +281,7 @@ def _requirement(f: _Fields, expr: Any, path: str, is_field: bool) -> Requiremen
     if op in ("Exists", "DoesNotExist") and values:
         raise f.fail(f"{path}.values", f"operator {op} takes no values")
     if op in ("Gt", "Lt"):
-        if len(values) != 1 or not values[0].lstrip("-").isdigit():
+        if len(values) != 1 or not _INTEGER.fullmatch(values[0]):
             raise f.fail(f"{path}.values", f"operator {op} needs exactly one integer value")
     return Requirement(expr["key"], op, values, is_field)
 
@@ -291,10 +298,10 @@ def _tolerations(f: _Fields, spec: dict) -> tuple[Toleration, ...]:
         effect = raw.get("effect") or ""
         if effect and effect not in TAINT_EFFECTS:
             raise f.fail(f"{path}.effect", f"must be one of {', '.join(TAINT_EFFECTS)}, got {effect!r}")
-        key = _scalar_text(raw.get("key") or "")
+        key = _scalar_text(raw.get("key"))
         if not key and op != "Exists":
             raise f.fail(path, "a toleration without a key must use operator Exists")
-        out.append(Toleration(key, op, _scalar_text(raw.get("value") or ""), effect))
+        out.append(Toleration(key, op, _scalar_text(raw.get("value")), effect))
     return tuple(out)
 
 

@@ -9,6 +9,7 @@ an :class:`ArgError` that names the key and what is accepted.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -66,6 +67,7 @@ class Args:
         return f"Args({self._values})"
 
 
+_SECONDS = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
 _UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
@@ -75,14 +77,14 @@ def parse_duration(value: Any) -> float:
     if isinstance(value, bool):
         raise ValueError(f"expected a duration like '30s' or '1h', got {value!r}")
     if isinstance(value, (int, float)):
+        if not math.isfinite(value):
+            raise ValueError(f"expected a duration like '30s' or '1h', got {value!r}")
         return float(value)
     text = str(value).strip()
     if not text:
         raise ValueError("expected a duration like '30s' or '1h', got ''")
-    try:
+    if _SECONDS.fullmatch(text):  # a bare number of seconds
         return float(text)
-    except ValueError:
-        pass
     pos, total = 0, 0.0
     for match in _DURATION.finditer(text):
         if match.start() != pos:

@@ -118,14 +118,19 @@ def parse_config(text: str, source: str = "<config>") -> SchedulerConfig:
 
 def _unwrap_configmap(doc: Any, source: str) -> Any:
     if isinstance(doc, dict) and doc.get("kind") == "ConfigMap":
-        data = doc.get("data") or {}
-        texts = [v for k, v in data.items() if str(k).endswith(".conf") or str(k).endswith(".yaml")]
+        data = doc.get("data")
+        if not isinstance(data, dict):
+            raise ConfigError(f"{source}: ConfigMap data: expected a mapping of file names to text")
+        texts = [(k, v) for k, v in data.items() if str(k).endswith((".conf", ".yaml"))]
         if len(texts) != 1:
             raise ConfigError(f"{source}: ConfigMap must hold exactly one *.conf or *.yaml entry")
+        key, text = texts[0]
+        if not isinstance(text, str):
+            raise ConfigError(f"{source}: ConfigMap data.{key}: expected the configuration as text")
         try:
-            return yaml.safe_load(texts[0])
+            return yaml.safe_load(text)
         except yaml.YAMLError as exc:
-            raise ConfigError(f"{source}: ConfigMap entry: invalid YAML: {exc}") from None
+            raise ConfigError(f"{source}: ConfigMap data.{key}: invalid YAML: {exc}") from None
     return doc
 
 
@@ -159,7 +164,7 @@ def _tiers(raw: Any, source: str) -> tuple[tuple[PluginConf, ...], ...]:
         for p, opt in enumerate(tier["plugins"]):
             conf = _plugin(opt, f"{where}.plugins[{p}]")
             if conf.name in seen:
-                raise ConfigError(f"{where}.plugins[{p}]: plugin {conf.name!r} is listed twice")
+                raise ConfigError(f"{where}.plugins[{p}] ({conf.name}): plugin {conf.name!r} is listed twice")
             seen.add(conf.name)
             plugins.append(conf)
         tiers.append(tuple(plugins))
@@ -241,7 +246,7 @@ class ConfigWatcher:
         self.path = Path(path)
         self.on_result = on_result or (lambda result: None)
         self.current = load_config(self.path)
-        self._seen = self.current.digest
+        self._refused: str | None = None  # digest of the last refused file content
         self.last_error: str | None = None
 
     def poll(self) -> bool:
@@ -249,23 +254,26 @@ class ConfigWatcher:
         try:
             text = self.path.read_text()
         except (OSError, UnicodeDecodeError) as exc:
-            return self._refuse(f"{self.path}: cannot read: {exc}", key=None)
+            return self._refuse(f"{self.path}: cannot read: {exc}", digest=None)
         digest = hashlib.sha256(text.encode()).hexdigest()
-        if digest == self._seen:
+        if digest == self.current.digest:  # the configuration in force (again)
+            self._refused, self.last_error = None, None
             return False
-        self._seen = digest
+        if digest == self._refused:  # already refused; said once
+            return False
         try:
             config = parse_config(text, str(self.path))
         except ConfigError as exc:
-            return self._refuse(str(exc), key=digest)
-        self.current, self.last_error = config, None
+            return self._refuse(str(exc), digest=digest)
+        self.current, self.last_error, self._refused = config, None, None
         log.info("scheduler configuration reloaded from %s: actions %s", self.path, ", ".join(config.actions))
         self.on_result("success")
         return True
 
-    def _refuse(self, message: str, key: str | None) -> bool:
-        if message != self.last_error:
+    def _refuse(self, message: str, digest: str | None) -> bool:
+        repeated = digest is None and message == self.last_error
+        if not repeated:
             log.error("refused new scheduler configuration, keeping the previous one: %s", message)
             self.on_result("refused")
-        self.last_error = message
+        self.last_error, self._refused = message, digest
         return False
