@@ -279,3 +279,24 @@ def test_capacity_refuses_guarantees_beyond_the_parent() -> None:
     ssn = open_session(objs, HIER)
     reason = ssn.allocatable(ssn.queues["a"], task(ssn, "default/p"))
     assert reason and "children of queue parent guarantee cpu 6" in reason
+
+
+@pytest.mark.parametrize("min_member,running,evictable", [(3, 5, True), (3, 3, False), (1, 1, True)],
+                         ids=["above min", "at min", "plain pod"])
+def test_gang_evictable_prefilter(min_member: int, running: int, evictable: bool) -> None:
+    ssn = open_session(victims_world(min_member, running), config_with("gang", "conformance"))
+    assert ssn.evictable(task(ssn, "default/v0"), "preemptable") is evictable
+
+
+def test_evictable_ignores_plugins_whose_victim_hook_is_off() -> None:
+    config = parse_config('actions: "preempt"\ntiers:\n- plugins:\n  - {name: gang, enablePreemptable: false}\n')
+    ssn = open_session(victims_world(3, 3), config)
+    assert ssn.evictable(task(ssn, "default/v0"), "preemptable") is True
+    assert ssn.evictable(task(ssn, "default/v0"), "reclaimable") is False
+
+
+def test_conformance_evictable() -> None:
+    ssn = open_session([node("n1"), pod("dns", namespace="kube-system", nodeName="n1"), pod("web", nodeName="n1")],
+                       config_with("conformance"))
+    assert not ssn.evictable(task(ssn, "kube-system/dns"), "reclaimable")
+    assert ssn.evictable(task(ssn, "default/web"), "reclaimable")

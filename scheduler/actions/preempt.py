@@ -14,7 +14,7 @@ from ..framework.plugin import Action, register_action
 from ..framework.session import Session
 from ..framework.statement import Statement
 from .allocate import schedulable_jobs
-from .victims import VictimIndex, make_room
+from .victims import RoomSearch, VictimIndex
 
 
 @register_action
@@ -25,19 +25,18 @@ class Preempt(Action):
         by_queue = schedulable_jobs(ssn, best_effort=False)
         if not by_queue:
             return
-        index = VictimIndex(ssn, lambda t: t.job.queue)
+        index = VictimIndex(ssn, lambda t: t.job.queue, "preemptable")
         for name in sorted(by_queue, key=lambda n: ssn.queue_key(ssn.queues[n])):
-            freeable = index.freeable([name])
+            search = RoomSearch(ssn, freeable=index.freeable([name]), select=ssn.preemptable,
+                                candidate=lambda v, name=name: v.job.queue == name,
+                                admit=lambda t: ssn.allocatable(ssn.queues[t.job.queue], t))
             for job in sorted(by_queue[name], key=ssn.job_key):
                 if not ssn.job_starving(job):
                     continue
                 stmt = Statement(ssn)
                 for task in sorted(job.pending_tasks(), key=ssn.task_key):
-                    if not make_room(ssn, stmt, task, freeable=freeable,
-                                     candidate=lambda v, job=job: v.job.queue == job.queue and v.job is not job,
-                                     select=ssn.preemptable,
-                                     reason=f"preempted by {task.pod.key} (priority {job.priority})",
-                                     admit=lambda t: ssn.allocatable(ssn.queues[t.job.queue], t)):
+                    # a job's own running tasks are never candidates: priority preempts other jobs
+                    if not search.make_room(stmt, task, f"preempted by {task.pod.key} (priority {job.priority})"):
                         break
                 if stmt.evictions and ssn.job_pipelined(job):
                     stmt.commit()

@@ -13,7 +13,7 @@ from ..framework.plugin import Action, register_action
 from ..framework.session import Session
 from ..framework.statement import Statement
 from .allocate import schedulable_jobs
-from .victims import VictimIndex, make_room
+from .victims import RoomSearch, VictimIndex
 
 
 @register_action
@@ -24,13 +24,16 @@ class Reclaim(Action):
         by_queue = schedulable_jobs(ssn, best_effort=False)
         if not by_queue:
             return
-        index = VictimIndex(ssn, lambda t: t.job.queue)
+        index = VictimIndex(ssn, lambda t: t.job.queue, "reclaimable")
         for name in sorted(by_queue, key=lambda n: ssn.queue_key(ssn.queues[n])):
             queue = ssn.queues[name]
             others = [q for q, info in ssn.queues.items() if q != name and info.reclaimable]
             if not others:
                 continue
-            freeable = index.freeable(others)
+            reclaimable = set(others)
+            search = RoomSearch(ssn, freeable=index.freeable(others), select=ssn.reclaimable,
+                                candidate=lambda v: v.job.queue in reclaimable,
+                                admit=lambda t, queue=queue: ssn.allocatable(queue, t))
             for job in sorted(by_queue[name], key=ssn.job_key):
                 if not ssn.job_starving(job):
                     continue
@@ -38,11 +41,7 @@ class Reclaim(Action):
                 for task in sorted(job.pending_tasks(), key=ssn.task_key):
                     if not ssn.preemptive(queue, task):
                         break
-                    if not make_room(ssn, stmt, task, freeable=freeable,
-                                     candidate=lambda v: v.job.queue != name and ssn.queues[v.job.queue].reclaimable,
-                                     select=ssn.reclaimable,
-                                     reason=f"reclaimed by queue {name} for {task.pod.key}",
-                                     admit=lambda t: ssn.allocatable(queue, t)):
+                    if not search.make_room(stmt, task, f"reclaimed by queue {name} for {task.pod.key}"):
                         break
                 if stmt.evictions and ssn.job_pipelined(job):
                     stmt.commit()

@@ -25,15 +25,20 @@ Admit = Callable[[TaskInfo], "str | None"]
 
 
 class VictimIndex:
-    """Per-node resources held by running tasks that pass a filter: an upper bound of what eviction frees."""
+    """Per-node resources of running tasks that could be victims: an upper bound of what eviction frees.
 
-    def __init__(self, ssn: Session, group_of: Callable[[TaskInfo], str]):
+    Grouped by queue; only tasks the plugins call ``evictable`` under ``hook``
+    count, so nodes full of protected work (gangs at minMember, critical pods)
+    are never searched.
+    """
+
+    def __init__(self, ssn: Session, group_of: Callable[[TaskInfo], str], hook: str):
         self.ssn = ssn
         self.group_of = group_of
         self.by_group: dict[str, np.ndarray] = {}
         for node, tasks in enumerate(ssn.nodes.tasks):
             for task in tasks.values():
-                if task.status == TaskStatus.RUNNING:
+                if task.status == TaskStatus.RUNNING and ssn.evictable(task, hook):
                     group = group_of(task)
                     arr = self.by_group.get(group)
                     if arr is None:
@@ -54,28 +59,54 @@ def fits(avail: np.ndarray, task: TaskInfo) -> bool:
     return bool((avail[cols] + EPS >= task.req[cols]).all())
 
 
-def make_room(ssn: Session, stmt: Statement, task: TaskInfo, *, freeable: np.ndarray, candidate: Candidate,
-              select: Select, reason: str, admit: Admit | None = None) -> bool:
-    """Pipeline ``task`` onto a node, evicting victims there if needed; False if no node works.
+class RoomSearch:
+    """One action's search for room: who may be evicted, why, and which task shapes already failed.
 
-    ``admit`` (the queue's allocatable check) is asked after the evictions,
-    when the queue's accounting already reflects them; a refusal undoes that
-    node's evictions and the next node is tried.
+    A shape (request, constraints, priority, queue) that found no room, tried
+    from an empty statement, finds none again until a statement commits —
+    discarded statements leave the cluster as it was — so later tasks of that
+    shape are refused at once instead of re-scanning every node.
     """
-    nodes = ssn.nodes
-    future = nodes.future_idle(task)
-    mask = ssn.feasible(task, future)
-    if mask.any() and not (admit and admit(task)):  # earlier evictions may already have made room
-        stmt.pipeline(task, ssn.best_node(task, mask))
-        return True
-    reachable = ssn.feasible(task, future + freeable)
-    for node in _by_score(ssn, task, reachable):
-        mark = stmt.mark()
-        if _evict_on(ssn, stmt, task, int(node), candidate, select, reason, admit):
-            stmt.pipeline(task, int(node))
+
+    def __init__(self, ssn: Session, *, freeable: np.ndarray, candidate: Candidate, select: Select,
+                 admit: Admit | None = None):
+        self.ssn = ssn
+        self.freeable = freeable
+        self.candidate = candidate
+        self.select = select
+        self.admit = admit
+        self._failed: dict[tuple, int] = {}
+
+    def _shape(self, task: TaskInfo) -> tuple:
+        return (id(task.req), task.sig, task.job.priority, task.job.queue)
+
+    def make_room(self, stmt: Statement, task: TaskInfo, reason: str) -> bool:
+        """Pipeline ``task`` onto a node, evicting victims there if needed; False if no node works.
+
+        ``admit`` (the queue's allocatable check) is asked after the evictions,
+        when the queue's accounting already reflects them; a refusal undoes that
+        node's evictions and the next node is tried.
+        """
+        ssn, admit = self.ssn, self.admit
+        fresh = not len(stmt)
+        if fresh and self._failed.get(self._shape(task)) == ssn.commits:
+            return False
+        nodes = ssn.nodes
+        future = nodes.future_idle(task)
+        mask = ssn.feasible(task, future)
+        if mask.any() and not (admit and admit(task)):  # earlier evictions may already have made room
+            stmt.pipeline(task, ssn.best_node(task, mask))
             return True
-        stmt.rollback(mark)
-    return False
+        reachable = ssn.feasible(task, future + self.freeable)
+        for node in _by_score(ssn, task, reachable):
+            mark = stmt.mark()
+            if _evict_on(ssn, stmt, task, int(node), self.candidate, self.select, reason, admit):
+                stmt.pipeline(task, int(node))
+                return True
+            stmt.rollback(mark)
+        if fresh:
+            self._failed[self._shape(task)] = ssn.commits
+        return False
 
 
 def _by_score(ssn: Session, task: TaskInfo, mask: np.ndarray) -> np.ndarray:

@@ -24,7 +24,10 @@ node_order         (task, nodes: index array | None) -> scores sum (None: all no
                                                                optional ``score_key(task)`` lets
                                                                the session cache scores per shape)
 preemptable        (preemptor, candidates) -> list | None      intersect within the first tier
-reclaimable        (reclaimer, candidates) -> list | None        that has an opinion (None abstains)
+reclaimable        (reclaimer, candidates) -> list | None        (None abstains)
+evictable          (task) -> bool: could it be a victim at all   AND, over plugins whose preemptable/
+                   (a cheap necessary condition of the hooks      reclaimable hook is enabled: lets
+                   above, for the vectorised prefilter)           actions skip nodes with no victims
 overused           (queue) -> str | None (reason)              any
 allocatable        (queue, task) -> str | None (reason)        first refusal
 preemptive         (queue, task) -> bool                       all must agree (default: not overused)
@@ -51,7 +54,7 @@ HOOK_FLAGS: dict[str, str | None] = {
     "job_enqueued": "enableJobEnqueued", "predicate": "enablePredicate", "predicate_reasons": "enablePredicate",
     "node_order": "enableNodeOrder", "preemptable": "enablePreemptable", "reclaimable": "enableReclaimable",
     "overused": "enabledOverused", "allocatable": "enabledAllocatable", "preemptive": "enablePreemptive",
-    "on_allocate": None, "on_deallocate": None,
+    "evictable": None, "on_allocate": None, "on_deallocate": None,
 }
 # Every flag Volcano's PluginOption accepts; those without a hook here are accepted and checked as booleans.
 KNOWN_FLAGS = frozenset(f for f in HOOK_FLAGS.values() if f) | {

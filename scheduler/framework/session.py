@@ -58,6 +58,7 @@ class Session:
                        for hook in HOOK_FLAGS}
         self._flat = {hook: [p for tier in tiers for p in tier] for hook, tiers in self._hooks.items()}
         self.binds = 0
+        self.commits = 0  # statements committed: what the cluster looks like changes only then
         self.evictions: list[tuple[TaskInfo, str]] = []
         self.phase_changes = 0
         self.job_key = cmp_to_key(self.compare_jobs)
@@ -189,6 +190,13 @@ class Session:
             if not chosen:
                 return []
         return chosen or []
+
+    def evictable(self, task: TaskInfo, hook: str) -> bool:
+        """Could ``task`` be a victim under ``hook`` (preemptable/reclaimable) for any preemptor?"""
+        for plugin in self._flat[hook]:
+            if "evictable" in plugin.hooks and not plugin.evictable(task):
+                return False
+        return True
 
     def preemptable(self, preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
         return self._victims("preemptable", preemptor, candidates)

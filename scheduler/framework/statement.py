@@ -54,6 +54,8 @@ class Statement:
                 self.ssn._unevict(task, extra[0])
 
     def commit(self) -> None:
+        if self.ops:
+            self.ssn.commits += 1
         for kind, task, extra in self.ops:
             if kind == ALLOCATE and task.status == TaskStatus.ALLOCATED:
                 self.ssn._commit_bind(task)

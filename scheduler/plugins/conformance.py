@@ -9,9 +9,12 @@ from ..framework.snapshot import TaskInfo
 @register_plugin
 class Conformance(Plugin):
     name = "conformance"
-    hooks = ("preemptable", "reclaimable")
+    hooks = ("preemptable", "reclaimable", "evictable")
 
     def preemptable(self, evictor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
         return [t for t in candidates if not t.pod.critical]
 
     reclaimable = preemptable
+
+    def evictable(self, task: TaskInfo) -> bool:
+        return not task.pod.critical

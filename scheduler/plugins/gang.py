@@ -18,7 +18,8 @@ NOT_ENOUGH_TASKS = "NotEnoughTasks"
 @register_plugin
 class Gang(Plugin):
     name = "gang"
-    hooks = ("job_valid", "job_order", "job_ready", "job_pipelined", "job_starving", "preemptable", "reclaimable")
+    hooks = ("job_valid", "job_order", "job_ready", "job_pipelined", "job_starving", "preemptable", "reclaimable",
+             "evictable")
 
     def job_valid(self, job: JobInfo) -> str | None:
         if job.valid_num < job.min_member:
@@ -60,6 +61,10 @@ class Gang(Plugin):
         return victims
 
     reclaimable = preemptable
+
+    def evictable(self, task: TaskInfo) -> bool:
+        job = task.job
+        return job.min_member <= 1 or job.ready_num > job.min_member
 
     def close(self, ssn) -> None:
         for job in ssn.jobs.values():
