@@ -41,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--config", metavar="FILE", help="scheduler configuration (Volcano format); default built in")
     sim.add_argument("--at", metavar="ISO8601", help="the fixed clock (local time unless an offset is given)")
     sim.add_argument("--cycles", type=int, metavar="N", help="run exactly N cycles instead of until settled")
+    sim.add_argument("--scheduler-name", action="append", metavar="NAME",
+                     help="schedule pending pods with this spec.schedulerName (repeatable; default: scoria). "
+                          "Pods without one are always scheduled; pods naming another scheduler are left alone")
     sim.add_argument("-o", "--output", choices=("json", "table"), default="table")
     return parser
 
@@ -50,7 +53,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         raise ValueError("--cycles: must be at least 1")
     at = parse_time(args.at)
     config = load_config_or_default(args.config)
-    sim = simulate(args.filename, config=config, at=at, cycles=args.cycles)
+    sim = simulate(args.filename, config=config, at=at, cycles=args.cycles,
+                   scheduler_names=args.scheduler_name or ("scoria",))
     if args.output == "json":
         json.dump(sim.to_dict(), sys.stdout, indent=2)
         sys.stdout.write("\n")

@@ -19,7 +19,7 @@ from .cache import ClusterCache
 from .effects import CacheEffects
 from .framework.config import ConfigWatcher, SchedulerConfig, default_config
 from .framework.session import Effects, Session
-from .framework.snapshot import TaskStatus, take_snapshot
+from .framework.snapshot import DEFAULT_SCHEDULER_NAMES, TaskStatus, take_snapshot
 from .metrics import SchedulerMetrics
 
 log = logging.getLogger(__name__)
@@ -47,8 +47,10 @@ class CycleResult:
 class Scheduler:
     def __init__(self, cache: ClusterCache, *, config: SchedulerConfig | None = None,
                  config_path: str | Path | None = None, clock: Clock = system_clock,
-                 effects: Effects | None = None, metrics: SchedulerMetrics | None = None):
+                 effects: Effects | None = None, metrics: SchedulerMetrics | None = None,
+                 scheduler_names: frozenset[str] = DEFAULT_SCHEDULER_NAMES):
         self.cache = cache
+        self.scheduler_names = frozenset(scheduler_names)
         self.clock = clock
         self.effects = effects or CacheEffects(cache)
         self.metrics = metrics or SchedulerMetrics()
@@ -64,7 +66,7 @@ class Scheduler:
             self.watcher.poll()
         config = self.config
         start = time.perf_counter()
-        ssn = Session(take_snapshot(self.cache), config, now=self.clock(), effects=self.effects)
+        ssn = Session(take_snapshot(self.cache, self.scheduler_names), config, now=self.clock(), effects=self.effects)
         ssn.open()
         for action in config.build_actions():
             began = time.perf_counter()

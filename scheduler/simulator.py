@@ -62,11 +62,15 @@ def queue_resources(allocated: dict[str, int]) -> dict[str, float | int]:
 
 
 def simulate(paths: Iterable[str | Path], *, config: SchedulerConfig | None = None, at: datetime,
-             cycles: int | None = None) -> Simulation:
-    """Load, schedule and return the final state; ManifestError/ConfigError on bad input."""
+             cycles: int | None = None, scheduler_names: Iterable[str] = ("scoria",)) -> Simulation:
+    """Load, schedule and return the final state; ManifestError/ConfigError on bad input.
+
+    Pending pods are scheduled when their ``spec.schedulerName`` is unset or one of ``scheduler_names``.
+    """
     work = load_workload(paths)
     cache = ClusterCache.from_workload(work)
-    scheduler = Scheduler(cache, config=config or default_config(), clock=lambda: at)
+    scheduler = Scheduler(cache, config=config or default_config(), clock=lambda: at,
+                          scheduler_names=frozenset(scheduler_names))
     scheduled, ran = 0, 0
     start = time.perf_counter()
     limit = cycles if cycles is not None else MAX_CYCLES

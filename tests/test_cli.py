@@ -68,6 +68,9 @@ BAD = [
     ("duplicate", "dup.yaml", [node("n1"), queue("a"), node("n1")], ["dup.yaml:", "Node n1", "defined twice"]),
     ("pod naming a missing group", "g.yaml", [pod("p", group="ghost")], ["PodGroup default/ghost is not defined"]),
     ("bound to a missing node", "n.yaml", [pod("p", nodeName="ghost")], ["node 'ghost' is not defined"]),
+    ("duplicate uid", "u.yaml", [{**pod("a"), "metadata": {"name": "a", "uid": "1234"}},
+                                 {**pod("b"), "metadata": {"name": "b", "uid": "1234"}}],
+     ["Pod default/b", "metadata.uid: '1234' is already the uid of Pod default/a"]),
 ]
 
 
@@ -105,3 +108,22 @@ def test_bad_arguments(tmp_path: Path, args: list[str], needle: str) -> None:
     path = write(tmp_path, "o.yaml", [node("n1")])
     out = simulate("-f", str(path), *args)
     assert out.returncode == 2 and needle in out.stderr and out.stdout == ""
+
+
+def test_pods_for_other_schedulers_are_left_alone(tmp_path: Path) -> None:
+    other = pod("kube", cpu="1")
+    other["spec"]["schedulerName"] = "default-scheduler"
+    volcano = pod("vc", cpu="1")
+    volcano["spec"]["schedulerName"] = "volcano"
+    unset = pod("plain", cpu="1")
+    del unset["spec"]["schedulerName"]
+    running = pod("bound", cpu="3", nodeName="n1")
+    running["spec"]["schedulerName"] = "default-scheduler"
+    path = write(tmp_path, "s.yaml", [node("n1", cpu=8), other, volcano, unset, running])
+    result = json.loads(simulate("-f", str(path), "-o", "json").stdout)
+    pods = {p["name"]: p for p in result["pods"]}
+    assert pods["kube"]["node"] is None and "left to scheduler 'default-scheduler'" in pods["kube"]["reason"]
+    assert pods["vc"]["node"] is None and pods["plain"]["node"] == "n1"
+    assert {q["name"]: q["allocated"]["cpu"] for q in result["queues"]}["default"] == 4.0  # the bound one counts
+    result = json.loads(simulate("-f", str(path), "-o", "json", "--scheduler-name", "volcano").stdout)
+    assert {p["name"]: p["node"] for p in result["pods"]}["vc"] == "n1"

@@ -85,7 +85,7 @@ def test_commit_binds_and_evicts_through_the_effects() -> None:
 @pytest.mark.parametrize("old,new,ok", [
     ("Pending", "Inqueue", True), ("Inqueue", "Running", True), ("Running", "Unknown", True),
     ("Unknown", "Running", True), ("Running", "Completed", True), ("Completed", "Running", False),
-    ("Completed", "Pending", False), ("Inqueue", "Unknown", False),
+    ("Completed", "Pending", False), ("Inqueue", "Unknown", True), ("Unknown", "Inqueue", False),
 ])
 def test_phase_table(old: str, new: str, ok: bool) -> None:
     if ok:
@@ -177,3 +177,14 @@ def test_pipeline_nominates_and_the_next_cycle_places_there() -> None:
     target = vip.nominated_node
     sched.run_once()
     assert vip.node_name == target and vip.nominated_node == ""
+
+
+def test_shipped_config_is_the_built_in_default() -> None:
+    from pathlib import Path
+
+    from scheduler.framework.config import default_config, load_config
+    shipped = load_config(Path(__file__).resolve().parents[1] / "daemonset" / "config" / "scheduler.conf")
+    default = default_config()
+    assert shipped.actions == default.actions
+    assert [[(p.name, p.flags, p.raw_args) for p in t] for t in shipped.tiers] == \
+        [[(p.name, p.flags, p.raw_args) for p in t] for t in default.tiers]

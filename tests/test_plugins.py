@@ -300,3 +300,14 @@ def test_conformance_evictable() -> None:
                        config_with("conformance"))
     assert not ssn.evictable(task(ssn, "kube-system/dns"), "reclaimable")
     assert ssn.evictable(task(ssn, "default/web"), "reclaimable")
+
+
+def test_sla_absurd_annotation_is_ignored_not_fatal() -> None:
+    objs = [podgroup("odd", creationTimestamp=AT.isoformat(), annotations={"sla-waiting-time": "99999999h"})]
+    ssn = open_session(objs, one_plugin("sla", "sla-waiting-time: 1h"))
+    assert ssn.plugins["sla"].deadlines["default/odd"] == AT + timedelta(hours=1)  # fell back to the argument
+
+
+def test_sla_absurd_argument_is_refused() -> None:
+    with pytest.raises(ValueError, match="longer than 100 years"):
+        one_plugin("sla", "sla-waiting-time: 99999999h")

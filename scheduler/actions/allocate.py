@@ -22,8 +22,10 @@ SCHEDULABLE_PHASES = ("Inqueue", "Running", "Unknown")
 def schedulable_jobs(ssn: Session, *, best_effort: bool) -> dict[str, list[JobInfo]]:
     """Admitted, valid jobs with pending work, by queue; invalid ones get their reason."""
     by_queue: dict[str, list[JobInfo]] = {}
+    # Without an enqueue action nothing admits groups, so (as in Volcano) allocate takes Pending ones too.
+    phases = SCHEDULABLE_PHASES if ssn.has_action("enqueue") else SCHEDULABLE_PHASES + ("Pending",)
     for job in ssn.jobs.values():
-        if job.group is None or job.phase not in SCHEDULABLE_PHASES or not job.pending_num:
+        if job.group is None or job.phase not in phases or not job.pending_num:
             continue
         pending = job.pending_tasks()
         if all(t.best_effort for t in pending) != best_effort:

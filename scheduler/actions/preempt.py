@@ -27,7 +27,7 @@ class Preempt(Action):
             return
         index = VictimIndex(ssn, lambda t: t.job.queue, "preemptable")
         for name in sorted(by_queue, key=lambda n: ssn.queue_key(ssn.queues[n])):
-            search = RoomSearch(ssn, freeable=index.freeable([name]), select=ssn.preemptable,
+            search = RoomSearch(ssn, "preemptable", freeable=index.freeable([name]), select=ssn.preemptable,
                                 candidate=lambda v, name=name: v.job.queue == name,
                                 admit=lambda t: ssn.allocatable(ssn.queues[t.job.queue], t))
             for job in sorted(by_queue[name], key=ssn.job_key):

@@ -62,15 +62,17 @@ def fits(avail: np.ndarray, task: TaskInfo) -> bool:
 class RoomSearch:
     """One action's search for room: who may be evicted, why, and which task shapes already failed.
 
-    A shape (request, constraints, priority, queue) that found no room, tried
+    A shape (request, constraints, queue, and what the victim plugins read of
+    the preemptor: ``Session.victim_key``) that found no room, tried
     from an empty statement, finds none again until a statement commits —
     discarded statements leave the cluster as it was — so later tasks of that
     shape are refused at once instead of re-scanning every node.
     """
 
-    def __init__(self, ssn: Session, *, freeable: np.ndarray, candidate: Candidate, select: Select,
+    def __init__(self, ssn: Session, hook: str, *, freeable: np.ndarray, candidate: Candidate, select: Select,
                  admit: Admit | None = None):
         self.ssn = ssn
+        self.hook = hook
         self.freeable = freeable
         self.candidate = candidate
         self.select = select
@@ -78,7 +80,7 @@ class RoomSearch:
         self._failed: dict[tuple, int] = {}
 
     def _shape(self, task: TaskInfo) -> tuple:
-        return (id(task.req), task.sig, task.job.priority, task.job.queue)
+        return (id(task.req), task.sig, task.job.queue, self.ssn.victim_key(task, self.hook))
 
     def make_room(self, stmt: Statement, task: TaskInfo, reason: str) -> bool:
         """Pipeline ``task`` onto a node, evicting victims there if needed; False if no node works.
@@ -124,14 +126,17 @@ def _evict_on(ssn: Session, stmt: Statement, task: TaskInfo, node: int, candidat
     preemptees = [t for t in nodes.tasks[node].values() if t.status == TaskStatus.RUNNING and candidate(t)]
     if not preemptees:
         return False
+    # Plugins approve victims in the order given, each assuming the ones before it go (a queue stays
+    # above its share, a gang above its minMember); so give them the eviction order — least
+    # important first — and evict a prefix of what they approve.
+    preemptees.sort(key=ssn.task_key, reverse=True)
     victims = select(task, preemptees)
     if not victims:
         return False
     avail = nodes.future_idle_at(node, task)
     if not fits(avail + sum(v.req for v in victims), task):
         return False
-    # Evict the least important first and stop as soon as the task fits and is admitted.
-    for victim in sorted(victims, key=ssn.task_key, reverse=True):
+    for victim in victims:
         stmt.evict(victim, reason)
         avail = avail + victim.req
         if fits(avail, task) and not (admit and admit(task)):

@@ -130,6 +130,12 @@ def check_references(work: Workload) -> None:
     def fail(kind: str, key: str, message: str) -> ManifestError:
         return ManifestError(work.sources[(kind, key)], f"{kind} {key}", message)
 
+    uids: dict[str, str] = {}
+    for pod in work.pods:
+        if pod.uid in uids:
+            raise fail("Pod", pod.key, f"metadata.uid: {pod.uid!r} is already the uid of Pod {uids[pod.uid]}")
+        uids[pod.uid] = pod.key
+
     for group in work.podgroups:
         if group.queue not in queues:
             raise fail("PodGroup", group.key, f"spec.queue: queue {group.queue!r} is not defined")

@@ -339,8 +339,8 @@ def _queue(doc: dict, f: _Fields, meta: dict) -> Queue:
     spec = f.mapping(doc, "", "spec")
     status = f.mapping(doc, "", "status")
     weight = f.get(spec, "spec", "weight", int, 1)
-    if weight < 1:
-        raise f.fail("spec.weight", f"must be a positive integer, got {weight}")
+    if not 1 <= weight <= 2**31 - 1:
+        raise f.fail("spec.weight", f"must be an integer from 1 to {2**31 - 1}, got {weight}")
     guarantee = f.resources(f.mapping(spec, "spec", "guarantee"), "spec.guarantee", "resource")
     state = f.get(status, "status", "state", str, "Open")
     if state not in QUEUE_STATES:

@@ -100,14 +100,15 @@ class Pod:
     nominated_node: str = ""  # where preemption/reclaim made room for it (status.nominatedNodeName)
     reason: str | None = None
     evicted: bool = False
+    # The PodGroup it belongs to (annotation scheduling.k8s.io/group-name), read once: it is hot.
+    group_name: str = field(init=False, default="")
+
+    def __post_init__(self) -> None:
+        self.group_name = self.annotations.get(GROUP_NAME_ANNOTATION, "")
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
-
-    @property
-    def group_name(self) -> str:
-        return self.annotations.get(GROUP_NAME_ANNOTATION, "")
 
     @property
     def best_effort(self) -> bool:

@@ -28,6 +28,8 @@ reclaimable        (reclaimer, candidates) -> list | None        (None abstains)
 evictable          (task) -> bool: could it be a victim at all   AND, over plugins whose preemptable/
                    (a cheap necessary condition of the hooks      reclaimable hook is enabled: lets
                    above, for the vectorised prefilter)           actions skip nodes with no victims
+victim_key         (preemptor) -> hashable: what the plugin's     combined per hook, like evictable;
+                   victim answer reads of the preemptor           keys the "no room" memo
 overused           (queue) -> str | None (reason)              any
 allocatable        (queue, task) -> str | None (reason)        first refusal
 preemptive         (queue, task) -> bool                       all must agree (default: not overused)
@@ -54,7 +56,7 @@ HOOK_FLAGS: dict[str, str | None] = {
     "job_enqueued": "enableJobEnqueued", "predicate": "enablePredicate", "predicate_reasons": "enablePredicate",
     "node_order": "enableNodeOrder", "preemptable": "enablePreemptable", "reclaimable": "enableReclaimable",
     "overused": "enabledOverused", "allocatable": "enabledAllocatable", "preemptive": "enablePreemptive",
-    "evictable": None, "on_allocate": None, "on_deallocate": None,
+    "evictable": None, "victim_key": None, "on_allocate": None, "on_deallocate": None,
 }
 # Every flag Volcano's PluginOption accepts; those without a hook here are accepted and checked as booleans.
 KNOWN_FLAGS = frozenset(f for f in HOOK_FLAGS.values() if f) | {

@@ -23,6 +23,7 @@ from .config import SchedulerConfig
 from .nodeindex import NodeIndex
 from .plugin import HOOK_FLAGS, Plugin, Vote, VoteKind
 from .scores import ScoreCache
+from .status import write_status
 from .snapshot import JobInfo, QueueInfo, Snapshot, TaskInfo, TaskStatus
 
 log = logging.getLogger(__name__)
@@ -78,7 +79,6 @@ class Session:
         for tier in self.tiers:
             for plugin in tier:
                 plugin.close(self)
-        from .status import write_status  # the close-time writer lives beside the phase table
         write_status(self)
 
     def has_action(self, name: str) -> bool:
@@ -197,6 +197,10 @@ class Session:
             if "evictable" in plugin.hooks and not plugin.evictable(task):
                 return False
         return True
+
+    def victim_key(self, preemptor: TaskInfo, hook: str) -> tuple:
+        """What the plugins deciding victims under ``hook`` read of the preemptor (equal keys, equal answers)."""
+        return tuple(plugin.victim_key(preemptor) for plugin in self._flat[hook] if "victim_key" in plugin.hooks)
 
     def preemptable(self, preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
         return self._victims("preemptable", preemptor, candidates)

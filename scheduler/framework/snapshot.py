@@ -262,20 +262,31 @@ class Snapshot:
     """Everything one session schedules over."""
 
     def __init__(self, index: ResourceIndex, nodes: NodeTable, jobs: dict[str, JobInfo],
-                 queues: dict[str, QueueInfo]):
+                 queues: dict[str, QueueInfo], foreign: list[Pod] | None = None):
         self.index = index
         self.nodes = nodes
         self.jobs = jobs
         self.queues = queues
         self.total = nodes.total()
+        self.foreign = foreign or []  # pending pods that name another scheduler: left alone
 
 
-def take_snapshot(cache: ClusterCache) -> Snapshot:
-    """Copy the cache into arrays and task/job objects for one cycle."""
+DEFAULT_SCHEDULER_NAMES = frozenset({"scoria"})
+
+
+def take_snapshot(cache: ClusterCache, scheduler_names: frozenset[str] = DEFAULT_SCHEDULER_NAMES) -> Snapshot:
+    """Copy the cache into arrays and task/job objects for one cycle.
+
+    Bound pods count whatever scheduler placed them; pending pods are ours when
+    their ``spec.schedulerName`` is one of ``scheduler_names`` or unset.
+    """
     with cache.lock:
         cache.ensure_default_queue()
         nodes = list(cache.nodes.values())
-        pods = list(cache.pods.values())
+        pods, foreign = [], []
+        for pod in cache.pods.values():
+            mine = pod.node_name or not pod.scheduler_name or pod.scheduler_name in scheduler_names
+            (pods if mine else foreign).append(pod)
         names: set[str] = set()
         for node in nodes:
             names.update(node.allocatable)
@@ -292,7 +303,7 @@ def take_snapshot(cache: ClusterCache) -> Snapshot:
             if q.parent in queues:
                 queues[q.parent].children.append(q.name)
         jobs = _jobs(cache, pods, index, table)
-    return Snapshot(index, table, jobs, queues)
+    return Snapshot(index, table, jobs, queues, foreign)
 
 
 def _jobs(cache: ClusterCache, pods: list[Pod], index: ResourceIndex, table: NodeTable) -> dict[str, JobInfo]:

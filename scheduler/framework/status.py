@@ -22,8 +22,9 @@ log = logging.getLogger(__name__)
 
 PENDING, INQUEUE, RUNNING, UNKNOWN, COMPLETED = "Pending", "Inqueue", "Running", "Unknown", "Completed"
 TRANSITIONS: dict[str, frozenset[str]] = {
-    PENDING: frozenset({PENDING, INQUEUE, RUNNING, COMPLETED}),
-    INQUEUE: frozenset({INQUEUE, PENDING, RUNNING, COMPLETED}),
+    # Unknown from Pending/Inqueue: a group first seen with members already running, but not enough.
+    PENDING: frozenset({PENDING, INQUEUE, RUNNING, UNKNOWN, COMPLETED}),
+    INQUEUE: frozenset({INQUEUE, PENDING, RUNNING, UNKNOWN, COMPLETED}),
     RUNNING: frozenset({RUNNING, UNKNOWN, PENDING, COMPLETED}),
     UNKNOWN: frozenset({UNKNOWN, RUNNING, PENDING, COMPLETED}),
     COMPLETED: frozenset({COMPLETED}),
@@ -60,6 +61,8 @@ def write_status(ssn: "Session") -> None:
     """Hand every job's phase, conditions and pending reasons, and queue allocations, to the effects."""
     for job in ssn.jobs.values():
         _write_job(ssn, job)
+    for pod in ssn.snapshot.foreign:
+        ssn.effects.pod_reason(pod, f"left to scheduler {pod.scheduler_name!r} (spec.schedulerName)")
     _write_queues(ssn)
 
 

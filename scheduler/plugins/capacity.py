@@ -60,7 +60,7 @@ class Capacity(Plugin):
         for attr in self.attrs.values():
             if attr.parent:
                 self.attrs[attr.parent].children.append(attr.name)
-        self.problem = None
+        self.problems: dict[str, str] = {}  # parent queue -> why its subtree cannot schedule
         self._limits(ssn, ROOT_QUEUE, ssn.total, ssn.total)
         for job in ssn.jobs.values():
             if job.queue in self.attrs:
@@ -89,9 +89,9 @@ class Capacity(Plugin):
             self._limits(ssn, child, attr.capability, attr.guarantee)
             sum_guarantee += self.attrs[child].guarantee
         over = [c for c in np.flatnonzero(self.mask) if sum_guarantee[c] > attr.guarantee[c] + EPS]
-        if self.hierarchy and over and self.problem is None:
-            self.problem = (f"children of queue {name} guarantee {describe(self.index, sum_guarantee, over)}, "
-                            f"more than its {describe(self.index, attr.guarantee, over)}")
+        if self.hierarchy and over:
+            self.problems[name] = (f"children of queue {name} guarantee {describe(self.index, sum_guarantee, over)},"
+                                   f" more than its {describe(self.index, attr.guarantee, over)}")
 
     def _path(self, name: str) -> list[Attr]:
         """The queue and its ancestors (root included)."""
@@ -108,8 +108,9 @@ class Capacity(Plugin):
         return (sa > sb) - (sa < sb)
 
     def _refusal(self, name: str) -> str | None:
-        if self.problem:
-            return f"queue tree is inconsistent: {self.problem}"
+        for attr in self._path(name)[1:]:
+            if attr.name in self.problems:
+                return f"queue tree is inconsistent: {self.problems[attr.name]}"
         if self.hierarchy and self.attrs[name].children:
             return f"queue {name} has child queues; only leaf queues run jobs"
         return None

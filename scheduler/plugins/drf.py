@@ -18,7 +18,7 @@ _DELTA = 1e-6
 @register_plugin
 class DRF(Plugin):
     name = "drf"
-    hooks = ("job_order", "preemptable", "on_allocate", "on_deallocate")
+    hooks = ("job_order", "preemptable", "victim_key", "on_allocate", "on_deallocate")
 
     @classmethod
     def check_flags(cls, flags: dict[str, bool]) -> None:
@@ -49,6 +49,9 @@ class DRF(Plugin):
             if mine < theirs or abs(mine - theirs) <= _DELTA:
                 victims.append(task)
         return victims
+
+    def victim_key(self, preemptor: TaskInfo) -> str:
+        return preemptor.job.uid  # its answer depends on the preemptor job's share
 
     def on_allocate(self, task: TaskInfo) -> None:
         self._change(task, +1)

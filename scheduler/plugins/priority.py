@@ -14,7 +14,7 @@ from ..framework.snapshot import JobInfo, TaskInfo
 @register_plugin
 class Priority(Plugin):
     name = "priority"
-    hooks = ("job_order", "task_order", "preemptable", "job_starving")
+    hooks = ("job_order", "task_order", "preemptable", "job_starving", "victim_key")
 
     def job_order(self, a: JobInfo, b: JobInfo) -> int:
         return (a.priority < b.priority) - (a.priority > b.priority)
@@ -32,6 +32,11 @@ class Priority(Plugin):
             elif task.job.priority < mine.priority:
                 out.append(task)
         return out
+
+    def victim_key(self, preemptor: TaskInfo) -> tuple:
+        job = preemptor.job
+        # its own running tasks are judged by task priority, others' by job priority
+        return (job.priority, preemptor.priority, job.uid if job.ready_num else None)
 
     def job_starving(self, job: JobInfo) -> bool:
         return job.pending_num > 0

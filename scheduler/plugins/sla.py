@@ -37,7 +37,7 @@ class SLA(Plugin):
         if raw:
             try:
                 return parse_duration(raw)
-            except ValueError as exc:
+            except ValueError as exc:  # bad or absurd values are the user's, not a reason to stop scheduling
                 log.warning("PodGroup %s: ignoring annotation %s: %s", job.uid, ANNOTATION, exc)
         return self.args.waiting_time
 
