@@ -8,6 +8,10 @@ PY="${PYTHON:-python3}"
 ensure_venv() {
   local extras="${1:-}"
   local stamp="$VENV/.scoria-installed${extras:+-$extras}"
+  # An install with the test extras also serves a plain one.
+  if [ -z "$extras" ] && [ -f "$VENV/.scoria-installed-test" ] && [ ! "$ROOT/pyproject.toml" -nt "$VENV/.scoria-installed-test" ]; then
+    stamp="$VENV/.scoria-installed-test"
+  fi
   if [ ! -x "$VENV/bin/python" ]; then
     "$PY" -m venv "$VENV"
   fi
