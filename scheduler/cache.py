@@ -17,10 +17,15 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
+from collections import deque
+
+from proto.model import Eviction, NodeReport
+
 from .api.loader import BUILTIN_PRIORITY_CLASSES, Workload
 from .api.objects import (
     DEFAULT_QUEUE, QUEUE_NAME_ANNOTATION, Condition, Node, Pod, PodGroup, PriorityClass, Queue,
 )
+from .telemetry import NodeTelemetry, node_allocatable
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +61,13 @@ class ClusterCache:
         self.priority_classes: dict[str, PriorityClass] = dict(BUILTIN_PRIORITY_CLASSES)
         self.generation = 0
         self._facts: dict[str, PodFacts] = {}
+        # Latest accepted report per node. Entries are replaced whole (atomic under the GIL), so the
+        # report stream updates it without the lock; readers copy the dict first.
+        self.telemetry: dict[str, NodeTelemetry] = {}
+        self.registered: set[str] = set()  # nodes that exist because they reported (no API object)
+        self.stale_intervals = 3  # a node's telemetry is stale after this many of its report intervals
+        # Evictions agents reported (each once: a report carries those since the last acknowledged one).
+        self.node_evictions: deque[tuple[str, Eviction]] = deque(maxlen=10_000)
         self.ensure_default_queue()
 
     # -- sources write ------------------------------------------------------------------
@@ -90,6 +102,23 @@ class ClusterCache:
             else:
                 raise TypeError(f"cannot cache {type(obj).__name__}")
             self.generation += 1
+
+    def accept_report(self, report: NodeReport, received: float, *, register: bool) -> bool:
+        """Keep a validated report; register its node if allowed. False if the node is unknown."""
+        name = report.identity.node_name
+        if name not in self.nodes or name in self.registered:
+            if not register:
+                return False
+            allocatable = node_allocatable(report)
+            node = self.nodes.get(name)
+            if node is None or node.allocatable != allocatable:
+                with self.lock:
+                    self.registered.add(name)
+                    self.upsert(Node(name=name, allocatable=allocatable,
+                                     labels={"kubernetes.io/hostname": name}))
+        self.telemetry[name] = NodeTelemetry(report, received)
+        self.node_evictions.extend((name, e) for e in report.colocation.evictions)
+        return True
 
     def remove_pod(self, uid: str) -> None:
         with self.lock:

@@ -45,7 +45,73 @@ def build_parser() -> argparse.ArgumentParser:
                      help="schedule pending pods with this spec.schedulerName (repeatable; default: scoria). "
                           "Pods without one are always scheduled; pods naming another scheduler are left alone")
     sim.add_argument("-o", "--output", choices=("json", "table"), default="table")
+    srv = sub.add_parser("serve", help="run the scheduler: the agents' gRPC endpoint, metrics and the scheduling loop")
+    srv.add_argument("--listen", default="127.0.0.1:50051", metavar="HOST:PORT",
+                     help="agent endpoint (default 127.0.0.1:50051; port 0 picks a free one)")
+    srv.add_argument("--tls-cert", metavar="FILE", help="server certificate (PEM)")
+    srv.add_argument("--tls-key", metavar="FILE", help="server private key (PEM)")
+    srv.add_argument("--tls-client-ca", metavar="FILE",
+                     help="require agent certificates signed by this CA; a certificate's CN or DNS SAN names "
+                          "the node it may report for")
+    srv.add_argument("--insecure", action="store_true", help="plaintext gRPC (loopback addresses only)")
+    srv.add_argument("--insecure-allow-remote", action="store_true",
+                     help="allow --insecure on a non-loopback address (anyone who can connect can report)")
+    srv.add_argument("--register-nodes", action="store_true",
+                     help="a report from an unknown node creates the node (standalone and embedded use)")
+    srv.add_argument("--stale-intervals", type=int, default=3, metavar="N",
+                     help="a node's reports are stale after N of its report intervals without one (default 3)")
+    srv.add_argument("--qos-profile", metavar="FILE", help="QoS profile handed to agents (re-read when it changes)")
+    srv.add_argument("--config", metavar="FILE", help="scheduler configuration (Volcano format), reloaded on change")
+    srv.add_argument("--schedule-interval", type=float, default=1.0, metavar="SECONDS")
+    srv.add_argument("--metrics-port", type=int, default=9090, metavar="PORT",
+                     help="/metrics and /healthz over HTTP (0: off; default 9090)")
+    srv.add_argument("--port-file", metavar="FILE", help="write the agent port here once listening")
     return parser
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import asyncio
+    import threading
+    from pathlib import Path
+
+    from .cache import ClusterCache
+    from .intake import ProfileSource, ReportIntake
+    from .scheduler import Scheduler
+    from .server import AgentServer, ServeError, TlsFiles, serve_forever, start_http
+
+    if bool(args.tls_cert) != bool(args.tls_key):
+        raise ServeError("--tls-cert and --tls-key go together")
+    if args.tls_client_ca and not args.tls_cert:
+        raise ServeError("--tls-client-ca needs --tls-cert and --tls-key")
+    if args.stale_intervals < 1:
+        raise ServeError("--stale-intervals: must be at least 1")
+    tls = TlsFiles(Path(args.tls_cert), Path(args.tls_key),
+                   Path(args.tls_client_ca) if args.tls_client_ca else None) if args.tls_cert else None
+    cache = ClusterCache()
+    cache.stale_intervals = args.stale_intervals
+    scheduler = Scheduler(cache, config_path=args.config)
+    profiles = ProfileSource(args.qos_profile) if args.qos_profile else None
+    intake = ReportIntake(cache, scheduler.metrics, register_nodes=args.register_nodes, profiles=profiles)
+    server = AgentServer(intake, listen=args.listen, tls=tls, insecure=args.insecure,
+                         allow_insecure_remote=args.insecure_allow_remote)
+    if args.metrics_port:
+        start_http(scheduler.metrics.registry, args.metrics_port)
+    stop = threading.Event()
+    loop_thread = threading.Thread(target=scheduler.run, kwargs={"interval": args.schedule_interval, "stop": stop},
+                                   name="schedule", daemon=True)
+    loop_thread.start()
+
+    def started(port: int) -> None:
+        print(f"scoria scheduler: agents on port {port}", file=sys.stderr, flush=True)
+        if args.port_file:
+            Path(args.port_file).write_text(f"{port}\n")
+
+    try:
+        asyncio.run(serve_forever(server, intake, on_started=started))
+    finally:
+        stop.set()
+        loop_thread.join(timeout=5)
+    return 0
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
@@ -70,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "simulate":
             return cmd_simulate(args)
+        if args.command == "serve":
+            return cmd_serve(args)
     except (ManifestError, ConfigError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -25,6 +25,18 @@ class SchedulerMetrics:
         self.config_reloads = Counter("scoria_scheduler_config_reloads_total",
                                       "Configuration reload attempts by result (success, refused)", ["result"],
                                       registry=r)
+        self.reports = Counter("scoria_scheduler_reports_total", "Node reports accepted into the cache", registry=r)
+        self.reports_refused = Counter("scoria_scheduler_reports_refused_total",
+                                       "Node reports refused, by reason (content, order, identity, unknown-node)",
+                                       ["reason"], registry=r)
+        self.report_latency = Histogram("scoria_scheduler_report_to_cache_seconds",
+                                        "From the agent's sample time to the report being in the cache",
+                                        buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10), registry=r)
+        self.node_evictions = Counter("scoria_scheduler_node_evictions_total",
+                                      "Evictions agents performed on their nodes, as reported", registry=r)
+        self.agents_connected = Gauge("scoria_scheduler_agents_connected", "Agent streams open", registry=r)
+        self.stale_nodes = Gauge("scoria_scheduler_stale_nodes",
+                                 "Nodes whose reports stopped for longer than the staleness limit", registry=r)
 
     def cycle(self, *, seconds: float, binds: int, evictions: int, pending: int) -> None:
         self.cycle_seconds.observe(seconds)
@@ -37,3 +49,12 @@ class SchedulerMetrics:
 
     def config_reload(self, result: str) -> None:
         self.config_reloads.labels(result).inc()
+
+    def report_accepted(self, latency: float, evictions: int = 0) -> None:
+        self.reports.inc()
+        self.report_latency.observe(latency)
+        if evictions:
+            self.node_evictions.inc(evictions)
+
+    def report_refused(self, reason: str) -> None:
+        self.reports_refused.labels(reason).inc()

@@ -66,7 +66,9 @@ class Scheduler:
             self.watcher.poll()
         config = self.config
         start = time.perf_counter()
-        ssn = Session(take_snapshot(self.cache, self.scheduler_names), config, now=self.clock(), effects=self.effects)
+        now = self.clock()
+        snapshot = take_snapshot(self.cache, self.scheduler_names, now=now.timestamp())
+        ssn = Session(snapshot, config, now=now, effects=self.effects)
         ssn.open()
         for action in config.build_actions():
             began = time.perf_counter()

@@ -257,6 +257,27 @@ class NodeTable:
     def total(self) -> np.ndarray:
         return self.alloc.sum(axis=1)
 
+    def load_telemetry(self, telemetry: dict, now: float | None, stale_intervals: int) -> None:
+        """Reported usage and batch allocatable per node; NaN where unknown or stale — never zero."""
+        n = self.count
+        self.usage_cpu = np.full(n, np.nan)      # millicores in use, as the agent measured
+        self.usage_memory = np.full(n, np.nan)   # bytes
+        self.batch_cpu = np.full(n, np.nan)      # kubernetes.io/batch-cpu the agent offers, millicores
+        self.batch_memory = np.full(n, np.nan)   # kubernetes.io/batch-memory, bytes
+        self.evicting = np.zeros(n, dtype=bool)  # under pressure: no new offline work
+        self.stale = np.ones(n, dtype=bool)      # no usable report
+        for name, t in telemetry.items():
+            i = self.pos.get(name)
+            if i is None or (now is not None and t.stale(now, stale_intervals)):
+                continue
+            r = t.report
+            self.stale[i] = False
+            self.usage_cpu[i] = r.load.cpu_used_cores * 1000
+            self.usage_memory[i] = r.load.memory_used_bytes
+            self.batch_cpu[i] = r.colocation.batch_cpu_millis
+            self.batch_memory[i] = r.colocation.batch_memory_bytes
+            self.evicting[i] = r.colocation.evicting
+
 
 class Snapshot:
     """Everything one session schedules over."""
@@ -274,11 +295,14 @@ class Snapshot:
 DEFAULT_SCHEDULER_NAMES = frozenset({"scoria"})
 
 
-def take_snapshot(cache: ClusterCache, scheduler_names: frozenset[str] = DEFAULT_SCHEDULER_NAMES) -> Snapshot:
+def take_snapshot(cache: ClusterCache, scheduler_names: frozenset[str] = DEFAULT_SCHEDULER_NAMES,
+                  now: float | None = None) -> Snapshot:
     """Copy the cache into arrays and task/job objects for one cycle.
 
     Bound pods count whatever scheduler placed them; pending pods are ours when
-    their ``spec.schedulerName`` is one of ``scheduler_names`` or unset.
+    their ``spec.schedulerName`` is one of ``scheduler_names`` or unset.  Node
+    telemetry older than the cache's staleness limit at ``now`` (Unix seconds)
+    reads as unknown.
     """
     with cache.lock:
         cache.ensure_default_queue()
@@ -298,6 +322,7 @@ def take_snapshot(cache: ClusterCache, scheduler_names: frozenset[str] = DEFAULT
             names.update(group.min_resources or ())
         index = ResourceIndex(names)
         table = NodeTable(nodes, index)
+        table.load_telemetry(dict(cache.telemetry), now, cache.stale_intervals)
         queues = {name: QueueInfo(q, index) for name, q in cache.queues.items()}
         for q in queues.values():
             if q.parent in queues:

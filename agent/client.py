@@ -1,0 +1,219 @@
+"""The agent's side of the wire: a reconnecting report stream to the scheduler.
+
+:class:`ReportClient` keeps one stream open.  The agent calls
+:meth:`ReportClient.publish` whenever it has a new picture of the node; the
+client sends the latest one as soon as it connects and then every interval,
+numbering them, and hands every directive to a callback.  While the
+scheduler is away it keeps only the latest report (memory stays bounded) plus
+the evictions not yet acknowledged (bounded too, oldest dropped first and
+counted), and reconnects with exponential backoff and full jitter.
+
+With :mod:`proto.codec` and :mod:`scheduler.server` this is the wire boundary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import random
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import grpc
+
+from proto import codec
+from proto.model import Directive, Eviction, NodeReport
+from proto.scoria.v1 import agent_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ClientOptions:
+    target: str                       # host:port of the scheduler's agent endpoint
+    interval: float = 1.0             # seconds between reports
+    ca: Path | None = None            # CA that signed the scheduler's certificate: TLS
+    cert: Path | None = None          # this node's client certificate (mTLS)
+    key: Path | None = None
+    server_name: str | None = None    # expected name in the scheduler's certificate, if not the target host
+    insecure: bool = False            # plaintext (the scheduler must allow it)
+    backoff_initial: float = 0.2
+    backoff_max: float = 30.0
+    # For this long after losing a working stream, waits stay under one report interval: a scheduler
+    # restart costs at most an interval of reports; a longer outage backs off to backoff_max.
+    fast_reconnect_window: float = 60.0
+    max_pending_evictions: int = 1000
+
+
+def channel_options(options: ClientOptions) -> list[tuple[str, object]]:
+    """Our own backoff decides when to reconnect: give each channel its own connection (gRPC otherwise
+    shares one per target process-wide, with its own 1 s+ reconnect backoff) and let it connect at once."""
+    return [("grpc.use_local_subchannel_pool", 1),
+            ("grpc.initial_reconnect_backoff_ms", 100), ("grpc.min_reconnect_backoff_ms", 100),
+            ("grpc.max_reconnect_backoff_ms", int(options.backoff_max * 1000)),
+            ("grpc.keepalive_time_ms", 30_000), ("grpc.keepalive_timeout_ms", 10_000)]
+
+
+def channel_for(options: ClientOptions, target: str | None = None) -> grpc.aio.Channel:
+    target = target or options.target
+    extra = channel_options(options)
+    if options.insecure:
+        return grpc.aio.insecure_channel(target, options=extra)
+    if options.ca is None:
+        raise ValueError("TLS needs the scheduler's CA (ca=...), or choose insecure")
+    creds = grpc.ssl_channel_credentials(
+        root_certificates=options.ca.read_bytes(),
+        private_key=options.key.read_bytes() if options.key else None,
+        certificate_chain=options.cert.read_bytes() if options.cert else None)
+    if options.server_name:
+        extra.append(("grpc.ssl_target_name_override", options.server_name))
+    return grpc.aio.secure_channel(target, creds, options=extra)
+
+
+def backoff_delay(attempt: int, initial: float, ceiling: float, rng: random.Random) -> float:
+    """Full jitter: uniform in [0, min(ceiling, initial × 2^attempt)]."""
+    return rng.uniform(0, min(ceiling, initial * (2 ** min(attempt, 30))))
+
+
+class ReportClient:
+    def __init__(self, options: ClientOptions, on_directive: Callable[[Directive], None] | None = None,
+                 *, channel: grpc.aio.Channel | None = None, seed: int | None = None):
+        self.options = options
+        self.on_directive = on_directive or (lambda d: None)
+        self._shared_channel = channel  # many simulated agents may share one channel
+        self._lock = threading.Lock()
+        self._latest: NodeReport | None = None
+        self._evictions: deque[Eviction] = deque()
+        self._in_flight: dict[int, int] = {}  # sequence -> evictions it carried
+        self._sequence = 0
+        self._rng = random.Random(seed)
+        self._sent_at: dict[int, float] = {}
+        self._healthy = False  # the current stream got an acknowledgement
+        self.connected = False
+        self.stats = {"sent": 0, "acked": 0, "refused": 0, "connects": 0, "evictions_dropped": 0}
+        self.last_refusal: str | None = None
+        self.on_ack: Callable[[int, int, float], None] | None = None  # (sequence, code, seconds to ack)
+
+    # -- what the agent calls --------------------------------------------------------------------
+    def publish(self, report: NodeReport) -> None:
+        """Make ``report`` the latest; its evictions are kept until a report carrying them is acknowledged."""
+        with self._lock:
+            for e in report.colocation.evictions:
+                if len(self._evictions) >= self.options.max_pending_evictions:
+                    self._evictions.popleft()
+                    self.stats["evictions_dropped"] += 1
+                self._evictions.append(e)
+            self._latest = report
+
+    @property
+    def pending_evictions(self) -> int:
+        return len(self._evictions)
+
+    # -- the stream ---------------------------------------------------------------------------
+    async def run(self, stop: asyncio.Event) -> None:
+        """Keep a stream open until ``stop`` is set, reconnecting with backoff.
+
+        The backoff starts again from its first step after a stream that was
+        acknowledged, and stays under one interval for a while after that, so a
+        scheduler restart costs a short wait, not the tail of an earlier outage.
+        """
+        attempt = 0
+        lost_at = -float("inf")
+        while not stop.is_set():
+            channel = self._shared_channel or channel_for(self.options)
+            self._healthy = False
+            try:
+                await self._stream(channel, stop)
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() == grpc.StatusCode.PERMISSION_DENIED:
+                    log.error("scheduler refused this node's identity: %s", exc.details())
+                else:
+                    log.info("stream to %s ended: %s %s", self.options.target, exc.code().name, exc.details())
+            except (OSError, ValueError) as exc:
+                log.warning("cannot connect to %s: %s", self.options.target, exc)
+            finally:
+                self.connected = False
+                if self._shared_channel is None:
+                    await channel.close()
+            if stop.is_set():
+                break
+            if self._healthy:
+                attempt, lost_at = 0, time.monotonic()
+            else:
+                attempt += 1
+            recent = time.monotonic() - lost_at < self.options.fast_reconnect_window
+            ceiling = min(self.options.backoff_max, self.options.interval) if recent else self.options.backoff_max
+            delay = backoff_delay(attempt, self.options.backoff_initial, ceiling, self._rng)
+            try:
+                await asyncio.wait_for(stop.wait(), delay)
+            except asyncio.TimeoutError:
+                pass
+
+    async def _stream(self, channel: grpc.aio.Channel, stop: asyncio.Event) -> None:
+        """One stream: the latest report at once, then every interval."""
+        call = agent_pb2_grpc.NodeAgentStub(channel).Connect()
+        self.stats["connects"] += 1
+        self._in_flight.clear()
+        self._sent_at.clear()
+        reader = asyncio.create_task(self._read(call))
+        stopper = asyncio.create_task(stop.wait())
+        try:
+            while not reader.done() and not stopper.done():
+                await self._send(call)
+                await asyncio.wait({reader, stopper}, timeout=self.options.interval,
+                                   return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopper.cancel()
+            if not reader.done():
+                call.cancel()
+            try:
+                await reader  # re-raises how the stream ended (AioRpcError), unless we cancelled it
+            except asyncio.CancelledError:
+                pass
+
+    async def _send(self, call) -> None:
+        with self._lock:
+            latest = self._latest
+            if latest is None:
+                return
+            self._sequence += 1
+            evictions = list(self._evictions)
+            report = dataclasses.replace(
+                latest, identity=dataclasses.replace(latest.identity, sequence=self._sequence),
+                colocation=dataclasses.replace(latest.colocation, evictions=evictions))
+            self._in_flight[self._sequence] = len(evictions)
+        message = codec.report_to_pb(report)
+        self._sent_at[self._sequence] = time.monotonic()
+        await call.write(message)
+        self.stats["sent"] += 1
+
+    async def _read(self, call) -> None:
+        async for message in call:
+            directive = codec.directive_from_pb(message)
+            if directive.ack is not None:
+                self._acknowledge(directive.ack.sequence, directive.ack.code, directive.ack.message)
+                self._healthy = self.connected = True
+            self.on_directive(directive)
+
+    def _acknowledge(self, sequence: int, code: int, message: str) -> None:
+        carried = self._in_flight.pop(sequence, 0)
+        sent = self._sent_at.pop(sequence, None)
+        if code == 0:
+            self.stats["acked"] += 1
+            with self._lock:  # the evictions that report carried have arrived
+                for _ in range(min(carried, len(self._evictions))):
+                    self._evictions.popleft()
+                # later in-flight reports carried those evictions too
+                self._in_flight = {s: max(0, n - carried) for s, n in self._in_flight.items()}
+        else:
+            self.stats["refused"] += 1
+            if message != self.last_refusal:
+                log.warning("scheduler refused report %d: %s", sequence, message)
+            self.last_refusal = message
+        if self.on_ack and sent is not None:
+            self.on_ack(sequence, code, time.monotonic() - sent)

@@ -1,0 +1,181 @@
+"""Conversion between the generated protobuf classes and :mod:`proto.model`.
+
+With :mod:`scheduler.server` and :mod:`agent.client` this is the wire
+boundary: the only modules that import ``*_pb2``.  Conversions are written
+out field by field (no reflection) because the scheduler decodes thousands
+of reports a second.  The JSON form is protobuf's canonical JSON mapping
+(camelCase names, 64-bit integers as strings).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from google.protobuf import json_format
+
+from .model import (
+    Ack, Capacity, Colocation, CpuTopology, DeviceProcess, Devices, Directive, Eviction, Gpu, Identity, Load,
+    LogicalCpu, MigMode, NodeReport, Npu, NumaZone, PodAction, PodActionKind, PodUsage, Pressure, QosLevel,
+    QosProfile,
+)
+from .scoria.v1 import agent_pb2 as pb
+
+__all__ = ["pb", "report_to_pb", "report_from_pb", "directive_to_pb", "directive_from_pb",
+           "report_to_json", "report_from_json", "JSON_API_VERSION"]
+
+JSON_API_VERSION = "scoria.io/v1"
+
+
+# -- report: model -> pb ----------------------------------------------------------------------
+def _pressure_to(p: Pressure, out: Any) -> None:
+    out.some_avg10, out.some_avg60, out.full_avg10, out.full_avg60 = p.some_avg10, p.some_avg60, p.full_avg10, p.full_avg60
+    out.some_total_us, out.full_total_us = p.some_total_us, p.full_total_us
+
+
+def _processes_to(procs: list[DeviceProcess], out: Any) -> None:
+    for p in procs:
+        out.add(pid=p.pid, memory_bytes=p.memory_bytes, pod_uid=p.pod_uid, container=p.container)
+
+
+def report_to_pb(r: NodeReport) -> Any:
+    msg = pb.NodeReport()
+    i = r.identity
+    mi = msg.identity
+    mi.node_name, mi.agent_version, mi.boot_id = i.node_name, i.agent_version, i.boot_id
+    mi.sequence, mi.sample_time_ns, mi.report_interval_ms = i.sequence, i.sample_time_ns, i.report_interval_ms
+    c, mc = r.capacity, msg.capacity
+    mc.cpu_millis, mc.memory_bytes = c.cpu_millis, c.memory_bytes
+    for z in c.numa_zones:
+        mc.numa_zones.add(id=z.id, cpus=z.cpus, memory_bytes=z.memory_bytes, distances=z.distances)
+    t, mt = c.cpu_topology, mc.cpu_topology
+    mt.sockets, mt.cores, mt.threads_per_core = t.sockets, t.cores, t.threads_per_core
+    for cpu in t.cpus:
+        mt.cpus.add(id=cpu.id, socket=cpu.socket, core=cpu.core, numa_zone=cpu.numa_zone)
+    for g in r.devices.gpus:
+        mg = msg.devices.gpus.add(
+            index=g.index, uuid=g.uuid, model=g.model, memory_total_bytes=g.memory_total_bytes,
+            memory_used_bytes=g.memory_used_bytes, gpu_utilization_percent=g.gpu_utilization_percent,
+            memory_utilization_percent=g.memory_utilization_percent, numa_node=g.numa_node, healthy=g.healthy,
+            health_detail=g.health_detail, mig_mode=int(g.mig_mode))
+        _processes_to(g.processes, mg.processes)
+    for n in r.devices.npus:
+        mn = msg.devices.npus.add(
+            id=n.id, chip=n.chip, model=n.model, hbm_total_bytes=n.hbm_total_bytes, hbm_used_bytes=n.hbm_used_bytes,
+            aicore_utilization_percent=n.aicore_utilization_percent, healthy=n.healthy, health_detail=n.health_detail,
+            numa_node=n.numa_node)
+        _processes_to(n.processes, mn.processes)
+    lo, ml = r.load, msg.load
+    ml.cpu_used_cores, ml.memory_used_bytes = lo.cpu_used_cores, lo.memory_used_bytes
+    _pressure_to(lo.cpu_pressure, ml.cpu_pressure)
+    _pressure_to(lo.memory_pressure, ml.memory_pressure)
+    _pressure_to(lo.io_pressure, ml.io_pressure)
+    for p in lo.pods:
+        ml.pods.add(uid=p.uid, namespace=p.namespace, name=p.name, qos=int(p.qos), cpu_used_cores=p.cpu_used_cores,
+                    memory_used_bytes=p.memory_used_bytes)
+    co, mco = r.colocation, msg.colocation
+    mco.batch_cpu_millis, mco.batch_memory_bytes = co.batch_cpu_millis, co.batch_memory_bytes
+    if co.offline_cpu_quota_millis is not None:
+        mco.offline_cpu_quota_millis = co.offline_cpu_quota_millis
+    for e in co.evictions:
+        mco.evictions.add(pod_uid=e.pod_uid, namespace=e.namespace, name=e.name, reason=e.reason, time_ns=e.time_ns)
+    mco.qos_profile, mco.evicting = co.qos_profile, co.evicting
+    return msg
+
+
+# -- report: pb -> model ----------------------------------------------------------------------
+def _pressure_from(m: Any) -> Pressure:
+    return Pressure(m.some_avg10, m.some_avg60, m.full_avg10, m.full_avg60, m.some_total_us, m.full_total_us)
+
+
+def _processes_from(procs: Any) -> list[DeviceProcess]:
+    return [DeviceProcess(p.pid, p.memory_bytes, p.pod_uid, p.container) for p in procs]
+
+
+def _mig(value: int) -> MigMode:
+    try:
+        return MigMode(value)
+    except ValueError:  # a newer agent's value: not a reason to drop the report
+        return MigMode.UNSUPPORTED
+
+
+def _qos(value: int) -> QosLevel:
+    try:
+        return QosLevel(value)
+    except ValueError:
+        return QosLevel.UNSPECIFIED
+
+
+def report_from_pb(msg: Any) -> NodeReport:
+    i = msg.identity
+    c = msg.capacity
+    t = c.cpu_topology
+    lo = msg.load
+    co = msg.colocation
+    return NodeReport(
+        identity=Identity(i.node_name, i.agent_version, i.boot_id, i.sequence, i.sample_time_ns, i.report_interval_ms),
+        capacity=Capacity(
+            c.cpu_millis, c.memory_bytes,
+            [NumaZone(z.id, list(z.cpus), z.memory_bytes, list(z.distances)) for z in c.numa_zones],
+            CpuTopology(t.sockets, t.cores, t.threads_per_core,
+                        [LogicalCpu(x.id, x.socket, x.core, x.numa_zone) for x in t.cpus])),
+        devices=Devices(
+            [Gpu(g.index, g.uuid, g.model, g.memory_total_bytes, g.memory_used_bytes, g.gpu_utilization_percent,
+                 g.memory_utilization_percent, g.numa_node, g.healthy, g.health_detail, _mig(g.mig_mode),
+                 _processes_from(g.processes)) for g in msg.devices.gpus],
+            [Npu(n.id, n.chip, n.model, n.hbm_total_bytes, n.hbm_used_bytes, n.aicore_utilization_percent, n.healthy,
+                 n.health_detail, n.numa_node, _processes_from(n.processes)) for n in msg.devices.npus]),
+        load=Load(lo.cpu_used_cores, lo.memory_used_bytes, _pressure_from(lo.cpu_pressure),
+                  _pressure_from(lo.memory_pressure), _pressure_from(lo.io_pressure),
+                  [PodUsage(p.uid, p.namespace, p.name, _qos(p.qos), p.cpu_used_cores, p.memory_used_bytes)
+                   for p in lo.pods]),
+        colocation=Colocation(
+            co.batch_cpu_millis, co.batch_memory_bytes,
+            co.offline_cpu_quota_millis if co.HasField("offline_cpu_quota_millis") else None,
+            [Eviction(e.pod_uid, e.namespace, e.name, e.reason, e.time_ns) for e in co.evictions],
+            co.qos_profile, co.evicting),
+    )
+
+
+# -- directives -----------------------------------------------------------------------------
+def directive_to_pb(d: Directive) -> Any:
+    msg = pb.Directive()
+    if d.ack is not None:
+        msg.ack.sequence, msg.ack.code, msg.ack.message = d.ack.sequence, d.ack.code, d.ack.message
+    if d.qos_profile is not None:
+        p = d.qos_profile
+        msg.qos_profile.name, msg.qos_profile.digest, msg.qos_profile.yaml = p.name, p.digest, p.yaml
+    for a in d.pod_actions:
+        msg.pod_actions.add(kind=int(a.kind), pod_uid=a.pod_uid, namespace=a.namespace, name=a.name, reason=a.reason,
+                            pod_json=a.pod_json, grace_period_seconds=a.grace_period_seconds)
+    return msg
+
+
+def directive_from_pb(msg: Any) -> Directive:
+    ack = Ack(msg.ack.sequence, msg.ack.code, msg.ack.message) if msg.HasField("ack") else None
+    profile = (QosProfile(msg.qos_profile.name, msg.qos_profile.digest, msg.qos_profile.yaml)
+               if msg.HasField("qos_profile") else None)
+    actions = []
+    for a in msg.pod_actions:
+        try:
+            kind = PodActionKind(a.kind)
+        except ValueError:
+            kind = PodActionKind.UNSPECIFIED
+        actions.append(PodAction(kind, a.pod_uid, a.namespace, a.name, a.reason, a.pod_json, a.grace_period_seconds))
+    return Directive(ack, profile, actions)
+
+
+# -- JSON form ---------------------------------------------------------------------------------
+def report_to_json(r: NodeReport) -> dict:
+    """``{"apiVersion": "scoria.io/v1", "kind": "NodeReport", ...report fields in camelCase}``."""
+    body = json_format.MessageToDict(report_to_pb(r), always_print_fields_with_no_presence=True)
+    return {"apiVersion": JSON_API_VERSION, "kind": "NodeReport", **body}
+
+
+def report_from_json(doc: dict) -> NodeReport:
+    """Parse the JSON form (``apiVersion``/``kind`` optional); ValueError names the bad field."""
+    body = {k: v for k, v in doc.items() if k not in ("apiVersion", "kind")}
+    try:
+        msg = json_format.ParseDict(body, pb.NodeReport())
+    except json_format.ParseError as exc:
+        raise ValueError(str(exc)) from None
+    return report_from_pb(msg)

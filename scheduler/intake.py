@@ -1,0 +1,160 @@
+"""Report intake: what the scheduler does with each report on an agent's stream, without gRPC.
+
+:class:`ReportIntake` owns the per-stream state (which node a stream speaks
+for, its last sequence number), checks each report (identity, ordering,
+content), keeps accepted ones in the cache and answers with a directive.  A
+refused report changes nothing and is answered with an ``INVALID_ARGUMENT``
+ack on the same stream, which stays open; only a stream that speaks for a node
+its client certificate does not name, or one superseded by a newer stream
+from the same node, is closed.  :mod:`scheduler.server` is the gRPC glue.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import grpc
+
+from proto.model import Ack, Directive, NodeReport, QosProfile
+
+from .cache import ClusterCache
+from .metrics import SchedulerMetrics
+from .telemetry import ReportLimits, check_report
+
+log = logging.getLogger(__name__)
+
+OK = grpc.StatusCode.OK.value[0]
+INVALID_ARGUMENT = grpc.StatusCode.INVALID_ARGUMENT.value[0]
+
+
+class CloseStream(Exception):
+    """The stream must end with this status (not a bad report: a bad stream)."""
+
+    def __init__(self, code: grpc.StatusCode, message: str):
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+@dataclass
+class StreamState:
+    """One agent stream: the node it speaks for (from its first report) and what it sent last."""
+
+    allowed_names: frozenset[str] | None = None  # from the client certificate (mTLS); None: not checked
+    node: str | None = None
+    boot_id: str = ""
+    last_sequence: int | None = None
+    profile_digest: str | None = None
+    superseded: bool = False
+    peer: str = ""
+
+
+class ProfileSource:
+    """The QoS profile file the scheduler hands to agents, re-read when it changes."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self._stamp: tuple[float, int] | None = None
+        self._profile: QosProfile | None = None
+        self.current()
+
+    def current(self) -> QosProfile | None:
+        try:
+            stat = self.path.stat()
+            stamp = (stat.st_mtime, stat.st_size)
+            if stamp != self._stamp:
+                text = self.path.read_text()
+                digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+                self._profile = QosProfile(name=self.path.stem, digest=digest, yaml=text)
+                self._stamp = stamp
+        except OSError as exc:  # keep handing out the last good profile
+            log.warning("cannot read QoS profile %s: %s; keeping the previous one", self.path, exc)
+        return self._profile
+
+
+@dataclass
+class ReportIntake:
+    cache: ClusterCache
+    metrics: SchedulerMetrics
+    register_nodes: bool = False
+    limits: ReportLimits = field(default_factory=ReportLimits)
+    profiles: ProfileSource | None = None
+    clock: Callable[[], float] = time.time
+    streams: dict[str, StreamState] = field(default_factory=dict)
+
+    def receive(self, stream: StreamState, report: NodeReport) -> Directive:
+        """Check and keep one report; the directive answers it. Raises CloseStream for bad streams."""
+        now = self.clock()
+        name = report.identity.node_name
+        self._claim(stream, name)
+        problem = self._problem(stream, report, now)
+        if problem is None and not self.cache.accept_report(report, now, register=self.register_nodes):
+            problem = (f"identity.node_name: node {name!r} is unknown to the scheduler (create the Node, or run "
+                       "the scheduler with --register-nodes)", "unknown-node")
+        seq = report.identity.sequence
+        if problem is not None:
+            message, reason = problem
+            self.metrics.report_refused(reason)
+            log.debug("refused report %d from %s: %s", seq, stream.peer or name, message)
+            return Directive(ack=Ack(seq, INVALID_ARGUMENT, message))
+        stream.boot_id, stream.last_sequence = report.identity.boot_id, seq
+        self.metrics.report_accepted(max(0.0, now - report.identity.sample_time_ns / 1e9),
+                                     evictions=len(report.colocation.evictions))
+        return Directive(ack=Ack(seq, OK), qos_profile=self._profile_update(stream))
+
+    def _claim(self, stream: StreamState, name: str) -> None:
+        if stream.superseded:
+            raise CloseStream(grpc.StatusCode.ALREADY_EXISTS,
+                              f"a newer stream from node {stream.node} replaced this one")
+        if stream.node is not None:
+            return
+        if stream.allowed_names is not None and name not in stream.allowed_names:
+            self.metrics.report_refused("identity")
+            raise CloseStream(grpc.StatusCode.PERMISSION_DENIED,
+                              f"the client certificate does not name node {name!r}")
+        if not name:
+            return  # refused below as invalid; the stream stays unclaimed
+        old = self.streams.get(name)
+        if old is not None and old is not stream:
+            old.superseded = True
+        self.streams[name] = stream
+        stream.node = name
+        self.metrics.agents_connected.set(len(self.streams))
+
+    def _problem(self, stream: StreamState, report: NodeReport, now: float) -> tuple[str, str] | None:
+        ident = report.identity
+        if ident.node_name != stream.node:
+            return (f"identity.node_name: this stream reports for node {stream.node!r}, not {ident.node_name!r}",
+                    "identity")
+        if (stream.last_sequence is not None and ident.boot_id == stream.boot_id
+                and ident.sequence <= stream.last_sequence):
+            return (f"identity.sequence: {ident.sequence} is not after {stream.last_sequence}, the last one on "
+                    "this stream", "order")
+        kept = self.cache.telemetry.get(ident.node_name)
+        if kept is not None and ident.sample_time_ns < kept.report.identity.sample_time_ns:
+            return ("identity.sample_time_ns: older than the report already kept for this node", "order")
+        message = check_report(report, now_ns=int(now * 1e9), limits=self.limits)
+        return (message, "content") if message else None
+
+    def _profile_update(self, stream: StreamState) -> QosProfile | None:
+        profile = self.profiles.current() if self.profiles else None
+        if profile is None or profile.digest == stream.profile_digest:
+            return None
+        stream.profile_digest = profile.digest
+        return profile
+
+    def release(self, stream: StreamState) -> None:
+        """The stream ended: forget it (unless a newer stream already took its node)."""
+        if stream.node is not None and self.streams.get(stream.node) is stream:
+            del self.streams[stream.node]
+            self.metrics.agents_connected.set(len(self.streams))
+
+    def count_stale(self) -> int:
+        now = self.clock()
+        stale = sum(1 for t in list(self.cache.telemetry.values()) if t.stale(now, self.cache.stale_intervals))
+        self.metrics.stale_nodes.set(stale)
+        return stale

@@ -1,0 +1,203 @@
+"""``python -m scheduler serve``: the agents' gRPC endpoint, health, metrics and the scheduling loop.
+
+The wire boundary on the scheduler side: one ``grpc.aio`` stream per agent,
+decoded with :mod:`proto.codec` and handed to :class:`ReportIntake`.  TLS is
+the default; with a client CA the agents must present certificates, and a
+certificate names the node it may report for.  Plaintext is refused unless
+asked for, and only on a loopback address unless forced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import signal
+import threading
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from proto import codec
+from proto.scoria.v1 import agent_pb2_grpc
+
+from .intake import CloseStream, ReportIntake, StreamState
+
+log = logging.getLogger(__name__)
+SERVICE = "scoria.v1.NodeAgent"
+
+
+class ServeError(ValueError):
+    """A server setting that cannot work; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    cert: Path
+    key: Path
+    client_ca: Path | None = None  # set: require client certificates (mTLS) naming the node
+
+
+def is_loopback(host: str) -> bool:
+    if host in ("localhost", ""):
+        return host == "localhost"
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def split_address(listen: str) -> tuple[str, int]:
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ServeError(f"--listen: expected HOST:PORT, got {listen!r}")
+    return host, int(port)
+
+
+def peer_names(context: grpc.aio.ServicerContext) -> frozenset[str]:
+    """Node names a client certificate speaks for: its CN (also as system:node:NAME) and DNS SANs."""
+    auth = context.auth_context() or {}
+    names = set()
+    for raw in auth.get("x509_common_name", []):
+        cn = raw.decode()
+        names.add(cn.removeprefix("system:node:"))
+    for raw in auth.get("x509_subject_alternative_name", []):
+        names.add(raw.decode())
+    return frozenset(names)
+
+
+class AgentService(agent_pb2_grpc.NodeAgentServicer):
+    def __init__(self, intake: ReportIntake, *, check_identity: bool):
+        self.intake = intake
+        self.check_identity = check_identity
+
+    async def Connect(self, request_iterator, context):  # noqa: N802 - gRPC's name
+        stream = StreamState(allowed_names=peer_names(context) if self.check_identity else None, peer=context.peer())
+        try:
+            async for message in request_iterator:
+                try:
+                    directive = self.intake.receive(stream, codec.report_from_pb(message))
+                except CloseStream as closed:
+                    await context.abort(closed.code, closed.message)
+                yield codec.directive_to_pb(directive)
+        finally:
+            self.intake.release(stream)
+
+
+def credentials(tls: TlsFiles) -> grpc.ServerCredentials:
+    try:
+        pair = (tls.key.read_bytes(), tls.cert.read_bytes())
+        ca = tls.client_ca.read_bytes() if tls.client_ca else None
+    except OSError as exc:
+        raise ServeError(f"cannot read TLS file: {exc}") from None
+    return grpc.ssl_server_credentials([pair], root_certificates=ca, require_client_auth=ca is not None)
+
+
+class AgentServer:
+    """The gRPC server with the agent service and standard health checking."""
+
+    def __init__(self, intake: ReportIntake, *, listen: str, tls: TlsFiles | None, insecure: bool = False,
+                 allow_insecure_remote: bool = False):
+        host, _ = split_address(listen)
+        if tls is None and not insecure:
+            raise ServeError("choose TLS (--tls-cert and --tls-key) or --insecure")
+        if tls is None and not is_loopback(host) and not allow_insecure_remote:
+            raise ServeError(f"--insecure on {host or 'all interfaces'} would accept node reports from anyone; "
+                             "listen on 127.0.0.1/::1, use TLS, or add --insecure-allow-remote")
+        self.intake = intake
+        self.listen = listen
+        self.tls = tls
+        self.server: grpc.aio.Server | None = None
+        self.health = None
+        self.port = 0
+
+    async def start(self) -> int:
+        """Bind and serve (built here: grpc.aio needs the running event loop)."""
+        self.server = grpc.aio.server(options=[("grpc.max_concurrent_streams", 1 << 20),
+                                               ("grpc.so_reuseport", 0)])
+        agent_pb2_grpc.add_NodeAgentServicer_to_server(
+            AgentService(self.intake, check_identity=bool(self.tls and self.tls.client_ca)), self.server)
+        self.health = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        if self.tls:
+            self.port = self.server.add_secure_port(self.listen, credentials(self.tls))
+        else:
+            self.port = self.server.add_insecure_port(self.listen)
+        if not self.port:
+            raise ServeError(f"cannot listen on {self.listen}")
+        await self.server.start()
+        for service in ("", SERVICE):
+            await self.health.set(service, health_pb2.HealthCheckResponse.SERVING)
+        log.info("agent endpoint on port %d (%s)", self.port, "mTLS" if self.tls and self.tls.client_ca else
+                 "TLS" if self.tls else "plaintext")
+        return self.port
+
+    async def stop(self, grace: float = 2.0) -> None:
+        if self.server is None:
+            return
+        for service in ("", SERVICE):
+            await self.health.set(service, health_pb2.HealthCheckResponse.NOT_SERVING)
+        await self.server.stop(grace)
+
+
+async def sweep_staleness(intake: ReportIntake, stop: asyncio.Event, every: float = 1.0) -> None:
+    """Keep the stale-node gauge current and say when nodes go quiet or come back."""
+    last = 0
+    while not stop.is_set():
+        stale = intake.count_stale()
+        if stale != last:
+            log.info("%d node(s) stale (no report for %d intervals)", stale, intake.cache.stale_intervals)
+            last = stale
+        try:
+            await asyncio.wait_for(stop.wait(), every)
+        except asyncio.TimeoutError:
+            pass
+
+
+def start_http(registry, port: int, host: str = "0.0.0.0") -> ThreadingHTTPServer:
+    """``/metrics`` (Prometheus) and ``/healthz`` on a side port, in a daemon thread."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            if self.path.startswith("/metrics"):
+                body, kind = generate_latest(registry), CONTENT_TYPE_LATEST
+            elif self.path.startswith("/healthz"):
+                body, kind = b"ok\n", "text/plain"
+            else:
+                self.send_error(404)
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):  # keep probes out of the log
+            pass
+
+    httpd = ThreadingHTTPServer((host, port), Handler)
+    threading.Thread(target=httpd.serve_forever, name="http", daemon=True).start()
+    return httpd
+
+
+async def serve_forever(server: AgentServer, intake: ReportIntake, *, on_started=None) -> None:
+    """Run until SIGINT/SIGTERM, then stop accepting, drain briefly and return."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):  # not the main thread
+            pass
+    port = await server.start()
+    if on_started:
+        on_started(port)
+    sweeper = asyncio.create_task(sweep_staleness(intake, stop))
+    await stop.wait()
+    log.info("shutting down")
+    await server.stop()
+    await sweeper

@@ -1,0 +1,238 @@
+"""Node reports as the scheduler keeps them: validation, freshness, and what scheduling reads.
+
+A report is checked whole before anything of it is kept (:func:`check_report`
+returns the first problem, with the field's path, or None).  An accepted
+report replaces the node's :class:`NodeTelemetry`; a node whose reports stop
+becomes *stale* after a number of its own report intervals, and stale data
+reads as unknown (NaN in the snapshot), never as an idle node.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from proto.model import NodeReport
+
+DEFAULT_INTERVAL_S = 1.0
+_NODE_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+
+
+@dataclass(frozen=True)
+class ReportLimits:
+    """Sizes beyond which a report is not a real node but a bug or an attack."""
+
+    max_cpus: int = 8192
+    max_numa_zones: int = 256
+    max_gpus: int = 64
+    max_npus: int = 64
+    max_pods: int = 2000
+    max_evictions: int = 1000
+    max_processes: int = 4096
+    max_clock_skew_s: float = 300.0
+    min_interval_ms: int = 50
+    max_interval_ms: int = 3_600_000
+
+
+@dataclass(frozen=True, slots=True)
+class NodeTelemetry:
+    """The last accepted report of a node and when it arrived (scheduler clock, seconds)."""
+
+    report: NodeReport
+    received: float
+
+    @property
+    def interval(self) -> float:
+        ms = self.report.identity.report_interval_ms
+        return ms / 1000.0 if ms else DEFAULT_INTERVAL_S
+
+    def stale(self, now: float, missed_intervals: int) -> bool:
+        """No report for ``missed_intervals`` of the node's own report interval."""
+        return now - self.received > missed_intervals * self.interval
+
+
+class _Problem(Exception):
+    pass
+
+
+def _finite(path: str, value: float, *, upper: float | None = None) -> None:
+    if not math.isfinite(value) or value < 0 or (upper is not None and value > upper):
+        bound = f" and at most {upper:g}" if upper is not None else ""
+        raise _Problem(f"{path}: must be a finite number >= 0{bound}, got {value!r}")
+
+
+def _natural(path: str, value: int) -> None:
+    if value < 0:
+        raise _Problem(f"{path}: must not be negative, got {value}")
+
+
+def _at_most(path: str, items: list, limit: int, what: str) -> None:
+    if len(items) > limit:
+        raise _Problem(f"{path}: {len(items)} {what}, more than any real node has (limit {limit})")
+
+
+def check_report(r: NodeReport, *, now_ns: int, limits: ReportLimits = ReportLimits()) -> str | None:
+    """The first thing wrong with ``r`` (``path: problem``), or None when it can be kept."""
+    try:
+        _identity(r, now_ns, limits)
+        _capacity(r, limits)
+        _devices(r, len(r.capacity.numa_zones), limits)
+        _load(r, limits)
+        _colocation(r, limits)
+    except _Problem as exc:
+        return str(exc)
+    return None
+
+
+def _identity(r: NodeReport, now_ns: int, limits: ReportLimits) -> None:
+    i = r.identity
+    if not _NODE_NAME.fullmatch(i.node_name or ""):
+        raise _Problem(f"identity.node_name: {i.node_name!r} is not a valid node name")
+    if i.sample_time_ns <= 0:
+        raise _Problem(f"identity.sample_time_ns: must be a positive Unix time in ns, got {i.sample_time_ns}")
+    if i.sample_time_ns > now_ns + limits.max_clock_skew_s * 1e9:
+        ahead = (i.sample_time_ns - now_ns) / 1e9
+        raise _Problem(f"identity.sample_time_ns: {ahead:.0f}s in the future (clock skew over "
+                       f"{limits.max_clock_skew_s:g}s)")
+    ms = i.report_interval_ms
+    if ms and not limits.min_interval_ms <= ms <= limits.max_interval_ms:
+        raise _Problem(f"identity.report_interval_ms: must be {limits.min_interval_ms}-{limits.max_interval_ms}, got {ms}")
+
+
+def _capacity(r: NodeReport, limits: ReportLimits) -> None:
+    c = r.capacity
+    if c.cpu_millis <= 0 or c.memory_bytes <= 0:
+        raise _Problem(f"capacity: a node needs CPUs and memory, got cpu_millis={c.cpu_millis} "
+                       f"memory_bytes={c.memory_bytes}")
+    logical = c.cpu_topology.cpus
+    cpus = len(logical) or math.ceil(c.cpu_millis / 1000)
+    if cpus > limits.max_cpus:
+        raise _Problem(f"capacity: {cpus} CPUs, more than any real node has (limit {limits.max_cpus})")
+    zones = c.numa_zones
+    _at_most("capacity.numa_zones", zones, limits.max_numa_zones, "zones")
+    if len(zones) > cpus:
+        raise _Problem(f"capacity.numa_zones: {len(zones)} zones but only {cpus} CPUs")
+    seen_zone, seen_cpu = set(), set()
+    for k, z in enumerate(zones):
+        path = f"capacity.numa_zones[{k}]"
+        if z.id < 0 or z.id in seen_zone:
+            raise _Problem(f"{path}.id: {z.id} is negative or repeated")
+        seen_zone.add(z.id)
+        _natural(f"{path}.memory_bytes", z.memory_bytes)
+        for cpu in z.cpus:
+            if not 0 <= cpu < cpus or cpu in seen_cpu:
+                raise _Problem(f"{path}.cpus: CPU {cpu} is out of range 0-{cpus - 1} or in two zones")
+            seen_cpu.add(cpu)
+        if z.distances and (len(z.distances) != len(zones) or min(z.distances) < 0):
+            raise _Problem(f"{path}.distances: need {len(zones)} non-negative distances, got {z.distances}")
+    ids = set()
+    for k, cpu in enumerate(logical):
+        path = f"capacity.cpu_topology.cpus[{k}]"
+        if cpu.id < 0 or cpu.id in ids or min(cpu.socket, cpu.core, cpu.numa_zone) < 0:
+            raise _Problem(f"{path}: ids must be unique and nothing negative, got {cpu}")
+        if zones and cpu.numa_zone not in seen_zone:
+            raise _Problem(f"{path}.numa_zone: zone {cpu.numa_zone} is not reported")
+        ids.add(cpu.id)
+    t = c.cpu_topology
+    for name in ("sockets", "cores", "threads_per_core"):
+        _natural(f"capacity.cpu_topology.{name}", getattr(t, name))
+
+
+def _processes(path: str, procs: list, limits: ReportLimits) -> None:
+    _at_most(path, procs, limits.max_processes, "processes")
+    for k, p in enumerate(procs):
+        _natural(f"{path}[{k}].memory_bytes", p.memory_bytes)
+
+
+def _devices(r: NodeReport, zones: int, limits: ReportLimits) -> None:
+    gpus, npus = r.devices.gpus, r.devices.npus
+    _at_most("devices.gpus", gpus, limits.max_gpus, "GPUs")
+    _at_most("devices.npus", npus, limits.max_npus, "NPUs")
+    indices, uuids = set(), set()
+    for k, g in enumerate(gpus):
+        path = f"devices.gpus[{k}]"
+        if g.index < 0 or g.index in indices or not g.uuid or g.uuid in uuids:
+            raise _Problem(f"{path}: index and uuid must be set and unique, got index {g.index} uuid {g.uuid!r}")
+        indices.add(g.index)
+        uuids.add(g.uuid)
+        _natural(f"{path}.memory_total_bytes", g.memory_total_bytes)
+        _natural(f"{path}.memory_used_bytes", g.memory_used_bytes)
+        if g.memory_used_bytes > g.memory_total_bytes:
+            raise _Problem(f"{path}.memory_used_bytes: {g.memory_used_bytes} is more than the "
+                           f"{g.memory_total_bytes} the GPU has")
+        _finite(f"{path}.gpu_utilization_percent", g.gpu_utilization_percent, upper=100)
+        _finite(f"{path}.memory_utilization_percent", g.memory_utilization_percent, upper=100)
+        _numa(f"{path}.numa_node", g.numa_node, zones)
+        _processes(f"{path}.processes", g.processes, limits)
+    ids = set()
+    for k, n in enumerate(npus):
+        path = f"devices.npus[{k}]"
+        if n.id < 0 or (n.id, n.chip) in ids or n.chip < 0:
+            raise _Problem(f"{path}: id and chip must be non-negative and unique, got {n.id}/{n.chip}")
+        ids.add((n.id, n.chip))
+        _natural(f"{path}.hbm_total_bytes", n.hbm_total_bytes)
+        _natural(f"{path}.hbm_used_bytes", n.hbm_used_bytes)
+        if n.hbm_used_bytes > n.hbm_total_bytes:
+            raise _Problem(f"{path}.hbm_used_bytes: more than the {n.hbm_total_bytes} the NPU has")
+        _finite(f"{path}.aicore_utilization_percent", n.aicore_utilization_percent, upper=100)
+        _numa(f"{path}.numa_node", n.numa_node, zones)
+        _processes(f"{path}.processes", n.processes, limits)
+
+
+def _numa(path: str, node: int, zones: int) -> None:
+    if node < -1 or (zones and node >= zones):
+        raise _Problem(f"{path}: must be -1 (none) or a reported zone, got {node}")
+
+
+def _pressure(path: str, p) -> None:
+    for name in ("some_avg10", "some_avg60", "full_avg10", "full_avg60"):
+        _finite(f"{path}.{name}", getattr(p, name), upper=100)
+
+
+def _load(r: NodeReport, limits: ReportLimits) -> None:
+    lo = r.load
+    _finite("load.cpu_used_cores", lo.cpu_used_cores)
+    _natural("load.memory_used_bytes", lo.memory_used_bytes)
+    _pressure("load.cpu_pressure", lo.cpu_pressure)
+    _pressure("load.memory_pressure", lo.memory_pressure)
+    _pressure("load.io_pressure", lo.io_pressure)
+    _at_most("load.pods", lo.pods, limits.max_pods, "pods")
+    uids = set()
+    for k, p in enumerate(lo.pods):
+        path = f"load.pods[{k}]"
+        if not p.uid or p.uid in uids:
+            raise _Problem(f"{path}.uid: must be set and unique, got {p.uid!r}")
+        uids.add(p.uid)
+        _finite(f"{path}.cpu_used_cores", p.cpu_used_cores)
+        _natural(f"{path}.memory_used_bytes", p.memory_used_bytes)
+
+
+def _colocation(r: NodeReport, limits: ReportLimits) -> None:
+    co = r.colocation
+    _natural("colocation.batch_cpu_millis", co.batch_cpu_millis)
+    _natural("colocation.batch_memory_bytes", co.batch_memory_bytes)
+    if co.offline_cpu_quota_millis is not None:
+        _natural("colocation.offline_cpu_quota_millis", co.offline_cpu_quota_millis)
+    _at_most("colocation.evictions", co.evictions, limits.max_evictions, "evictions")
+    for k, e in enumerate(co.evictions):
+        if not e.pod_uid:
+            raise _Problem(f"colocation.evictions[{k}].pod_uid: must be set")
+
+
+def node_allocatable(r: NodeReport) -> dict[str, int]:
+    """What a node that registered itself by reporting offers: CPU, memory, pods and healthy devices."""
+    out = {"cpu": r.capacity.cpu_millis, "memory": r.capacity.memory_bytes, "pods": 110}
+    healthy_gpus = sum(1 for g in r.devices.gpus if g.healthy)
+    if healthy_gpus:
+        out["nvidia.com/gpu"] = healthy_gpus
+    for npu in r.devices.npus:
+        if npu.healthy:
+            name = npu_resource(npu.model)
+            out[name] = out.get(name, 0) + 1
+    return out
+
+
+def npu_resource(model: str) -> str:
+    """Ascend resource names as the Ascend device plugin advertises them."""
+    return "huawei.com/Ascend310P" if model.startswith("Ascend310P") else "huawei.com/Ascend910"

@@ -1,0 +1,65 @@
+"""Helpers for protocol tests: full reports, an in-process server on a real loopback socket."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+
+from proto.model import (
+    Capacity, Colocation, CpuTopology, DeviceProcess, Devices, Eviction, Gpu, Identity, Load, LogicalCpu, MigMode,
+    NodeReport, Npu, NumaZone, PodUsage, Pressure, QosLevel,
+)
+from scheduler.cache import ClusterCache
+from scheduler.intake import ReportIntake
+from scheduler.metrics import SchedulerMetrics
+from scheduler.server import AgentServer
+
+GI = 2**30
+
+
+def full_report(name: str = "node-a", *, sequence: int = 1, sample_ns: int | None = None,
+                interval_ms: int = 1000) -> NodeReport:
+    """A report with every field set to something other than its default."""
+    return NodeReport(
+        identity=Identity(name, "0.1.0-test", "boot-1234", sequence, sample_ns or time.time_ns(), interval_ms),
+        capacity=Capacity(
+            8000, 32 * GI,
+            [NumaZone(0, [0, 1, 2, 3], 16 * GI, [10, 21]), NumaZone(1, [4, 5, 6, 7], 16 * GI, [21, 10])],
+            CpuTopology(2, 4, 2, [LogicalCpu(i, i // 4, i // 2, i // 4) for i in range(8)])),
+        devices=Devices(
+            [Gpu(0, "GPU-0b3c", "NVIDIA H100 80GB HBM3", 80 * GI, 3 * GI, 37.5, 12.25, 1, True, "",
+                 MigMode.DISABLED, [DeviceProcess(4242, 2 * GI, "pod-uid-1", "trainer")]),
+             Gpu(1, "GPU-77aa", "NVIDIA H100 80GB HBM3", 80 * GI, 0, 0.0, 0.0, -1, False, "XID 79",
+                 MigMode.ENABLED, [])],
+            [Npu(3, 1, "Ascend910B3", 64 * GI, 5 * GI, 55.5, True, "", 0,
+                 [DeviceProcess(7, GI, "pod-uid-2", "infer")])]),
+        load=Load(3.75, 12 * GI, Pressure(1.5, 2.5, 0.5, 0.75, 1234, 567), Pressure(0.1, 0.2, 0.0, 0.05, 89, 12),
+                  Pressure(4.0, 3.0, 2.0, 1.0, 99999, 8888),
+                  [PodUsage("pod-uid-1", "ml", "trainer-0", QosLevel.BE, 2.5, 8 * GI),
+                   PodUsage("pod-uid-3", "web", "frontend-0", QosLevel.LS, 0.75, GI)]),
+        colocation=Colocation(2500, 6 * GI, 1750, [Eviction("pod-uid-9", "ml", "old-0", "memory pressure", 17)],
+                              "default@0123abcd", True))
+
+
+@contextlib.asynccontextmanager
+async def running_server(*, register: bool = True, tls=None, listen: str = "127.0.0.1:0", cache=None, profiles=None,
+                         clock=time.time):
+    cache = cache or ClusterCache()
+    intake = ReportIntake(cache, SchedulerMetrics(), register_nodes=register, profiles=profiles, clock=clock)
+    server = AgentServer(intake, listen=listen, tls=tls, insecure=tls is None)
+    port = await server.start()
+    try:
+        yield server, intake, port
+    finally:
+        await server.stop(grace=0.2)
+
+
+async def wait_for(predicate, timeout: float, step: float = 0.02) -> float:
+    """Seconds until ``predicate()`` is true; raises TimeoutError after ``timeout``."""
+    start = time.monotonic()
+    while not predicate():
+        if time.monotonic() - start > timeout:
+            raise TimeoutError
+        await asyncio.sleep(step)
+    return time.monotonic() - start
