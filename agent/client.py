@@ -75,6 +75,14 @@ def channel_for(options: ClientOptions, target: str | None = None) -> grpc.aio.C
     return grpc.aio.secure_channel(target, creds, options=extra)
 
 
+def open_stream(channel: grpc.aio.Channel):
+    """A raw report stream on ``channel`` (``write`` protobuf reports, ``read`` directives).
+
+    For load generators that send many nodes' pre-encoded reports; agents use :class:`ReportClient`.
+    """
+    return agent_pb2_grpc.NodeAgentStub(channel).Connect()
+
+
 def backoff_delay(attempt: int, initial: float, ceiling: float, rng: random.Random) -> float:
     """Full jitter: uniform in [0, min(ceiling, initial × 2^attempt)]."""
     return rng.uniform(0, min(ceiling, initial * (2 ** min(attempt, 30))))
@@ -156,7 +164,7 @@ class ReportClient:
 
     async def _stream(self, channel: grpc.aio.Channel, stop: asyncio.Event) -> None:
         """One stream: the latest report at once, then every interval."""
-        call = agent_pb2_grpc.NodeAgentStub(channel).Connect()
+        call = open_stream(channel)
         self.stats["connects"] += 1
         self._in_flight.clear()
         self._sent_at.clear()
@@ -201,15 +209,16 @@ class ReportClient:
             self.on_directive(directive)
 
     def _acknowledge(self, sequence: int, code: int, message: str) -> None:
+        """An OK ack covers this report and every earlier one on the stream (refusals are acked at once)."""
         carried = self._in_flight.pop(sequence, 0)
         sent = self._sent_at.pop(sequence, None)
         if code == 0:
             self.stats["acked"] += 1
-            with self._lock:  # the evictions that report carried have arrived
+            with self._lock:  # the evictions that report carried have arrived (earlier ones carried fewer)
                 for _ in range(min(carried, len(self._evictions))):
                     self._evictions.popleft()
-                # later in-flight reports carried those evictions too
-                self._in_flight = {s: max(0, n - carried) for s, n in self._in_flight.items()}
+                self._in_flight = {s: max(0, n - carried) for s, n in self._in_flight.items() if s > sequence}
+                self._sent_at = {s: t for s, t in self._sent_at.items() if s > sequence}
         else:
             self.stats["refused"] += 1
             if message != self.last_refusal:

@@ -91,49 +91,85 @@ def _processes_from(procs: Any) -> list[DeviceProcess]:
     return [DeviceProcess(p.pid, p.memory_bytes, p.pod_uid, p.container) for p in procs]
 
 
+_MIG = tuple(MigMode)
+_QOS = tuple(QosLevel)
+
+
 def _mig(value: int) -> MigMode:
-    try:
-        return MigMode(value)
-    except ValueError:  # a newer agent's value: not a reason to drop the report
-        return MigMode.UNSUPPORTED
+    # a newer agent's value is not a reason to drop the report
+    return _MIG[value] if 0 <= value < len(_MIG) else MigMode.UNSUPPORTED
 
 
 def _qos(value: int) -> QosLevel:
-    try:
-        return QosLevel(value)
-    except ValueError:
-        return QosLevel.UNSPECIFIED
+    return _QOS[value] if 0 <= value < len(_QOS) else QosLevel.UNSPECIFIED
 
 
-def report_from_pb(msg: Any) -> NodeReport:
-    i = msg.identity
-    c = msg.capacity
+def capacity_from_pb(c: Any) -> Capacity:
     t = c.cpu_topology
+    return Capacity(
+        c.cpu_millis, c.memory_bytes,
+        [NumaZone(z.id, list(z.cpus), z.memory_bytes, list(z.distances)) for z in c.numa_zones],
+        CpuTopology(t.sockets, t.cores, t.threads_per_core,
+                    [LogicalCpu(x.id, x.socket, x.core, x.numa_zone) for x in t.cpus]))
+
+
+def devices_from_pb(d: Any) -> Devices:
+    return Devices(
+        [Gpu(g.index, g.uuid, g.model, g.memory_total_bytes, g.memory_used_bytes, g.gpu_utilization_percent,
+             g.memory_utilization_percent, g.numa_node, g.healthy, g.health_detail, _mig(g.mig_mode),
+             _processes_from(g.processes)) for g in d.gpus],
+        [Npu(n.id, n.chip, n.model, n.hbm_total_bytes, n.hbm_used_bytes, n.aicore_utilization_percent, n.healthy,
+             n.health_detail, n.numa_node, _processes_from(n.processes)) for n in d.npus])
+
+
+def report_from_pb(msg: Any, capacity: Capacity | None = None) -> NodeReport:
+    """Decode a report; ``capacity`` replaces decoding the capacity when the caller knows it is unchanged."""
+    i = msg.identity
     lo = msg.load
     co = msg.colocation
     return NodeReport(
         identity=Identity(i.node_name, i.agent_version, i.boot_id, i.sequence, i.sample_time_ns, i.report_interval_ms),
-        capacity=Capacity(
-            c.cpu_millis, c.memory_bytes,
-            [NumaZone(z.id, list(z.cpus), z.memory_bytes, list(z.distances)) for z in c.numa_zones],
-            CpuTopology(t.sockets, t.cores, t.threads_per_core,
-                        [LogicalCpu(x.id, x.socket, x.core, x.numa_zone) for x in t.cpus])),
-        devices=Devices(
-            [Gpu(g.index, g.uuid, g.model, g.memory_total_bytes, g.memory_used_bytes, g.gpu_utilization_percent,
-                 g.memory_utilization_percent, g.numa_node, g.healthy, g.health_detail, _mig(g.mig_mode),
-                 _processes_from(g.processes)) for g in msg.devices.gpus],
-            [Npu(n.id, n.chip, n.model, n.hbm_total_bytes, n.hbm_used_bytes, n.aicore_utilization_percent, n.healthy,
-                 n.health_detail, n.numa_node, _processes_from(n.processes)) for n in msg.devices.npus]),
+        capacity=capacity if capacity is not None else capacity_from_pb(msg.capacity),
+        devices=devices_from_pb(msg.devices),
         load=Load(lo.cpu_used_cores, lo.memory_used_bytes, _pressure_from(lo.cpu_pressure),
                   _pressure_from(lo.memory_pressure), _pressure_from(lo.io_pressure),
-                  [PodUsage(p.uid, p.namespace, p.name, _qos(p.qos), p.cpu_used_cores, p.memory_used_bytes)
-                   for p in lo.pods]),
+                  _pods_from(lo.pods)),
         colocation=Colocation(
             co.batch_cpu_millis, co.batch_memory_bytes,
             co.offline_cpu_quota_millis if co.HasField("offline_cpu_quota_millis") else None,
             [Eviction(e.pod_uid, e.namespace, e.name, e.reason, e.time_ns) for e in co.evictions],
             co.qos_profile, co.evicting),
     )
+
+
+def _pods_from(pods: Any) -> list[PodUsage]:
+    qos, unspecified, n = _QOS, QosLevel.UNSPECIFIED, len(_QOS)  # inlined: this loop is the hot spot
+    return [PodUsage(p.uid, p.namespace, p.name, qos[q] if 0 <= (q := p.qos) < n else unspecified,
+                     p.cpu_used_cores, p.memory_used_bytes) for p in pods]
+
+
+class ReportDecoder:
+    """Decodes one stream's reports, reusing the last Capacity while its bytes stay the same.
+
+    A node's capacity (CPU lists, topology) is the bulk of a report and almost
+    never changes.  :meth:`capacity_key` gives the bytes callers compare to
+    notice a change; :meth:`decode` builds the whole report (lazily, if the
+    caller keeps the message and calls it later).
+    """
+
+    def __init__(self) -> None:
+        self._capacity_bytes: bytes | None = None
+        self._capacity: Capacity | None = None
+
+    @staticmethod
+    def capacity_key(msg: Any) -> bytes:
+        return msg.capacity.SerializeToString()
+
+    def decode(self, msg: Any, capacity_key: bytes | None = None) -> NodeReport:
+        raw = capacity_key if capacity_key is not None else msg.capacity.SerializeToString()
+        if raw != self._capacity_bytes:
+            self._capacity_bytes, self._capacity = raw, capacity_from_pb(msg.capacity)
+        return report_from_pb(msg, self._capacity)
 
 
 # -- directives -----------------------------------------------------------------------------

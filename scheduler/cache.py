@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import Any, Callable
 
 from collections import deque
 
@@ -48,6 +49,11 @@ class PodFacts:
     best_effort: bool
 
 
+def _device_health(report: Any) -> tuple:
+    return (tuple(g.healthy for g in report.devices.gpus),
+            tuple((n.model, n.healthy) for n in report.devices.npus))
+
+
 class ClusterCache:
     """Nodes, pods, groups, queues and priority classes, guarded by one lock."""
 
@@ -65,6 +71,7 @@ class ClusterCache:
         # report stream updates it without the lock; readers copy the dict first.
         self.telemetry: dict[str, NodeTelemetry] = {}
         self.registered: set[str] = set()  # nodes that exist because they reported (no API object)
+        self._registered_keys: dict[str, tuple] = {}  # what their allocatable was computed from
         self.stale_intervals = 3  # a node's telemetry is stale after this many of its report intervals
         # Evictions agents reported (each once: a report carries those since the last acknowledged one).
         self.node_evictions: deque[tuple[str, Eviction]] = deque(maxlen=10_000)
@@ -103,21 +110,34 @@ class ClusterCache:
                 raise TypeError(f"cannot cache {type(obj).__name__}")
             self.generation += 1
 
-    def accept_report(self, report: NodeReport, received: float, *, register: bool) -> bool:
-        """Keep a validated report; register its node if allowed. False if the node is unknown."""
-        name = report.identity.node_name
+    def accept_report(self, view: Any, received: float, *, register: bool,
+                      decode: Callable[[], NodeReport] | None = None, capacity_key: object = None) -> bool:
+        """Keep a validated report; register its node if allowed. False if the node is unknown.
+
+        ``view`` is a NodeReport, or a received message with the same field names
+        and ``decode`` to build the NodeReport when the whole of it is needed.
+        Runs for every report of every node (thousands a second), so a
+        registered node's allocatable is recomputed only when its capacity
+        (``capacity_key``) or device health changed.
+        """
+        name = view.identity.node_name
+        telemetry = NodeTelemetry(view, received, decode)
         if name not in self.nodes or name in self.registered:
             if not register:
                 return False
-            allocatable = node_allocatable(report)
-            node = self.nodes.get(name)
-            if node is None or node.allocatable != allocatable:
-                with self.lock:
-                    self.registered.add(name)
-                    self.upsert(Node(name=name, allocatable=allocatable,
-                                     labels={"kubernetes.io/hostname": name}))
-        self.telemetry[name] = NodeTelemetry(report, received)
-        self.node_evictions.extend((name, e) for e in report.colocation.evictions)
+            key = (capacity_key if capacity_key is not None else id(view.capacity), _device_health(view))
+            if self._registered_keys.get(name) != key or name not in self.nodes:
+                allocatable = node_allocatable(telemetry.report)
+                node = self.nodes.get(name)
+                if node is None or node.allocatable != allocatable:
+                    with self.lock:
+                        self.registered.add(name)
+                        self.upsert(Node(name=name, allocatable=allocatable,
+                                         labels={"kubernetes.io/hostname": name}))
+                self._registered_keys[name] = key
+        self.telemetry[name] = telemetry
+        if len(view.colocation.evictions):
+            self.node_evictions.extend((name, e) for e in telemetry.report.colocation.evictions)
         return True
 
     def remove_pod(self, uid: str) -> None:
@@ -126,6 +146,12 @@ class ClusterCache:
             self.implicit_groups.pop(uid, None)
             self._facts.pop(uid, None)
             self.generation += 1
+
+    def has_pending_work(self) -> bool:
+        """Is any pod waiting for a node, or any PodGroup waiting for admission?"""
+        with self.lock:
+            return (any(not p.node_name and p.active for p in self.pods.values())
+                    or any(g.phase == "Pending" for g in self.podgroups.values()))
 
     def ensure_default_queue(self) -> None:
         """Volcano always has a ``default`` queue; so do we."""

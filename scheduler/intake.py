@@ -16,7 +16,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import grpc
 
@@ -49,6 +49,8 @@ class StreamState:
     boot_id: str = ""
     last_sequence: int | None = None
     profile_digest: str | None = None
+    checked_capacity: object = None  # key of the capacity last validated on this stream
+    unacked: int = 0  # accepted reports since the last ack
     superseded: bool = False
     peer: str = ""
 
@@ -84,15 +86,26 @@ class ReportIntake:
     limits: ReportLimits = field(default_factory=ReportLimits)
     profiles: ProfileSource | None = None
     clock: Callable[[], float] = time.time
+    ack_every: int = 10
     streams: dict[str, StreamState] = field(default_factory=dict)
 
-    def receive(self, stream: StreamState, report: NodeReport) -> Directive:
-        """Check and keep one report; the directive answers it. Raises CloseStream for bad streams."""
+    def receive(self, stream: StreamState, report: Any, decode: Callable[[], NodeReport] | None = None,
+                capacity_key: object = None) -> Directive | None:
+        """Check and keep one report; answer with a directive, or None when nothing needs saying.
+
+        ``report`` is a NodeReport, or a received message with the same field
+        names plus ``decode`` to build the NodeReport if it is ever needed and
+        ``capacity_key`` (equal keys: the capacity did not change, and its
+        checks are not repeated).  Raises CloseStream for bad streams.
+        """
         now = self.clock()
         name = report.identity.node_name
         self._claim(stream, name)
-        problem = self._problem(stream, report, now)
-        if problem is None and not self.cache.accept_report(report, now, register=self.register_nodes):
+        if capacity_key is None:
+            capacity_key = id(report.capacity)
+        problem = self._problem(stream, report, now, capacity_key)
+        if problem is None and not self.cache.accept_report(report, now, register=self.register_nodes,
+                                                            decode=decode, capacity_key=capacity_key):
             problem = (f"identity.node_name: node {name!r} is unknown to the scheduler (create the Node, or run "
                        "the scheduler with --register-nodes)", "unknown-node")
         seq = report.identity.sequence
@@ -101,10 +114,16 @@ class ReportIntake:
             self.metrics.report_refused(reason)
             log.debug("refused report %d from %s: %s", seq, stream.peer or name, message)
             return Directive(ack=Ack(seq, INVALID_ARGUMENT, message))
+        first = stream.last_sequence is None
         stream.boot_id, stream.last_sequence = report.identity.boot_id, seq
-        self.metrics.report_accepted(max(0.0, now - report.identity.sample_time_ns / 1e9),
-                                     evictions=len(report.colocation.evictions))
-        return Directive(ack=Ack(seq, OK), qos_profile=self._profile_update(stream))
+        evictions = len(report.colocation.evictions)
+        self.metrics.report_accepted(max(0.0, now - report.identity.sample_time_ns / 1e9), evictions=evictions)
+        profile = self._profile_update(stream)
+        stream.unacked += 1
+        if first or evictions or profile is not None or stream.unacked >= self.ack_every:
+            stream.unacked = 0
+            return Directive(ack=Ack(seq, OK), qos_profile=profile)
+        return None
 
     def _claim(self, stream: StreamState, name: str) -> None:
         if stream.superseded:
@@ -125,7 +144,7 @@ class ReportIntake:
         stream.node = name
         self.metrics.agents_connected.set(len(self.streams))
 
-    def _problem(self, stream: StreamState, report: NodeReport, now: float) -> tuple[str, str] | None:
+    def _problem(self, stream: StreamState, report: Any, now: float, capacity_key: object) -> tuple[str, str] | None:
         ident = report.identity
         if ident.node_name != stream.node:
             return (f"identity.node_name: this stream reports for node {stream.node!r}, not {ident.node_name!r}",
@@ -135,10 +154,14 @@ class ReportIntake:
             return (f"identity.sequence: {ident.sequence} is not after {stream.last_sequence}, the last one on "
                     "this stream", "order")
         kept = self.cache.telemetry.get(ident.node_name)
-        if kept is not None and ident.sample_time_ns < kept.report.identity.sample_time_ns:
+        if kept is not None and ident.sample_time_ns < kept.sample_time_ns:
             return ("identity.sample_time_ns: older than the report already kept for this node", "order")
-        message = check_report(report, now_ns=int(now * 1e9), limits=self.limits)
-        return (message, "content") if message else None
+        message = check_report(report, now_ns=int(now * 1e9), limits=self.limits,
+                               capacity_checked=capacity_key == stream.checked_capacity)
+        if message:
+            return message, "content"
+        stream.checked_capacity = capacity_key
+        return None
 
     def _profile_update(self, stream: StreamState) -> QosProfile | None:
         profile = self.profiles.current() if self.profiles else None

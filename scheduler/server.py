@@ -15,6 +15,7 @@ import logging
 import signal
 import threading
 from dataclasses import dataclass
+from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -29,6 +30,20 @@ from .intake import CloseStream, ReportIntake, StreamState
 
 log = logging.getLogger(__name__)
 SERVICE = "scoria.v1.NodeAgent"
+
+
+# Thousands of agents connect at once when the scheduler (re)starts. gRPC core cancels new streams
+# while more than 1,000 wait for the application to accept them (3,000 hard): that turned every
+# restart of a large fleet into a reconnect storm. Let them queue instead.
+SERVER_OPTIONS = [
+    ("grpc.max_concurrent_streams", 1 << 20),
+    ("grpc.server.max_pending_requests", 1 << 20),
+    ("grpc.server.max_pending_requests_hard_limit", 1 << 20),
+    ("grpc.server_max_unrequested_time_in_server", 120),
+    ("grpc.so_reuseport", 0),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+]
 
 
 class ServeError(ValueError):
@@ -76,14 +91,23 @@ class AgentService(agent_pb2_grpc.NodeAgentServicer):
         self.check_identity = check_identity
 
     async def Connect(self, request_iterator, context):  # noqa: N802 - gRPC's name
+        # read()/write() on the context: cheaper per message than an async-generator handler
         stream = StreamState(allowed_names=peer_names(context) if self.check_identity else None, peer=context.peer())
+        decoder = codec.ReportDecoder()
+        read, write, receive, key_of = context.read, context.write, self.intake.receive, decoder.capacity_key
         try:
-            async for message in request_iterator:
+            while True:
+                message = await read()
+                if message is grpc.aio.EOF:
+                    break
+                key = key_of(message)
                 try:
-                    directive = self.intake.receive(stream, codec.report_from_pb(message))
+                    # validated as received; the dataclasses are built only if something needs them
+                    directive = receive(stream, message, partial(decoder.decode, message, key), key)
                 except CloseStream as closed:
                     await context.abort(closed.code, closed.message)
-                yield codec.directive_to_pb(directive)
+                if directive is not None:
+                    await write(codec.directive_to_pb(directive))
         finally:
             self.intake.release(stream)
 
@@ -117,8 +141,7 @@ class AgentServer:
 
     async def start(self) -> int:
         """Bind and serve (built here: grpc.aio needs the running event loop)."""
-        self.server = grpc.aio.server(options=[("grpc.max_concurrent_streams", 1 << 20),
-                                               ("grpc.so_reuseport", 0)])
+        self.server = grpc.aio.server(options=SERVER_OPTIONS)
         agent_pb2_grpc.add_NodeAgentServicer_to_server(
             AgentService(self.intake, check_identity=bool(self.tls and self.tls.client_ca)), self.server)
         self.health = health.aio.HealthServicer()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import math
 import time
 
@@ -185,7 +184,7 @@ def test_fuzzed_reports_never_crash_and_refusals_change_nothing(changes, sizes, 
     it = intake()
     stream = StreamState()
     it.receive(stream, report(identity__sequence=1))
-    before = copy.deepcopy(it.cache.telemetry), dict(it.cache.nodes), it.cache.generation
+    before = dict(it.cache.telemetry), dict(it.cache.nodes), it.cache.generation
     r = report(**{"identity__sequence": 2, **{p: _coerce(p, v) for p, v in changes}})
     gpus, pods, zones = sizes
     if gpus != 2:
@@ -200,3 +199,30 @@ def test_fuzzed_reports_never_crash_and_refusals_change_nothing(changes, sizes, 
     else:
         assert check_report(r, now_ns=int(NOW * 1e9), limits=ReportLimits()) is None
         assert it.cache.telemetry["node-a"].report is r
+
+
+def test_received_messages_are_validated_as_they_are() -> None:
+    """The server checks the protobuf message itself; the dataclasses appear only on demand."""
+    from proto import codec
+    it = intake()
+    stream = StreamState()
+    decoder = codec.ReportDecoder()
+    good = codec.report_to_pb(report(colocation__evictions=[]))
+    decoded = []
+
+    def decode():
+        decoded.append(1)
+        return decoder.decode(good)
+
+    assert it.receive(stream, good, decode, decoder.capacity_key(good)).ack.code == 0
+    assert decoded == [1]  # registering the node needed its capacity once
+    good.identity.sequence = 2
+    assert it.receive(stream, good, decode, decoder.capacity_key(good)) is None  # accepted, ack later
+    assert decoded == [1]
+    assert it.cache.telemetry["node-a"].report == decoder.decode(good) and decoded == [1, 1]
+    bad = codec.report_to_pb(report(identity__sequence=3, load__pods__0__cpu_used_cores=float("nan")))
+    d = it.receive(stream, bad, lambda: decoder.decode(bad), decoder.capacity_key(bad))
+    assert d.ack.code == 3 and "load.pods[0].cpu_used_cores" in d.ack.message
+    bad = codec.report_to_pb(report(identity__sequence=4, capacity__numa_zones__0__cpus=[0, 99]))
+    d = it.receive(stream, bad, lambda: decoder.decode(bad), decoder.capacity_key(bad))
+    assert d.ack.code == 3 and "CPU 99 is out of range" in d.ack.message  # a changed capacity is checked again

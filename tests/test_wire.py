@@ -214,3 +214,27 @@ def test_health_service_reports_serving() -> None:
                     assert reply.status == health_pb2.HealthCheckResponse.SERVING
 
     asyncio.run(check())
+
+
+def test_an_ack_covers_every_earlier_report() -> None:
+    client = ReportClient(ClientOptions("127.0.0.1:1", insecure=True))
+    for i in range(1, 4):
+        report = full_report(sequence=0)
+        report.colocation.evictions = [Eviction(f"uid-{i}")]
+        client.publish(report)
+    # three reports went out, each carrying every eviction pending when it left
+    client._in_flight = {1: 1, 2: 2, 3: 3}
+    client._sent_at = {1: 0.0, 2: 0.0, 3: 0.0}
+    client._acknowledge(2, 0, "")
+    assert client.pending_evictions == 1 and client._in_flight == {3: 1} and set(client._sent_at) == {3}
+    client._acknowledge(3, 0, "")
+    assert client.pending_evictions == 0 and not client._in_flight
+
+
+def test_a_refusal_keeps_the_evictions() -> None:
+    client = ReportClient(ClientOptions("127.0.0.1:1", insecure=True))
+    report = full_report(sequence=0)
+    client.publish(report)
+    client._in_flight = {1: 1}
+    client._acknowledge(1, 3, "bad report")
+    assert client.pending_evictions == 1 and client.stats["refused"] == 1 and client.last_refusal == "bad report"

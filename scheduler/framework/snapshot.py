@@ -270,13 +270,12 @@ class NodeTable:
             i = self.pos.get(name)
             if i is None or (now is not None and t.stale(now, stale_intervals)):
                 continue
-            r = t.report
             self.stale[i] = False
-            self.usage_cpu[i] = r.load.cpu_used_cores * 1000
-            self.usage_memory[i] = r.load.memory_used_bytes
-            self.batch_cpu[i] = r.colocation.batch_cpu_millis
-            self.batch_memory[i] = r.colocation.batch_memory_bytes
-            self.evicting[i] = r.colocation.evicting
+            self.usage_cpu[i] = t.cpu_used_cores * 1000
+            self.usage_memory[i] = t.memory_used_bytes
+            self.batch_cpu[i] = t.batch_cpu_millis
+            self.batch_memory[i] = t.batch_memory_bytes
+            self.evicting[i] = t.evicting
 
 
 class Snapshot:
