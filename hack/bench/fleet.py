@@ -229,7 +229,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="fleet processes")
     parser.add_argument("--per-channel", type=int, default=100, help="node streams per HTTP/2 connection")
     parser.add_argument("--interval", type=float, default=1.0, help="seconds between a node's reports")
-    parser.add_argument("--warmup", type=float, default=5.0, help="seconds after all nodes started")
+    parser.add_argument("--warmup", type=float, default=20.0,
+                        help="seconds after all nodes started (a 5,000-node connect storm takes ~15 s to drain here)")
     parser.add_argument("--seconds", type=float, default=20.0, help="measured window")
     parser.add_argument("--metrics-port", type=int, default=19190)
     parser.add_argument("--verbose", action="store_true", help="include the scheduler's last log lines")
