@@ -77,7 +77,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from .cache import ClusterCache
     from .intake import ProfileSource, ReportIntake
     from .scheduler import Scheduler
-    from .server import AgentServer, ServeError, TlsFiles, serve_forever, start_http
+    from .httpd import start_http
+    from .server import AgentServer, ServeError, TlsFiles, serve_forever
 
     if bool(args.tls_cert) != bool(args.tls_key):
         raise ServeError("--tls-cert and --tls-key go together")

@@ -16,12 +16,10 @@ import signal
 import threading
 from dataclasses import dataclass
 from functools import partial
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from proto import codec
 from proto.scoria.v1 import agent_pb2_grpc
@@ -179,32 +177,6 @@ async def sweep_staleness(intake: ReportIntake, stop: asyncio.Event, every: floa
             await asyncio.wait_for(stop.wait(), every)
         except asyncio.TimeoutError:
             pass
-
-
-def start_http(registry, port: int, host: str = "0.0.0.0") -> ThreadingHTTPServer:
-    """``/metrics`` (Prometheus) and ``/healthz`` on a side port, in a daemon thread."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 - http.server's name
-            if self.path.startswith("/metrics"):
-                body, kind = generate_latest(registry), CONTENT_TYPE_LATEST
-            elif self.path.startswith("/healthz"):
-                body, kind = b"ok\n", "text/plain"
-            else:
-                self.send_error(404)
-                return
-            self.send_response(200)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):  # keep probes out of the log
-            pass
-
-    httpd = ThreadingHTTPServer((host, port), Handler)
-    threading.Thread(target=httpd.serve_forever, name="http", daemon=True).start()
-    return httpd
 
 
 async def serve_forever(server: AgentServer, intake: ReportIntake, *, on_started=None) -> None:

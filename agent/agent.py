@@ -1,0 +1,229 @@
+"""The node agent: collect -> decide -> act, on two clocks.
+
+The *fast* loop (every ``fast_interval``, 25 ms by default) reads three cheap
+counters — the node's CPU time, all pods' and the offline parent's — and cuts
+the offline CFS quota as soon as online work needs the room: suppression
+within a fast tick or two.  It only ever cuts; the *slow* loop (every second)
+recomputes everything from a full sample, lets the quota rise again, applies
+per-pod cgroup settings, evicts when the node stays over its watermark,
+updates the batch allocatable, and publishes the node report.  Topology and
+devices are refreshed on their own, longer intervals.
+
+Decisions are the pure functions of :mod:`agent.policies`; effects go through
+the executor, the evictor and the report publisher.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+from proto.model import (
+    Capacity, Colocation, Devices, Eviction, Identity, Load, NodeReport, PodUsage,
+)
+
+from . import __version__
+from .cgroups.backend import Backend
+from .cgroups.executor import Executor
+from .cgroups.layout import Layout
+from .collectors.load import CpuMeter, boot_id, memory_used, node_cpu_ns, node_pressure
+from .evictor import Evictor
+from .hostpaths import HostPaths
+from .intents import BatchAllocatable, CgroupWrite
+from .metrics import AgentMetrics
+from .pods import PodInfo, PodSource
+from .policies.cpu import cpu_intents, offline_quota
+from .policies.eviction import EvictionState, decide_evictions
+from .policies.memory import memory_intents
+from .policies.overcommit import OvercommitState, batch_allocatable
+from .policies.state import NodeState, PodSample
+from .profile import ProfileSpec, ProfileWatcher
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class AgentConfig:
+    node_name: str
+    node_labels: dict[str, str] = field(default_factory=dict)
+    fast_interval: float = 0.025
+    slow_interval: float = 1.0
+    device_interval: float = 10.0
+    topology_interval: float = 60.0
+    fast_cut_percent: float = 2.0  # the fast loop cuts the quota when it should shrink by more than this (of capacity)
+    enforce: bool = True           # False: observe and report only
+
+
+class Agent:
+    def __init__(self, config: AgentConfig, *, paths: HostPaths, backend: Backend, layout: Layout,
+                 pods: PodSource, profiles: ProfileWatcher, evictor: Evictor, metrics: AgentMetrics | None = None,
+                 read_capacity: Callable[[HostPaths], Capacity] | None = None, devices: Callable[[], Devices] | None = None,
+                 publish: Callable[[NodeReport], None] | None = None, clock: Callable[[], float] = time.time,
+                 monotonic: Callable[[], float] = time.monotonic):
+        self.config = config
+        self.paths, self.backend, self.layout = paths, backend, layout
+        self.pods, self.profiles, self.evictor = pods, profiles, evictor
+        self.metrics = metrics or AgentMetrics()
+        self.executor = Executor(backend, on_error=self.metrics.write_error)
+        self.read_capacity = read_capacity or _default_capacity
+        self.devices = devices or (lambda: Devices())
+        self.publish = publish or (lambda report: None)
+        self.clock, self.monotonic = clock, monotonic
+        self.boot_id = boot_id(paths)
+        self.capacity = self.read_capacity(paths)
+        self._capacity_at = monotonic()
+        self._devices = self.devices()
+        self._devices_at = monotonic()
+        self.spec: ProfileSpec = profiles.current.effective(config.node_labels, _now(clock))
+        self.quota: int | None = None  # the offline quota in force (millicores)
+        self.batch: BatchAllocatable | None = None
+        self.eviction_state = EvictionState()
+        self.overcommit_state = OvercommitState()
+        self.unreported: list[Eviction] = []
+        self._node_meter = CpuMeter(node_cpu_ns(paths, 0), monotonic)
+        self._pod_meters: dict[str, CpuMeter] = {}
+        self._fast = {"node": CpuMeter(node_cpu_ns(paths, 0), monotonic),
+                      "pods": CpuMeter(lambda: backend.cpu_usage_ns(layout.root), monotonic),
+                      "offline": CpuMeter(lambda: backend.cpu_usage_ns(layout.offline_parent), monotonic)}
+        self._fast_online: float | None = None
+        self._fast_last = monotonic()
+        self.metrics.profile_in_force(profiles.current.name, profiles.current.digest)
+        self.has_cpu_idle = bool(layout.offline_parent) and backend.supports("cpu.idle", layout.offline_parent)
+        self.has_cpu_burst = bool(layout.root) and backend.supports("cpu.burst", layout.root)
+
+    # -- observe ------------------------------------------------------------------------------------
+    def observe(self) -> NodeState:
+        node_cpu = self._node_meter.sample() or 0.0
+        mem_total, mem_used = memory_used(self.paths)
+        samples = []
+        seen = set()
+        for pod in self.pods.pods():
+            seen.add(pod.uid)
+            samples.append(self._sample_pod(pod))
+        for uid in list(self._pod_meters):
+            if uid not in seen:
+                del self._pod_meters[uid]
+        return NodeState(cpu_capacity=self.capacity.cpu_millis, memory_capacity=mem_total or self.capacity.memory_bytes,
+                         cpu_used=node_cpu, memory_used=mem_used, pods=tuple(samples),
+                         offline_parent=self.layout.offline_parent, cgroup_version=self.backend.version,
+                         has_cpu_idle=self.has_cpu_idle, has_cpu_burst=self.has_cpu_burst)
+
+    def _sample_pod(self, pod: PodInfo) -> PodSample:
+        path = self.layout.pod_path(pod.uid, pod.qos_class)
+        if not self.backend.exists(path, "cpu"):
+            return PodSample(pod, None)
+        meter = self._pod_meters.get(pod.uid)
+        if meter is None:
+            meter = self._pod_meters[pod.uid] = CpuMeter(lambda p=path: self.backend.cpu_usage_ns(p), self.monotonic)
+        try:
+            cpu = meter.sample() or 0.0
+            memory = self.backend.memory_usage(path)
+        except (OSError, ValueError):  # it left between listing and reading: not an error
+            return PodSample(pod, None)
+        return PodSample(pod, path, cpu, memory)
+
+    # -- the slow loop ------------------------------------------------------------------------------
+    def slow_tick(self) -> NodeReport:
+        started = self.monotonic()
+        if self.profiles.poll():
+            self.metrics.profile_in_force(self.profiles.current.name, self.profiles.current.digest)
+        self.spec = self.profiles.current.effective(self.config.node_labels, _now(self.clock))
+        self._refresh_slow_collectors(started)
+        state = self.observe()
+        self.metrics.observed(cpu_used=state.cpu_used, memory_used=state.memory_used, online_cpu=state.online_cpu)
+        if self.config.enforce:
+            writes = cpu_intents(state, self.spec.cpu, self.spec.burst) + memory_intents(state, self.spec.memory)
+            self._apply(writes)
+            self._evict(state)
+        else:
+            self.quota = cpu_intents(state, self.spec.cpu, self.spec.burst)[0].value
+        self.batch, self.overcommit_state = batch_allocatable(state, self.spec.overcommit, self.overcommit_state)
+        self.metrics.offered(self.batch.cpu_millis, self.batch.memory_bytes)
+        report = self.build_report(state)
+        self.publish(report)
+        self.unreported.clear()
+        self.metrics.loop_seconds.labels("slow").observe(self.monotonic() - started)
+        return report
+
+    def _refresh_slow_collectors(self, now: float) -> None:
+        if now - self._capacity_at >= self.config.topology_interval:
+            self.capacity, self._capacity_at = self.read_capacity(self.paths), now
+        if now - self._devices_at >= self.config.device_interval:
+            self._devices, self._devices_at = self.devices(), now
+
+    def _apply(self, writes: list[CgroupWrite]) -> None:
+        self.metrics.cgroup_writes.inc(len(self.executor.apply(writes)))
+        for w in writes:
+            if w.path == self.layout.offline_parent and w.knob == "cpu.quota":
+                self.quota = w.value
+                self.metrics.quota.set(w.value)
+
+    def _evict(self, state: NodeState) -> None:
+        evictions, self.eviction_state = decide_evictions(state, self.spec.eviction, self.eviction_state,
+                                                          self.monotonic())
+        refused = set()
+        for intent in evictions:
+            if self.evictor.evict(intent):
+                resource = "memory" if intent.reason.startswith("node memory") else "cpu"
+                self.metrics.evictions.labels(resource).inc()
+                self.unreported.append(Eviction(intent.uid, intent.namespace, intent.name, intent.reason,
+                                                int(self.clock() * 1e9)))
+            else:
+                refused.add(intent.uid)
+        if refused:  # not gone: may be chosen again on a later interval
+            self.eviction_state = replace(self.eviction_state, pending=self.eviction_state.pending - refused)
+
+    # -- the fast loop ------------------------------------------------------------------------------
+    def fast_tick(self) -> bool:
+        """Cut the offline quota if online work needs room now; True if it was cut."""
+        if not self.config.enforce:
+            return False
+        started = self.monotonic()
+        try:
+            node, pods, offline = (self._fast[k].sample() for k in ("node", "pods", "offline"))
+        except (OSError, ValueError) as exc:
+            log.debug("fast sample failed: %s", exc)
+            return False
+        if node is None or pods is None or offline is None:
+            return False
+        online = max(0.0, pods - offline)
+        system = max(0.0, node - pods)
+        capacity = self.capacity.cpu_millis
+        wanted = offline_quota(capacity, online, system, self.spec.cpu)
+        rising = self._fast_online is not None and online > self._fast_online + capacity * 0.05
+        self._fast_online = online
+        window_start, self._fast_last = self._fast_last, started
+        cut = self.quota is None or wanted < self.quota - capacity * self.config.fast_cut_percent / 100.0
+        if cut:
+            self._apply([CgroupWrite(self.layout.offline_parent, "cpu.quota", wanted,
+                                     f"fast: online {online:.0f}m + system {system:.0f}m")])
+            if rising:
+                self.metrics.reaction.observe(self.monotonic() - window_start)
+        self.metrics.loop_seconds.labels("fast").observe(self.monotonic() - started)
+        return cut
+
+    # -- report -------------------------------------------------------------------------------------
+    def build_report(self, state: NodeState) -> NodeReport:
+        cpu_p, mem_p, io_p = node_pressure(self.paths)
+        pods = [PodUsage(s.pod.uid, s.pod.namespace, s.pod.name, s.pod.qos_level, s.cpu_used / 1000.0, s.memory_used)
+                for s in state.pods]
+        batch = self.batch or BatchAllocatable(0, 0)
+        return NodeReport(
+            identity=Identity(self.config.node_name, __version__, self.boot_id, 0, int(self.clock() * 1e9),
+                              int(self.config.slow_interval * 1000)),
+            capacity=self.capacity, devices=self._devices,
+            load=Load(state.cpu_used / 1000.0, state.memory_used, cpu_p, mem_p, io_p, pods),
+            colocation=Colocation(batch.cpu_millis, batch.memory_bytes, self.quota, list(self.unreported),
+                                  self.profiles.current.label, self.eviction_state.under_pressure))
+
+
+def _now(clock: Callable[[], float]):
+    from datetime import datetime, timezone
+    return datetime.fromtimestamp(clock(), tz=timezone.utc)
+
+
+def _default_capacity(paths: HostPaths) -> Capacity:
+    from .collectors.topology import read_capacity
+    return read_capacity(paths)

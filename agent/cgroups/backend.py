@@ -1,0 +1,276 @@
+"""Reading and writing cgroup knobs, the same way on cgroup v1 and v2.
+
+Policies speak of logical *knobs* (``cpu.quota``, ``cpu.idle``, ``memory.limit``…);
+a :class:`Backend` maps each to the version's file and value format:
+
+=============  ==========================================  ======================================
+knob           cgroup v1 (per-controller hierarchies)      cgroup v2 (unified)
+=============  ==========================================  ======================================
+cpu.idle       cpu/cpu.idle                                cpu.idle
+cpu.shares     cpu/cpu.shares (2..262144)                  cpu.weight (1..10000, converted)
+cpu.quota      cpu/cpu.cfs_quota_us (-1 = none)            cpu.max ``quota period`` / ``max period``
+cpu.burst      cpu/cpu.cfs_burst_us                        cpu.max.burst
+memory.limit   memory/memory.limit_in_bytes (-1 = none)    memory.max (``max`` = none)
+memory.min     —                                           memory.min
+memory.low     —                                           memory.low
+memory.high    —                                           memory.high
+cpuset.cpus    cpuset/cpuset.cpus                          cpuset.cpus
+cpuset.mems    cpuset/cpuset.mems                          cpuset.mems
+=============  ==========================================  ======================================
+
+Values are canonical integers (CPU in millicores, memory in bytes, ``None``
+for "no limit") or strings for cpusets.  v1 goes through cgroupspy's nodes and
+controllers; v2 is plain files.  A cgroup is named by its path relative to
+the hierarchy root (``kubepods/besteffort/pod…``).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from cgroupspy.nodes import Node
+
+from ..hostpaths import HostPaths
+
+PERIOD_US = 100_000
+_UNLIMITED_V1 = 9223372036854771712  # what v1 memory.limit_in_bytes reads when unlimited
+
+
+class KnobUnsupported(Exception):
+    """The knob does not exist on this cgroup version or kernel."""
+
+
+@dataclass(frozen=True)
+class KnobFile:
+    controller: str  # v1 hierarchy ("cpu", "memory", "cpuset"); "" on v2
+    filename: str
+
+
+def shares_to_weight(shares: int) -> int:
+    """The kernel's own mapping from v1 shares (2..262144) to v2 weight (1..10000)."""
+    return 1 + ((max(2, min(shares, 262144)) - 2) * 9999) // 262142
+
+
+class Backend:
+    version: int = 0
+
+    def __init__(self, paths: HostPaths):
+        self.paths = paths
+
+    # -- interface ------------------------------------------------------------------------------
+    def file(self, knob: str) -> KnobFile:
+        raise NotImplementedError
+
+    def encode(self, knob: str, value) -> str:
+        raise NotImplementedError
+
+    def decode(self, knob: str, text: str):
+        raise NotImplementedError
+
+    def directory(self, cgroup: str, controller: str) -> Path:
+        raise NotImplementedError
+
+    def supports(self, knob: str, cgroup: str = "") -> bool:
+        try:
+            f = self.file(knob)
+        except KnobUnsupported:
+            return False
+        return (self.directory(cgroup, f.controller) / f.filename).exists()
+
+    # -- shared ---------------------------------------------------------------------------------
+    def path(self, cgroup: str, knob: str) -> Path:
+        f = self.file(knob)
+        return self.directory(cgroup, f.controller) / f.filename
+
+    def exists(self, cgroup: str, controller: str = "cpu") -> bool:
+        return self.directory(cgroup, controller).is_dir()
+
+    def read(self, cgroup: str, knob: str):
+        """The knob's value, canonical; FileNotFoundError if the cgroup (or knob) is gone."""
+        f = self.file(knob)
+        return self.decode(knob, self._read(cgroup, f))
+
+    def write(self, cgroup: str, knob: str, value) -> None:
+        f = self.file(knob)
+        self._write(cgroup, f, self.encode(knob, value))
+
+    def _read(self, cgroup: str, f: KnobFile) -> str:
+        return (self.directory(cgroup, f.controller) / f.filename).read_text().strip()
+
+    def _write(self, cgroup: str, f: KnobFile, text: str) -> None:
+        path = self.directory(cgroup, f.controller) / f.filename
+        if not path.parent.is_dir():
+            raise FileNotFoundError(errno.ENOENT, "cgroup is gone", str(path.parent))
+        with open(path, "w") as fh:
+            fh.write(text)
+
+    # -- usage counters -------------------------------------------------------------------------
+    def cpu_usage_ns(self, cgroup: str) -> int:
+        raise NotImplementedError
+
+    def memory_usage(self, cgroup: str) -> int:
+        raise NotImplementedError
+
+    def pressure(self, cgroup: str, resource: str) -> str | None:
+        """The cgroup's PSI file text (``cpu``/``memory``/``io``), if the kernel keeps one."""
+        raise NotImplementedError
+
+
+class V1Backend(Backend):
+    """cgroup v1: one hierarchy per controller, driven through cgroupspy's controllers."""
+
+    version = 1
+    FILES = {
+        "cpu.idle": KnobFile("cpu", "cpu.idle"),
+        "cpu.shares": KnobFile("cpu", "cpu.shares"),
+        "cpu.quota": KnobFile("cpu", "cpu.cfs_quota_us"),
+        "cpu.burst": KnobFile("cpu", "cpu.cfs_burst_us"),
+        "memory.limit": KnobFile("memory", "memory.limit_in_bytes"),
+        "cpuset.cpus": KnobFile("cpuset", "cpuset.cpus"),
+        "cpuset.mems": KnobFile("cpuset", "cpuset.mems"),
+    }
+
+    def __init__(self, paths: HostPaths):
+        super().__init__(paths)
+        self._roots = {}
+
+    def file(self, knob: str) -> KnobFile:
+        try:
+            return self.FILES[knob]
+        except KeyError:
+            raise KnobUnsupported(f"{knob} does not exist on cgroup v1") from None
+
+    def directory(self, cgroup: str, controller: str) -> Path:
+        return self.paths.cgroup / controller / cgroup
+
+    def _node(self, cgroup: str, controller: str) -> Node:
+        """A cgroupspy node for ``controller``/``cgroup`` (built directly: no scan of the whole tree)."""
+        root = self._roots.get(controller)
+        if root is None:
+            root = self._roots[controller] = Node(str(self.paths.cgroup).encode())
+        node = Node(controller.encode(), parent=root)
+        for part in [p for p in cgroup.split("/") if p]:
+            node = Node(part.encode(), parent=node)
+        return node
+
+    def _read(self, cgroup: str, f: KnobFile) -> str:
+        return self._node(cgroup, f.controller).controller.get_property(f.filename.encode())
+
+    def _write(self, cgroup: str, f: KnobFile, text: str) -> None:
+        node = self._node(cgroup, f.controller)
+        if not os.path.isdir(node.full_path):
+            raise FileNotFoundError(errno.ENOENT, "cgroup is gone", node.full_path.decode())
+        node.controller.set_property(f.filename.encode(), text)
+
+    def encode(self, knob: str, value) -> str:
+        if knob == "cpu.quota":
+            return "-1" if value is None else str(max(1000, int(value) * PERIOD_US // 1000))
+        if knob == "memory.limit":
+            return "-1" if value is None else str(int(value))
+        if knob == "cpu.shares":
+            return str(max(2, int(value)))
+        return str(value)
+
+    def decode(self, knob: str, text: str):
+        if knob == "cpu.quota":
+            us = int(text)
+            return None if us < 0 else us * 1000 // PERIOD_US
+        if knob == "memory.limit":
+            v = int(text)
+            return None if v < 0 or v >= _UNLIMITED_V1 else v
+        if knob in ("cpuset.cpus", "cpuset.mems"):
+            return text
+        return int(text)
+
+    def cpu_usage_ns(self, cgroup: str) -> int:
+        return int(self._node(cgroup, "cpuacct").controller.get_property(b"cpuacct.usage"))
+
+    def memory_usage(self, cgroup: str) -> int:
+        """usage_in_bytes less page cache that can be dropped (what working-set means)."""
+        ctl = self._node(cgroup, "memory").controller
+        usage = int(ctl.get_property(b"memory.usage_in_bytes"))
+        try:
+            stat = dict(line.split() for line in ctl.get_property(b"memory.stat").splitlines())
+            usage -= int(stat.get("total_inactive_file", stat.get("inactive_file", 0)))
+        except (OSError, ValueError):
+            pass
+        return max(0, usage)
+
+    def pressure(self, cgroup: str, resource: str) -> str | None:
+        controller = {"cpu": "cpuacct", "memory": "memory", "io": "blkio"}[resource]
+        return self.paths.read(self.directory(cgroup, controller) / f"{resource}.pressure")
+
+
+class V2Backend(Backend):
+    """cgroup v2: one unified hierarchy, plain files."""
+
+    version = 2
+    FILES = {
+        "cpu.idle": "cpu.idle", "cpu.shares": "cpu.weight", "cpu.quota": "cpu.max", "cpu.burst": "cpu.max.burst",
+        "memory.limit": "memory.max", "memory.min": "memory.min", "memory.low": "memory.low",
+        "memory.high": "memory.high", "cpuset.cpus": "cpuset.cpus", "cpuset.mems": "cpuset.mems",
+    }
+
+    def file(self, knob: str) -> KnobFile:
+        try:
+            return KnobFile("", self.FILES[knob])
+        except KeyError:
+            raise KnobUnsupported(f"{knob} does not exist on cgroup v2") from None
+
+    def directory(self, cgroup: str, controller: str) -> Path:
+        return self.paths.cgroup / cgroup
+
+    def encode(self, knob: str, value) -> str:
+        if knob == "cpu.quota":
+            return f"max {PERIOD_US}" if value is None else f"{max(1000, int(value) * PERIOD_US // 1000)} {PERIOD_US}"
+        if knob == "cpu.shares":
+            return str(shares_to_weight(int(value)))
+        if knob in ("memory.limit", "memory.high"):
+            return "max" if value is None else str(int(value))
+        if knob == "cpu.burst":
+            return str(int(value))
+        return str(value)
+
+    def decode(self, knob: str, text: str):
+        if knob == "cpu.quota":
+            quota, _, period = text.partition(" ")
+            return None if quota == "max" else int(quota) * 1000 // int(period or PERIOD_US)
+        if knob in ("memory.limit", "memory.high"):
+            return None if text == "max" else int(text)
+        if knob in ("cpuset.cpus", "cpuset.mems"):
+            return text
+        if knob == "cpu.shares":  # canonical unit is v1 shares; weights map back onto their band
+            return 2 + (int(text) - 1) * 262142 // 9999
+        return int(text)
+
+    def cpu_usage_ns(self, cgroup: str) -> int:
+        for line in (self.directory(cgroup, "") / "cpu.stat").read_text().splitlines():
+            key, _, value = line.partition(" ")
+            if key == "usage_usec":
+                return int(value) * 1000
+        raise ValueError(f"{cgroup}/cpu.stat has no usage_usec")
+
+    def memory_usage(self, cgroup: str) -> int:
+        base = self.directory(cgroup, "")
+        usage = int((base / "memory.current").read_text())
+        try:
+            stat = dict(line.split() for line in (base / "memory.stat").read_text().splitlines())
+            usage -= int(stat.get("inactive_file", 0))
+        except (OSError, ValueError):
+            pass
+        return max(0, usage)
+
+    def pressure(self, cgroup: str, resource: str) -> str | None:
+        return self.paths.read(self.directory(cgroup, "") / f"{resource}.pressure")
+
+
+def detect_backend(paths: HostPaths) -> Backend:
+    """v2 when the root is the unified hierarchy (it has cgroup.controllers), else v1."""
+    if (paths.cgroup / "cgroup.controllers").exists():
+        return V2Backend(paths)
+    if (paths.cgroup / "cpu").exists() or (paths.cgroup / "cpu,cpuacct").exists():
+        return V1Backend(paths)
+    raise FileNotFoundError(f"no cgroup hierarchy found under {paths.cgroup}")

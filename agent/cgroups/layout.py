@@ -1,0 +1,154 @@
+"""Where the kubelet puts pods' cgroups: detected, not assumed.
+
+The kubelet's cgroup driver decides the names:
+
+==========  ===================================================  ==========================================
+class       cgroupfs driver                                      systemd driver
+==========  ===================================================  ==========================================
+root        ``kubepods``                                         ``kubepods.slice``
+Guaranteed  ``kubepods/pod<uid>``                                ``kubepods.slice/kubepods-pod<u_i_d>.slice``
+Burstable   ``kubepods/burstable/pod<uid>``                      ``…/kubepods-burstable.slice/kubepods-burstable-pod<u_i_d>.slice``
+BestEffort  ``kubepods/besteffort/pod<uid>``                     ``…/kubepods-besteffort.slice/kubepods-besteffort-pod<u_i_d>.slice``
+==========  ===================================================  ==========================================
+
+Containers are child directories: the container id (cgroupfs), or
+``cri-containerd-<id>.scope``, ``crio-<id>.scope``, ``docker-<id>.scope``
+(systemd).  Offline (BE) work shares one parent, the BestEffort cgroup, which
+is where the offline CPU quota goes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .backend import Backend
+
+QOS_CLASSES = ("Guaranteed", "Burstable", "BestEffort")
+_SCOPE = re.compile(r"^(?:cri-containerd-|crio-|docker-)?([0-9a-f]{12,64})(?:\.scope)?$")
+_POD_DIR = re.compile(r"^(?:kubepods(?:-besteffort|-burstable)?-)?pod([0-9a-fA-F_-]{8,})(?:\.slice)?$")
+
+
+@dataclass(frozen=True)
+class PodCgroup:
+    uid: str
+    qos_class: str
+    path: str  # relative to the hierarchy root
+
+
+class Layout:
+    """Cgroup paths for pods on this node (a kubelet layout, or an embedded runtime's)."""
+
+    root: str = ""  # the cgroup holding every pod
+    offline_parent: str = ""  # the cgroup holding every offline pod (its CPU quota is the offline quota)
+
+    def pod_path(self, uid: str, qos_class: str) -> str:
+        raise NotImplementedError
+
+    def discover(self) -> list[PodCgroup]:
+        raise NotImplementedError
+
+    def containers(self, pod_path: str) -> list[str]:
+        """Container cgroup paths below a pod's (container ids, runtime prefixes stripped, as names)."""
+        base = self.backend.directory(pod_path, "cpu")
+        try:
+            return sorted(f"{pod_path}/{p.name}" for p in base.iterdir() if p.is_dir() and _SCOPE.match(p.name))
+        except OSError:
+            return []
+
+
+class KubeletLayout(Layout):
+    def __init__(self, backend: Backend, driver: str):
+        if driver not in ("cgroupfs", "systemd"):
+            raise ValueError(f"cgroup driver must be cgroupfs or systemd, got {driver!r}")
+        self.backend = backend
+        self.driver = driver
+        if driver == "cgroupfs":
+            self.root = "kubepods"
+            self.classes = {"Guaranteed": "kubepods", "Burstable": "kubepods/burstable",
+                            "BestEffort": "kubepods/besteffort"}
+        else:
+            self.root = "kubepods.slice"
+            self.classes = {"Guaranteed": "kubepods.slice",
+                            "Burstable": "kubepods.slice/kubepods-burstable.slice",
+                            "BestEffort": "kubepods.slice/kubepods-besteffort.slice"}
+        self.offline_parent = self.classes["BestEffort"]
+
+    def pod_path(self, uid: str, qos_class: str) -> str:
+        parent = self.classes[qos_class]
+        if self.driver == "cgroupfs":
+            return f"{parent}/pod{uid}"
+        prefix = {"Guaranteed": "kubepods", "Burstable": "kubepods-burstable", "BestEffort": "kubepods-besteffort"}
+        return f"{parent}/{prefix[qos_class]}-pod{uid.replace('-', '_')}.slice"
+
+    def discover(self) -> list[PodCgroup]:
+        """Pod cgroups that exist now, with the QoS class their place tells."""
+        found = []
+        for qos_class, parent in self.classes.items():
+            base = self.backend.directory(parent, "cpu")
+            try:
+                entries = list(base.iterdir())
+            except OSError:
+                continue
+            for entry in entries:
+                m = _POD_DIR.match(entry.name)
+                if m and entry.is_dir():
+                    found.append(PodCgroup(m.group(1).replace("_", "-"), qos_class, f"{parent}/{entry.name}"))
+        return found
+
+
+def detect_layout(backend: Backend) -> KubeletLayout:
+    """The kubelet's driver, from which root exists (systemd's ``kubepods.slice`` or cgroupfs' ``kubepods``)."""
+    for driver, root in (("systemd", "kubepods.slice"), ("cgroupfs", "kubepods")):
+        if backend.exists(root, "cpu"):
+            return KubeletLayout(backend, driver)
+    raise FileNotFoundError(f"no kubepods cgroup under {backend.directory('', 'cpu')}: is the kubelet running here?")
+
+
+class FixedLayout(Layout):
+    """A layout rooted in one cgroup we own: ``<root>/online/<pod>`` and ``<root>/offline/<pod>``.
+
+    Used by the embedded runtime and by benchmarks on a host without a kubelet.
+    """
+
+    def __init__(self, backend: Backend, root: str):
+        self.backend = backend
+        self.root = root.strip("/")
+        self.offline_parent = f"{self.root}/offline"
+        self.online_parent = f"{self.root}/online"
+
+    def pod_path(self, uid: str, qos_class: str) -> str:
+        parent = self.offline_parent if qos_class == "BestEffort" else self.online_parent
+        return f"{parent}/pod{uid}"
+
+    def discover(self) -> list[PodCgroup]:
+        found = []
+        for parent, qos_class in ((self.online_parent, "Burstable"), (self.offline_parent, "BestEffort")):
+            base = self.backend.directory(parent, "cpu")
+            try:
+                for entry in base.iterdir():
+                    if entry.is_dir() and entry.name.startswith("pod"):
+                        found.append(PodCgroup(entry.name[3:], qos_class, f"{parent}/{entry.name}"))
+            except OSError:
+                continue
+        return found
+
+
+def container_id(name: str) -> str | None:
+    m = _SCOPE.match(name)
+    return m.group(1) if m else None
+
+
+
+
+class NoLayout(Layout):
+    """No pod cgroups on this host (no kubelet): nothing to discover, nothing to enforce."""
+
+    def __init__(self, backend: Backend):
+        self.backend = backend
+
+    def pod_path(self, uid: str, qos_class: str) -> str:
+        return f"__no_pods__/{uid}"
+
+    def discover(self) -> list[PodCgroup]:
+        return []

@@ -1,0 +1,206 @@
+"""``python -m agent``: print this node's report, or run the agent.
+
+``report --once -o json`` samples the host briefly and prints the protocol's
+NodeReport in its JSON form; ``run`` runs the fast and slow loops, serves
+``/metrics`` and ``/healthz``, and streams reports to the scheduler.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+
+from proto import codec
+
+EXIT_BAD_INPUT = 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m agent", description="Scoria node agent")
+    parser.add_argument("-v", "--verbose", action="count", default=0)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--node-name", default=os.environ.get("NODE_NAME") or socket.gethostname().lower())
+        p.add_argument("--host-root", default="/", help="where the host's /sys and /proc are (DaemonSet: /host)")
+        p.add_argument("--cgroup-root", help="the host's cgroup root (default: <host-root>/sys/fs/cgroup)")
+        p.add_argument("--profile", metavar="FILE", help="QoS profile YAML (a mounted ConfigMap), reloaded on change")
+        p.add_argument("--pods-from", choices=("cgroups", "kubernetes", "none"), default="cgroups",
+                       help="pod inventory: the kubelet's pod cgroups (default), the API server, or none")
+        p.add_argument("--kubeconfig", help="with --pods-from kubernetes (default: in-cluster)")
+        p.add_argument("--no-devices", action="store_true", help="do not ask NVML or npu-smi")
+
+    rep = sub.add_parser("report", help="print this node's report")
+    rep.add_argument("--once", action="store_true", required=True)
+    rep.add_argument("-o", "--output", choices=("json",), default="json")
+    rep.add_argument("--sample", type=float, default=0.5, metavar="SECONDS",
+                     help="how long to measure usage before reporting (default 0.5)")
+    common(rep)
+
+    run = sub.add_parser("run", help="run the agent")
+    common(run)
+    run.add_argument("--scheduler", metavar="HOST:PORT", help="the scheduler's agent endpoint (omit: no streaming)")
+    run.add_argument("--ca", help="CA of the scheduler's certificate (TLS)")
+    run.add_argument("--cert", help="this node's client certificate (mTLS)")
+    run.add_argument("--key", help="this node's client key (mTLS)")
+    run.add_argument("--server-name", help="name expected in the scheduler's certificate")
+    run.add_argument("--insecure", action="store_true", help="plaintext to the scheduler")
+    run.add_argument("--interval", type=float, default=1.0, help="slow loop and report interval (default 1 s)")
+    run.add_argument("--fast-interval", type=float, default=0.025, help="suppression loop interval (default 25 ms)")
+    run.add_argument("--metrics-port", type=int, default=9100, help="/metrics and /healthz (0: off)")
+    run.add_argument("--dry-run", action="store_true", help="observe and report; write no cgroup, evict nothing")
+    run.add_argument("--cgroup-parent", metavar="PATH",
+                     help="manage pods under this cgroup (PATH/online, PATH/offline) instead of the kubelet's")
+    return parser
+
+
+def make_agent(args, *, enforce: bool, publish=None):
+    from .agent import Agent, AgentConfig
+    from .cgroups.backend import detect_backend
+    from .cgroups.layout import FixedLayout, NoLayout, detect_layout
+    from .evictor import KubernetesEvictor, RecordingEvictor
+    from .hostpaths import HostPaths
+    from .metrics import AgentMetrics
+    from .pods import CgroupPodSource, KubernetesPodSource, StaticPodSource
+    from .profile import ProfileWatcher
+
+    paths = HostPaths.under(args.host_root)
+    if args.cgroup_root:
+        paths = HostPaths(paths.sys, paths.proc, Path(args.cgroup_root))
+    backend = detect_backend(paths)
+    if getattr(args, "cgroup_parent", None):
+        layout = FixedLayout(backend, args.cgroup_parent)
+    else:
+        try:
+            layout = detect_layout(backend)
+        except FileNotFoundError:
+            if enforce:
+                raise
+            layout = NoLayout(backend)  # observing a host without a kubelet: node figures only
+    metrics = AgentMetrics()
+    profiles = ProfileWatcher(args.profile, on_result=lambda r: metrics.profile_reloads.labels(r).inc())
+    evictor = RecordingEvictor()
+    if args.pods_from == "kubernetes":
+        core = _kubernetes(args.kubeconfig)
+        pods = KubernetesPodSource(core, args.node_name)
+        pods.start()
+        pods.synced.wait(30)
+        evictor = KubernetesEvictor(core)
+    elif args.pods_from == "cgroups":
+        pods = CgroupPodSource(layout)
+    else:
+        pods = StaticPodSource()
+    devices = None if args.no_devices else _devices(paths)
+    config = AgentConfig(args.node_name, fast_interval=getattr(args, "fast_interval", 0.025),
+                         slow_interval=getattr(args, "interval", 1.0), enforce=enforce)
+    return Agent(config, paths=paths, backend=backend, layout=layout, pods=pods, profiles=profiles, evictor=evictor,
+                 metrics=metrics, devices=devices, publish=publish)
+
+
+def _kubernetes(kubeconfig: str | None):
+    from kubernetes import client, config
+    if kubeconfig:
+        config.load_kube_config(kubeconfig)
+    else:
+        config.load_incluster_config()
+    return client.CoreV1Api()
+
+
+def _devices(paths):
+    from proto.model import Devices
+
+    from .collectors.gpu import GpuCollector, pod_of_pid_from_cgroup
+    from .collectors.npu import NpuCollector
+    pod_of_pid = pod_of_pid_from_cgroup(paths)
+    gpus, npus = GpuCollector(paths, pod_of_pid=pod_of_pid), NpuCollector(pod_of_pid=pod_of_pid)
+    return lambda: Devices(gpus.collect(), npus.collect())
+
+
+def cmd_report(args) -> int:
+    agent = make_agent(args, enforce=False)
+    agent.observe()  # usage is a rate: a first reading, then the report after the sample window
+    time.sleep(max(0.05, args.sample))
+    report = agent.slow_tick()
+    json.dump(codec.report_to_json(report), sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0
+
+
+def cmd_run(args) -> int:
+    from scheduler.httpd import start_http
+
+    from .client import ClientOptions, ReportClient
+
+    client = None
+    if args.scheduler:
+        options = ClientOptions(args.scheduler, interval=args.interval, ca=_path(args.ca), cert=_path(args.cert),
+                                key=_path(args.key), server_name=args.server_name, insecure=args.insecure)
+        if not args.insecure and options.ca is None:
+            raise ValueError("--scheduler needs --ca (TLS) or --insecure")
+        client = ReportClient(options)
+    agent = make_agent(args, enforce=not args.dry_run, publish=client.publish if client else None)
+    health = {"last": time.monotonic()}
+    if args.metrics_port:
+        start_http(agent.metrics.registry, args.metrics_port,
+                   healthy=lambda: time.monotonic() - health["last"] < 10 * args.interval + 5)
+    asyncio.run(_loops(agent, client, health))
+    return 0
+
+
+async def _loops(agent, client, health) -> None:
+    import signal
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):
+            pass
+
+    async def every(interval: float, tick) -> None:
+        while not stop.is_set():
+            began = time.monotonic()
+            try:
+                tick()
+            except Exception:  # one bad tick must not stop the agent
+                logging.getLogger("agent").exception("loop iteration failed")
+            try:
+                await asyncio.wait_for(stop.wait(), max(0.0, interval - (time.monotonic() - began)))
+            except asyncio.TimeoutError:
+                pass
+
+    def slow() -> None:
+        agent.slow_tick()
+        health["last"] = time.monotonic()
+
+    tasks = [asyncio.create_task(every(agent.config.slow_interval, slow)),
+             asyncio.create_task(every(agent.config.fast_interval, agent.fast_tick))]
+    if client is not None:
+        tasks.append(asyncio.create_task(client.run(stop)))
+    await stop.wait()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _path(value: str | None) -> Path | None:
+    return Path(value) if value else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    level = logging.WARNING - 10 * min(args.verbose, 2)
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    try:
+        return cmd_report(args) if args.command == "report" else cmd_run(args)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except BrokenPipeError:
+        return 0

@@ -1,0 +1,64 @@
+"""The one place pods are evicted.
+
+Idempotent: a pod asked to leave is not asked again while it is still
+leaving.  In Kubernetes through the Eviction API, so PodDisruptionBudgets hold —
+a refusal (429) is not forced and is tried again on a later interval.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Callable, Protocol
+
+from .intents import Evict
+
+log = logging.getLogger(__name__)
+
+
+class Evictor(Protocol):
+    def evict(self, intent: Evict) -> bool: ...
+
+
+class RecordingEvictor:
+    """Dry run: remembers what it would have evicted."""
+
+    def __init__(self) -> None:
+        self.evicted: list[Evict] = []
+
+    def evict(self, intent: Evict) -> bool:
+        log.warning("dry run: would evict %s/%s: %s", intent.namespace, intent.name, intent.reason)
+        self.evicted.append(intent)
+        return True
+
+
+class KubernetesEvictor:
+    def __init__(self, core_v1: Any, *, retry_after: float = 10.0, clock: Callable[[], float] = time.monotonic):
+        self.api = core_v1
+        self.retry_after = retry_after
+        self.clock = clock
+        self._asked: dict[str, float] = {}
+
+    def evict(self, intent: Evict) -> bool:
+        from kubernetes.client import V1DeleteOptions, V1Eviction, V1ObjectMeta
+        from kubernetes.client.exceptions import ApiException
+
+        now = self.clock()
+        if now - self._asked.get(intent.uid, -1e18) < self.retry_after:
+            return True  # already asked; the pod is on its way out
+        body = V1Eviction(metadata=V1ObjectMeta(name=intent.name, namespace=intent.namespace),
+                          delete_options=V1DeleteOptions(preconditions={"uid": intent.uid}))
+        try:
+            self.api.create_namespaced_pod_eviction(intent.name, intent.namespace, body)
+        except ApiException as exc:
+            if exc.status == 404:
+                return True  # already gone
+            if exc.status == 429:
+                log.info("eviction of %s/%s refused for now (disruption budget): %s", intent.namespace,
+                         intent.name, exc.reason)
+                return False
+            log.error("eviction of %s/%s failed: %s %s", intent.namespace, intent.name, exc.status, exc.reason)
+            return False
+        self._asked[intent.uid] = now
+        log.warning("evicted %s/%s: %s", intent.namespace, intent.name, intent.reason)
+        return True

@@ -1,0 +1,49 @@
+"""The agent's Prometheus metrics, in one place, recorded through small methods; a registry per agent."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+_LOOP = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
+_REACTION = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1)
+
+
+class AgentMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None):
+        self.registry = r = registry or CollectorRegistry()
+        self.cpu_used = Gauge("scoria_agent_node_cpu_used_millicores", "CPU in use on the node", registry=r)
+        self.memory_used = Gauge("scoria_agent_node_memory_used_bytes", "Memory in use on the node", registry=r)
+        self.online_cpu = Gauge("scoria_agent_online_cpu_millicores", "CPU used by online pods", registry=r)
+        self.batch = Gauge("scoria_agent_batch_allocatable", "Batch allocatable offered to offline work",
+                           ["resource"], registry=r)
+        self.quota = Gauge("scoria_agent_offline_cpu_quota_millicores", "CFS quota of the offline parent",
+                           registry=r)
+        self.evictions = Counter("scoria_agent_evictions_total", "Offline pods evicted", ["resource"], registry=r)
+        self.cgroup_writes = Counter("scoria_agent_cgroup_writes_total", "cgroup values changed", registry=r)
+        self.cgroup_errors = Counter("scoria_agent_cgroup_write_errors_total", "cgroup writes that failed",
+                                     ["kind"], registry=r)
+        self.loop_seconds = Histogram("scoria_agent_loop_seconds", "Duration of one loop iteration", ["loop"],
+                                      buckets=_LOOP, registry=r)
+        self.reaction = Histogram("scoria_agent_reaction_seconds",
+                                  "From the fast sample that saw online CPU rise to the offline quota being cut",
+                                  buckets=_REACTION, registry=r)
+        self.profile = Gauge("scoria_agent_qos_profile_info", "The QoS profile in force (value 1)",
+                             ["name", "digest"], registry=r)
+        self.profile_reloads = Counter("scoria_agent_qos_profile_reloads_total", "QoS profile reloads by result",
+                                       ["result"], registry=r)
+
+    def observed(self, *, cpu_used: float, memory_used: int, online_cpu: float) -> None:
+        self.cpu_used.set(cpu_used)
+        self.memory_used.set(memory_used)
+        self.online_cpu.set(online_cpu)
+
+    def offered(self, cpu_millis: int, memory_bytes: int) -> None:
+        self.batch.labels("cpu").set(cpu_millis)
+        self.batch.labels("memory").set(memory_bytes)
+
+    def profile_in_force(self, name: str, digest: str) -> None:
+        self.profile.clear()
+        self.profile.labels(name, digest).set(1)
+
+    def write_error(self, kind: str) -> None:
+        self.cgroup_errors.labels(kind).inc()

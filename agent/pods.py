@@ -1,0 +1,238 @@
+"""The pods on this node, and which of them are online and which offline.
+
+QoS level: the pod annotation ``volcano.sh/qos-level`` (LC, HLS, LS online;
+BE offline) when set; otherwise pods requesting ``kubernetes.io/batch-cpu`` or
+``kubernetes.io/batch-memory`` and BestEffort pods are offline (BE),
+Guaranteed pods LC and Burstable pods LS.  Sources give the inventory: a
+Kubernetes watch of the node's pods, the pod cgroups found on the host (when
+no API is reachable), or a fixed list (tests, benchmarks, the embedded runtime).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Protocol
+
+from proto.model import QosLevel
+from scheduler.api.quantity import QuantityError, to_canonical
+
+from .cgroups.layout import Layout
+
+log = logging.getLogger(__name__)
+
+QOS_LEVEL_ANNOTATION = "volcano.sh/qos-level"
+BATCH_CPU = "kubernetes.io/batch-cpu"
+BATCH_MEMORY = "kubernetes.io/batch-memory"
+
+
+@dataclass(frozen=True)
+class PodInfo:
+    uid: str
+    namespace: str = ""
+    name: str = ""
+    qos_class: str = "BestEffort"
+    qos_level: QosLevel = QosLevel.BE
+    priority: int = 0
+    cpu_request: int = 0           # millicores
+    cpu_limit: int | None = None   # millicores; None: no limit
+    memory_request: int = 0        # bytes
+    memory_limit: int | None = None
+    batch_cpu: int = 0             # kubernetes.io/batch-cpu request, millicores
+    batch_memory: int = 0          # kubernetes.io/batch-memory request, bytes
+    annotations: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+
+    @property
+    def offline(self) -> bool:
+        return self.qos_level == QosLevel.BE
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}" if self.name else self.uid
+
+
+def qos_level(annotations: dict[str, str], qos_class: str, batch: bool) -> QosLevel:
+    text = (annotations.get(QOS_LEVEL_ANNOTATION) or "").strip().upper()
+    if text:
+        try:
+            return QosLevel[text]
+        except KeyError:
+            log.warning("ignoring %s=%r: not one of LC, HLS, LS, BE", QOS_LEVEL_ANNOTATION, text)
+    if batch or qos_class == "BestEffort":
+        return QosLevel.BE
+    return QosLevel.LC if qos_class == "Guaranteed" else QosLevel.LS
+
+
+def _sum(containers: list[dict], part: str, resource: str) -> tuple[int, bool]:
+    """Sum of ``resources.<part>.<resource>`` over containers; also whether every container set it.
+
+    A missing request defaults to the container's limit, as Kubernetes does."""
+    total, every = 0, True
+    for c in containers:
+        res = c.get("resources") or {}
+        value = (res.get(part) or {}).get(resource)
+        if value is None and part == "requests":
+            value = (res.get("limits") or {}).get(resource)
+        if value is None:
+            every = False
+            continue
+        total += to_canonical(resource, value)
+    return total, every
+
+
+def pod_info(doc: dict) -> PodInfo:
+    """A PodInfo from a pod manifest (a dict as the API or YAML gives it); ValueError names the problem."""
+    meta = doc.get("metadata") or {}
+    spec = doc.get("spec") or {}
+    containers = spec.get("containers") or []
+    try:
+        cpu_req, _ = _sum(containers, "requests", "cpu")
+        mem_req, _ = _sum(containers, "requests", "memory")
+        cpu_lim, all_cpu_lim = _sum(containers, "limits", "cpu")
+        mem_lim, all_mem_lim = _sum(containers, "limits", "memory")
+        batch_cpu = _sum(containers, "requests", BATCH_CPU)[0]
+        batch_mem = _sum(containers, "requests", BATCH_MEMORY)[0]
+    except QuantityError as exc:
+        raise ValueError(f"pod {meta.get('namespace')}/{meta.get('name')}: {exc}") from None
+    qos_class = (doc.get("status") or {}).get("qosClass") or _qos_class(containers)
+    annotations = dict(meta.get("annotations") or {})
+    return PodInfo(
+        uid=str(meta.get("uid") or ""), namespace=meta.get("namespace") or "default", name=meta.get("name") or "",
+        qos_class=qos_class, qos_level=qos_level(annotations, qos_class, bool(batch_cpu or batch_mem)),
+        priority=int(spec.get("priority") or 0), cpu_request=cpu_req,
+        cpu_limit=cpu_lim if all_cpu_lim and containers else None, memory_request=mem_req,
+        memory_limit=mem_lim if all_mem_lim and containers else None,
+        batch_cpu=batch_cpu, batch_memory=batch_mem, annotations=annotations)
+
+
+def _qos_class(containers: list[dict]) -> str:
+    """Kubernetes' rule: no requests or limits anywhere -> BestEffort; requests == limits everywhere -> Guaranteed."""
+    any_set, guaranteed = False, bool(containers)
+    for c in containers:
+        res = c.get("resources") or {}
+        req, lim = res.get("requests") or {}, res.get("limits") or {}
+        for name in ("cpu", "memory"):
+            if req.get(name) is not None or lim.get(name) is not None:
+                any_set = True
+            if lim.get(name) is None or (req.get(name) is not None and
+                                          to_canonical(name, req[name]) != to_canonical(name, lim[name])):
+                guaranteed = False
+    if not any_set:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+class PodSource(Protocol):
+    def pods(self) -> list[PodInfo]: ...
+
+
+class StaticPodSource:
+    def __init__(self, pods: Iterable[PodInfo] = ()):
+        self._pods = list(pods)
+
+    def set(self, pods: Iterable[PodInfo]) -> None:
+        self._pods = list(pods)
+
+    def pods(self) -> list[PodInfo]:
+        return list(self._pods)
+
+
+class CgroupPodSource:
+    """Pods as the host's cgroups show them: uid and QoS class only (used without API access)."""
+
+    def __init__(self, layout: Layout):
+        self.layout = layout
+
+    def pods(self) -> list[PodInfo]:
+        return [PodInfo(uid=p.uid, qos_class=p.qos_class, qos_level=qos_level({}, p.qos_class, False))
+                for p in self.layout.discover()]
+
+
+class KubernetesPodSource:
+    """This node's pods from the API server: a list, then a watch that resumes from its resourceVersion.
+
+    A watch that expires (410 Gone) or fails relists; the inventory served
+    meanwhile is the last complete one.
+    """
+
+    def __init__(self, core_v1: Any, node_name: str, *, resync: float = 300.0):
+        self.api = core_v1
+        self.node_name = node_name
+        self.resync = resync
+        self._pods: dict[str, PodInfo] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.synced = threading.Event()
+
+    def pods(self) -> list[PodInfo]:
+        with self._lock:
+            return list(self._pods.values())
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="pod-watch", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _selector(self) -> str:
+        return f"spec.nodeName={self.node_name}"
+
+    def _run(self) -> None:
+        from kubernetes import watch
+        from kubernetes.client.exceptions import ApiException
+
+        while not self._stop.is_set():
+            try:
+                version = self._relist()
+                deadline = time.monotonic() + self.resync
+                w = watch.Watch()
+                for event in w.stream(self.api.list_pod_for_all_namespaces, field_selector=self._selector(),
+                                      resource_version=version, timeout_seconds=60):
+                    self._apply(event["type"], event["object"])
+                    if self._stop.is_set() or time.monotonic() > deadline:
+                        w.stop()
+                        break
+            except ApiException as exc:
+                if exc.status != 410:
+                    log.warning("pod watch failed: %s %s; relisting", exc.status, exc.reason)
+                    self._stop.wait(2)
+            except Exception as exc:  # network trouble: keep the last inventory, retry
+                log.warning("pod watch failed: %s; retrying", exc)
+                self._stop.wait(2)
+
+    def _relist(self) -> str:
+        result = self.api.list_pod_for_all_namespaces(field_selector=self._selector())
+        serialize = self.api.api_client.sanitize_for_serialization
+        fresh = {}
+        for item in result.items:
+            info = self._info(serialize(item))
+            if info is not None:
+                fresh[info.uid] = info
+        with self._lock:
+            self._pods = fresh
+        self.synced.set()
+        return result.metadata.resource_version
+
+    def _apply(self, kind: str, obj: Any) -> None:
+        doc = self.api.api_client.sanitize_for_serialization(obj)
+        info = self._info(doc)
+        if info is None:
+            return
+        phase = (doc.get("status") or {}).get("phase")
+        with self._lock:
+            if kind == "DELETED" or phase in ("Succeeded", "Failed"):
+                self._pods.pop(info.uid, None)
+            else:
+                self._pods[info.uid] = info
+
+    @staticmethod
+    def _info(doc: dict) -> PodInfo | None:
+        try:
+            return pod_info(doc)
+        except ValueError as exc:
+            log.warning("ignoring pod: %s", exc)
+            return None

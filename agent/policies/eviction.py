@@ -1,0 +1,70 @@
+"""Eviction: when the node stays above its high watermark, offline pods go until it is below the low one.
+
+Only offline pods are ever chosen — lowest priority first, then the heaviest
+user of the resource under pressure — and no more than ``maxPerInterval`` in
+any ``interval``.  The state (consecutive samples over the watermark, the
+current interval's evictions, pods already asked to leave) is passed in and
+returned, so the decision stays a pure function.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from ..intents import Evict
+from ..profile import EvictionSettings
+from .state import NodeState, PodSample
+
+
+@dataclass(frozen=True)
+class EvictionState:
+    cpu_over: int = 0                     # consecutive samples above the CPU high watermark
+    memory_over: int = 0
+    interval_start: float = 0.0           # seconds (agent clock)
+    evicted_in_interval: int = 0
+    pending: frozenset = field(default_factory=frozenset)  # uids asked to leave, still present
+
+    @property
+    def under_pressure(self) -> bool:
+        return self.cpu_over > 0 or self.memory_over > 0
+
+
+def _order(samples: list[PodSample], resource: str) -> list[PodSample]:
+    usage = (lambda s: s.cpu_used) if resource == "cpu" else (lambda s: s.memory_used)
+    return sorted(samples, key=lambda s: (s.pod.priority, -usage(s), s.pod.uid))
+
+
+def decide_evictions(state: NodeState, settings: EvictionSettings, previous: EvictionState,
+                     now: float) -> tuple[list[Evict], EvictionState]:
+    present = {s.pod.uid for s in state.pods}
+    st = replace(previous, pending=frozenset(u for u in previous.pending if u in present))
+    if now - st.interval_start >= settings.interval:
+        st = replace(st, interval_start=now, evicted_in_interval=0)
+    cpu_pct = 100.0 * state.cpu_used / state.cpu_capacity if state.cpu_capacity else 0.0
+    mem_pct = 100.0 * state.memory_used / state.memory_capacity if state.memory_capacity else 0.0
+    st = replace(st, cpu_over=st.cpu_over + 1 if cpu_pct > settings.cpu_high_percent else 0,
+                 memory_over=st.memory_over + 1 if mem_pct > settings.memory_high_percent else 0)
+    if not settings.enabled:
+        return [], st
+    # Memory first: running out of it kills, running out of CPU only slows.
+    plans = [("memory", st.memory_over, state.memory_used - state.memory_capacity * settings.memory_low_percent / 100,
+              mem_pct, settings.memory_high_percent, settings.memory_low_percent),
+             ("cpu", st.cpu_over, state.cpu_used - state.cpu_capacity * settings.cpu_low_percent / 100,
+              cpu_pct, settings.cpu_high_percent, settings.cpu_low_percent)]
+    chosen: list[Evict] = []
+    taken = set(st.pending)
+    for resource, over, excess, pct, high, low in plans:
+        if over < settings.samples or excess <= 0:
+            continue
+        candidates = [s for s in state.offline if s.pod.uid not in taken]
+        for sample in _order(candidates, resource):
+            if excess <= 0 or st.evicted_in_interval + len(chosen) >= settings.max_per_interval:
+                break
+            pod = sample.pod
+            chosen.append(Evict(pod.uid, pod.namespace, pod.name,
+                                f"node {resource} at {pct:.0f}% for {over} samples (high watermark {high:g}%): "
+                                f"evicting offline pods, lowest priority first, until below {low:g}%"))
+            taken.add(pod.uid)
+            excess -= sample.cpu_used if resource == "cpu" else sample.memory_used
+    st = replace(st, evicted_in_interval=st.evicted_in_interval + len(chosen), pending=frozenset(taken))
+    return chosen, st

@@ -1,0 +1,62 @@
+"""The node as the policies see it: capacity, usage, and each pod with its cgroup and usage."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..pods import PodInfo
+
+
+@dataclass(frozen=True)
+class PodSample:
+    pod: PodInfo
+    path: str | None          # its cgroup (None: not found on this host)
+    cpu_used: float = 0.0     # millicores, averaged since the last sample
+    memory_used: int = 0      # bytes (working set)
+
+
+@dataclass(frozen=True)
+class NodeState:
+    cpu_capacity: int                 # millicores
+    memory_capacity: int              # bytes
+    cpu_used: float                   # millicores in use on the node (everything)
+    memory_used: int                  # bytes in use on the node (everything, without reclaimable cache)
+    pods: tuple[PodSample, ...] = ()
+    offline_parent: str = ""          # the cgroup holding offline pods (its CPU quota is the offline quota)
+    cgroup_version: int = 1
+    has_cpu_idle: bool = False
+    has_cpu_burst: bool = False
+    extras: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def online(self) -> list[PodSample]:
+        return [p for p in self.pods if not p.pod.offline]
+
+    @property
+    def offline(self) -> list[PodSample]:
+        return [p for p in self.pods if p.pod.offline]
+
+    @property
+    def online_cpu(self) -> float:
+        return sum(p.cpu_used for p in self.pods if not p.pod.offline)
+
+    @property
+    def offline_cpu(self) -> float:
+        return sum(p.cpu_used for p in self.pods if p.pod.offline)
+
+    @property
+    def system_cpu(self) -> float:
+        """CPU used outside pods (system daemons, the kubelet, the agent itself)."""
+        return max(0.0, self.cpu_used - self.online_cpu - self.offline_cpu)
+
+    @property
+    def online_memory(self) -> int:
+        return sum(p.memory_used for p in self.pods if not p.pod.offline)
+
+    @property
+    def offline_memory(self) -> int:
+        return sum(p.memory_used for p in self.pods if p.pod.offline)
+
+    @property
+    def system_memory(self) -> int:
+        return max(0, self.memory_used - self.online_memory - self.offline_memory)

@@ -1,0 +1,42 @@
+"""A tiny side HTTP endpoint for ``/metrics`` (Prometheus) and ``/healthz`` (probes).
+
+Shared by the scheduler and the agent; runs in a daemon thread.
+"""
+
+from __future__ import annotations
+
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+
+def start_http(registry, port: int, host: str = "0.0.0.0",
+               healthy: Callable[[], bool] = lambda: True) -> ThreadingHTTPServer:
+    """``/metrics`` and ``/healthz`` (200 while ``healthy()``, else 503) on ``port``, in a daemon thread."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            if self.path.startswith("/metrics"):
+                body, kind = generate_latest(registry), CONTENT_TYPE_LATEST
+            elif self.path.startswith("/healthz"):
+                if not healthy():
+                    self.send_error(503, "unhealthy")
+                    return
+                body, kind = b"ok\n", "text/plain"
+            else:
+                self.send_error(404)
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):  # keep probes out of the log
+            pass
+
+    httpd = ThreadingHTTPServer((host, port), Handler)
+    threading.Thread(target=httpd.serve_forever, name="http", daemon=True).start()
+    return httpd
