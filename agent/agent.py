@@ -21,14 +21,14 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from proto.model import (
-    Capacity, Colocation, Devices, Eviction, Identity, Load, NodeReport, PodUsage,
+    Capacity, Colocation, ContainerUsage, Devices, Eviction, Identity, Load, NodeReport, PodUsage,
 )
 
 from . import __version__
 from .cgroups.backend import Backend
 from .cgroups.executor import Executor
-from .cgroups.layout import Layout
-from .collectors.load import CpuMeter, boot_id, memory_used, node_cpu_ns, node_pressure
+from .cgroups.layout import Layout, container_id
+from .collectors.load import CpuMeter, boot_id, memory_used, node_cpu_ns, node_pressure, parse_pressure
 from .evictor import Evictor
 from .hostpaths import HostPaths
 from .intents import BatchAllocatable, CgroupWrite
@@ -98,31 +98,50 @@ class Agent:
         node_cpu = self._node_meter.sample() or 0.0
         mem_total, mem_used = memory_used(self.paths)
         samples = []
-        seen = set()
+        seen: set[str] = set()
         for pod in self.pods.pods():
-            seen.add(pod.uid)
-            samples.append(self._sample_pod(pod))
-        for uid in list(self._pod_meters):
-            if uid not in seen:
-                del self._pod_meters[uid]
+            samples.append(self._sample_pod(pod, seen))
+        for key in list(self._pod_meters):  # meters of pods and containers that are gone
+            if key not in seen:
+                del self._pod_meters[key]
         return NodeState(cpu_capacity=self.capacity.cpu_millis, memory_capacity=mem_total or self.capacity.memory_bytes,
                          cpu_used=node_cpu, memory_used=mem_used, pods=tuple(samples),
                          offline_parent=self.layout.offline_parent, cgroup_version=self.backend.version,
                          has_cpu_idle=self.has_cpu_idle, has_cpu_burst=self.has_cpu_burst)
 
-    def _sample_pod(self, pod: PodInfo) -> PodSample:
+    def _sample_pod(self, pod: PodInfo, seen: set[str]) -> PodSample:
         path = self.layout.pod_path(pod.uid, pod.qos_class)
         if not self.backend.exists(path, "cpu"):
             return PodSample(pod, None)
-        meter = self._pod_meters.get(pod.uid)
-        if meter is None:
-            meter = self._pod_meters[pod.uid] = CpuMeter(lambda p=path: self.backend.cpu_usage_ns(p), self.monotonic)
         try:
-            cpu = meter.sample() or 0.0
-            memory = self.backend.memory_usage(path)
+            cpu, memory = self._usage(path, seen)
         except (OSError, ValueError):  # it left between listing and reading: not an error
             return PodSample(pod, None)
-        return PodSample(pod, path, cpu, memory)
+        containers = []
+        for cpath in self.layout.containers(path):
+            try:
+                ccpu, cmem = self._usage(cpath, seen)
+            except (OSError, ValueError):  # a container that just exited
+                continue
+            name = cpath.rsplit("/", 1)[-1]
+            containers.append(ContainerUsage(container_id(name) or name, ccpu / 1000.0, cmem))
+        return PodSample(pod, path, cpu, memory, tuple(containers), self._pressure(path, "cpu"),
+                         self._pressure(path, "memory"))
+
+    def _usage(self, path: str, seen: set[str]) -> tuple[float, int]:
+        """(millicores since the last reading, working-set bytes) of one cgroup."""
+        seen.add(path)
+        meter = self._pod_meters.get(path)
+        if meter is None:
+            meter = self._pod_meters[path] = CpuMeter(lambda: self.backend.cpu_usage_ns(path), self.monotonic)
+        return meter.sample() or 0.0, self.backend.memory_usage(path)
+
+    def _pressure(self, path: str, resource: str):
+        try:
+            text = self.backend.pressure(path, resource)
+        except (OSError, KeyError):
+            return None
+        return parse_pressure(text) if text else None
 
     # -- the slow loop ------------------------------------------------------------------------------
     def slow_tick(self) -> NodeReport:
@@ -207,8 +226,8 @@ class Agent:
     # -- report -------------------------------------------------------------------------------------
     def build_report(self, state: NodeState) -> NodeReport:
         cpu_p, mem_p, io_p = node_pressure(self.paths)
-        pods = [PodUsage(s.pod.uid, s.pod.namespace, s.pod.name, s.pod.qos_level, s.cpu_used / 1000.0, s.memory_used)
-                for s in state.pods]
+        pods = [PodUsage(s.pod.uid, s.pod.namespace, s.pod.name, s.pod.qos_level, s.cpu_used / 1000.0, s.memory_used,
+                         list(s.containers), s.cpu_pressure, s.memory_pressure) for s in state.pods]
         batch = self.batch or BatchAllocatable(0, 0)
         return NodeReport(
             identity=Identity(self.config.node_name, __version__, self.boot_id, 0, int(self.clock() * 1e9),

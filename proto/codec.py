@@ -14,7 +14,7 @@ from typing import Any
 from google.protobuf import json_format
 
 from .model import (
-    Ack, Capacity, Colocation, CpuTopology, DeviceProcess, Devices, Directive, Eviction, Gpu, Identity, Load,
+    Ack, Capacity, Colocation, ContainerUsage, CpuTopology, DeviceProcess, Devices, Directive, Eviction, Gpu, Identity, Load,
     LogicalCpu, MigMode, NodeReport, Npu, NumaZone, PodAction, PodActionKind, PodUsage, Pressure, QosLevel,
     QosProfile,
 )
@@ -72,6 +72,14 @@ def report_to_pb(r: NodeReport) -> Any:
     for p in lo.pods:
         ml.pods.add(uid=p.uid, namespace=p.namespace, name=p.name, qos=int(p.qos), cpu_used_cores=p.cpu_used_cores,
                     memory_used_bytes=p.memory_used_bytes)
+        if p.containers or p.cpu_pressure is not None or p.memory_pressure is not None:
+            md = ml.pod_details.add(uid=p.uid)
+            for c in p.containers:
+                md.containers.add(name=c.name, cpu_used_cores=c.cpu_used_cores, memory_used_bytes=c.memory_used_bytes)
+            if p.cpu_pressure is not None:
+                _pressure_to(p.cpu_pressure, md.cpu_pressure)
+            if p.memory_pressure is not None:
+                _pressure_to(p.memory_pressure, md.memory_pressure)
     co, mco = r.colocation, msg.colocation
     mco.batch_cpu_millis, mco.batch_memory_bytes = co.batch_cpu_millis, co.batch_memory_bytes
     if co.offline_cpu_quota_millis is not None:
@@ -133,7 +141,7 @@ def report_from_pb(msg: Any, capacity: Capacity | None = None) -> NodeReport:
         devices=devices_from_pb(msg.devices),
         load=Load(lo.cpu_used_cores, lo.memory_used_bytes, _pressure_from(lo.cpu_pressure),
                   _pressure_from(lo.memory_pressure), _pressure_from(lo.io_pressure),
-                  _pods_from(lo.pods)),
+                  _pods_from(lo.pods, lo.pod_details)),
         colocation=Colocation(
             co.batch_cpu_millis, co.batch_memory_bytes,
             co.offline_cpu_quota_millis if co.HasField("offline_cpu_quota_millis") else None,
@@ -142,10 +150,22 @@ def report_from_pb(msg: Any, capacity: Capacity | None = None) -> NodeReport:
     )
 
 
-def _pods_from(pods: Any) -> list[PodUsage]:
+def _pods_from(pods: Any, details: Any) -> list[PodUsage]:
     qos, unspecified, n = _QOS, QosLevel.UNSPECIFIED, len(_QOS)  # inlined: this loop is the hot spot
-    return [PodUsage(p.uid, p.namespace, p.name, qos[q] if 0 <= (q := p.qos) < n else unspecified,
-                     p.cpu_used_cores, p.memory_used_bytes) for p in pods]
+    out = [PodUsage(p.uid, p.namespace, p.name, qos[q] if 0 <= (q := p.qos) < n else unspecified,
+                    p.cpu_used_cores, p.memory_used_bytes) for p in pods]
+    if details:  # joined back by uid; a detail for a pod not listed has nothing to attach to
+        by_uid = {u.uid: u for u in out}
+        for d in details:
+            usage = by_uid.get(d.uid)
+            if usage is None:
+                continue
+            usage.containers = [ContainerUsage(c.name, c.cpu_used_cores, c.memory_used_bytes) for c in d.containers]
+            if d.HasField("cpu_pressure"):
+                usage.cpu_pressure = _pressure_from(d.cpu_pressure)
+            if d.HasField("memory_pressure"):
+                usage.memory_pressure = _pressure_from(d.memory_pressure)
+    return out
 
 
 class ReportDecoder:

@@ -126,6 +126,13 @@ class Pressure:
 
 
 @dataclass(slots=True)
+class ContainerUsage:
+    name: str
+    cpu_used_cores: float = 0.0
+    memory_used_bytes: int = 0
+
+
+@dataclass(slots=True)
 class PodUsage:
     uid: str
     namespace: str = ""
@@ -133,6 +140,9 @@ class PodUsage:
     qos: QosLevel = QosLevel.UNSPECIFIED
     cpu_used_cores: float = 0.0
     memory_used_bytes: int = 0
+    containers: list[ContainerUsage] = field(default_factory=list)
+    cpu_pressure: Pressure | None = None     # None: the pod's cgroup has no PSI files
+    memory_pressure: Pressure | None = None
 
 
 @dataclass(slots=True)

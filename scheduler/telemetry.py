@@ -36,6 +36,7 @@ class ReportLimits:
     max_gpus: int = 64
     max_npus: int = 64
     max_pods: int = 2000
+    max_containers: int = 64      # per pod
     max_evictions: int = 1000
     max_processes: int = 4096
     max_clock_skew_s: float = 300.0
@@ -231,6 +232,7 @@ def _load(r: NodeReport, limits: ReportLimits) -> None:
     pods = lo.pods
     _at_most("load.pods", pods, limits.max_pods, "pods")
     if not pods:
+        _pod_details(lo, set(), limits)
         return
     # Whole-list checks first (C loops); look for the culprit only when one fails.
     uids = [p.uid for p in pods]
@@ -245,6 +247,35 @@ def _load(r: NodeReport, limits: ReportLimits) -> None:
             seen.add(p.uid)
             _finite(f"{path}.cpu_used_cores", p.cpu_used_cores)
             _natural(f"{path}.memory_used_bytes", p.memory_used_bytes)
+    _pod_details(lo, set(uids), limits)
+
+
+def _pod_details(lo, uids: set[str], limits: ReportLimits) -> None:
+    """Per-container usage and pod PSI: ``load.pod_details`` on the wire, fields of each pod in the model."""
+    details = getattr(lo, "pod_details", None)
+    if details is None:  # a NodeReport: the detail sits on the pods themselves
+        items = [(f"load.pods[{k}]", p) for k, p in enumerate(lo.pods)
+                 if p.containers or p.cpu_pressure is not None or p.memory_pressure is not None]
+    else:
+        if not details:
+            return
+        items = []
+        for k, d in enumerate(details):
+            path = f"load.pod_details[{k}]"
+            if d.uid not in uids:
+                raise _Problem(f"{path}.uid: names no pod in load.pods, got {d.uid!r}")
+            items.append((path, d))
+        if len(items) != len({d.uid for d in details}):
+            raise _Problem("load.pod_details: a pod has more than one entry")
+    for path, d in items:
+        _at_most(f"{path}.containers", d.containers, limits.max_containers, "containers")
+        for j, c in enumerate(d.containers):
+            _finite(f"{path}.containers[{j}].cpu_used_cores", c.cpu_used_cores)
+            _natural(f"{path}.containers[{j}].memory_used_bytes", c.memory_used_bytes)
+        for name in ("cpu_pressure", "memory_pressure"):
+            value = getattr(d, name)
+            if value is not None:
+                _pressure(f"{path}.{name}", value)
 
 
 def _colocation(r: NodeReport, limits: ReportLimits) -> None:

@@ -16,10 +16,11 @@ from agent.pods import PodInfo, StaticPodSource, pod_info
 from agent.profile import ProfileWatcher
 from proto.model import Capacity, QosLevel
 
-from .cgroup_fixtures import FakePod, make_proc, make_tree, pod_dir, set_cpu_ticks, set_usage
+from .cgroup_fixtures import FakePod, container_dir, make_proc, make_tree, pod_dir, set_cpu_ticks, set_usage
 
 GI = 2**30
 WEB, BATCH = "0000aaaa-0000-4000-8000-000000000001", "0000bbbb-0000-4000-8000-000000000002"
+CID = FakePod(WEB).containers[0]
 
 
 class Clock:
@@ -73,9 +74,22 @@ def test_slow_tick_suppresses_offline_and_reports(tmp_path: Path, version: int) 
     agent, clock, layout, evictor, published = build(tmp_path, version)
     usage = {"node": 0.0, "web": 0.0, "batch": 0.0}
     advance(tmp_path, clock, layout, version, seconds=0, node_busy_cores=0, web_cores=0, batch_cores=0, usage=usage)
+    web_container = f"{layout.pod_path(WEB, 'Burstable')}/{container_dir(layout.driver, 'containerd', CID)}"
+    set_usage(tmp_path / "cg", version, web_container, 0, 0)
     agent.slow_tick()
     advance(tmp_path, clock, layout, version, seconds=1, node_busy_cores=3.2, web_cores=1.0, batch_cores=2.0, usage=usage)
+    set_usage(tmp_path / "cg", version, web_container, int(0.75e9), 512 * 2**20)
+    if version == 2:  # the pod's own PSI, where the kernel keeps it
+        (tmp_path / "cg" / layout.pod_path(WEB, "Burstable") / "cpu.pressure").write_text(
+            "some avg10=12.50 avg60=3.00 avg300=1.00 total=999\nfull avg10=2.00 avg60=1.00 avg300=0.00 total=99\n")
     report = agent.slow_tick()
+    web = next(p for p in report.load.pods if p.uid == WEB)
+    assert [(c.name, c.memory_used_bytes) for c in web.containers] == [(CID, 512 * 2**20)]
+    assert web.containers[0].cpu_used_cores == pytest.approx(0.75)
+    if version == 2:
+        assert web.cpu_pressure.some_avg10 == 12.5 and web.cpu_pressure.full_total_us == 99
+    else:
+        assert web.cpu_pressure is None  # v1 without psi files: unknown, not zero
     b = agent.backend
     batch_path = layout.pod_path(BATCH, "BestEffort")
     assert b.read(batch_path, "cpu.idle") == 1  # SCHED_IDLE for the offline pod

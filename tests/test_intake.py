@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from proto.model import DeviceProcess, Eviction, Gpu, NumaZone, PodUsage
+from proto.model import ContainerUsage, DeviceProcess, Eviction, Gpu, NumaZone, PodUsage
 from scheduler.cache import ClusterCache
 from scheduler.framework.snapshot import take_snapshot
 from scheduler.intake import CloseStream, ReportIntake, StreamState
@@ -62,6 +62,11 @@ BAD = [
     ("GPU NUMA node unknown", {"devices__gpus__0__numa_node": 5}, "devices.gpus[0].numa_node"),
     ("too many GPUs", {"devices__gpus": [Gpu(i, f"GPU-{i}") for i in range(65)]}, "65 GPUs, more than"),
     ("too many pods", {"load__pods": [PodUsage(f"u{i}") for i in range(2001)]}, "2001 pods"),
+    ("negative container cpu", {"load__pods__1__containers__0__cpu_used_cores": -1.0},
+     "load.pods[1].containers[0].cpu_used_cores"),
+    ("pod pressure over 100", {"load__pods__1__cpu_pressure__some_avg10": 250.0}, "load.pods[1].cpu_pressure.some_avg10"),
+    ("too many containers", {"load__pods__1__containers": [ContainerUsage(str(i)) for i in range(65)]},
+     "65 containers"),
     ("negative batch cpu", {"colocation__batch_cpu_millis": -5}, "colocation.batch_cpu_millis"),
     ("negative quota", {"colocation__offline_cpu_quota_millis": -1}, "colocation.offline_cpu_quota_millis"),
     ("eviction without pod", {"colocation__evictions": [Eviction("")]}, "colocation.evictions[0].pod_uid"),
@@ -226,3 +231,20 @@ def test_received_messages_are_validated_as_they_are() -> None:
     bad = codec.report_to_pb(report(identity__sequence=4, capacity__numa_zones__0__cpus=[0, 99]))
     d = it.receive(stream, bad, lambda: decoder.decode(bad), decoder.capacity_key(bad))
     assert d.ack.code == 3 and "CPU 99 is out of range" in d.ack.message  # a changed capacity is checked again
+
+
+def test_pod_detail_on_the_wire_must_name_a_listed_pod_once() -> None:
+    """Per-container usage travels in load.pod_details, joined to load.pods by uid."""
+    from proto import codec
+    msg = codec.report_to_pb(report())
+    assert [d.uid for d in msg.load.pod_details] == ["pod-uid-3"]  # only pods with detail have an entry
+    assert check_report(msg, now_ns=int(NOW * 1e9)) is None
+    assert codec.report_from_pb(msg).load.pods[1].containers[1].name == "ba9876543210"
+    msg.load.pod_details[0].uid = "pod-uid-404"
+    assert "load.pod_details[0].uid: names no pod" in check_report(msg, now_ns=int(NOW * 1e9))
+    msg.load.pod_details[0].uid = "pod-uid-3"
+    msg.load.pod_details.add(uid="pod-uid-3")
+    assert "more than one entry" in check_report(msg, now_ns=int(NOW * 1e9))
+    del msg.load.pod_details[1]
+    msg.load.pod_details[0].containers[0].memory_used_bytes = -4
+    assert "load.pod_details[0].containers[0].memory_used_bytes" in check_report(msg, now_ns=int(NOW * 1e9))

@@ -7,8 +7,8 @@ import contextlib
 import time
 
 from proto.model import (
-    Capacity, Colocation, CpuTopology, DeviceProcess, Devices, Eviction, Gpu, Identity, Load, LogicalCpu, MigMode,
-    NodeReport, Npu, NumaZone, PodUsage, Pressure, QosLevel,
+    Capacity, Colocation, ContainerUsage, CpuTopology, DeviceProcess, Devices, Eviction, Gpu, Identity, Load,
+    LogicalCpu, MigMode, NodeReport, Npu, NumaZone, PodUsage, Pressure, QosLevel,
 )
 from scheduler.cache import ClusterCache
 from scheduler.intake import ReportIntake
@@ -37,7 +37,9 @@ def full_report(name: str = "node-a", *, sequence: int = 1, sample_ns: int | Non
         load=Load(3.75, 12 * GI, Pressure(1.5, 2.5, 0.5, 0.75, 1234, 567), Pressure(0.1, 0.2, 0.0, 0.05, 89, 12),
                   Pressure(4.0, 3.0, 2.0, 1.0, 99999, 8888),
                   [PodUsage("pod-uid-1", "ml", "trainer-0", QosLevel.BE, 2.5, 8 * GI),
-                   PodUsage("pod-uid-3", "web", "frontend-0", QosLevel.LS, 0.75, GI)]),
+                   PodUsage("pod-uid-3", "web", "frontend-0", QosLevel.LS, 0.75, GI,
+                            [ContainerUsage("0123456789ab", 0.5, GI // 2), ContainerUsage("ba9876543210", 0.25, 1)],
+                            Pressure(7.5, 2.0, 1.0, 0.5, 4321, 123))]),
         colocation=Colocation(2500, 6 * GI, 1750, [Eviction("pod-uid-9", "ml", "old-0", "memory pressure", 17)],
                               "default@0123abcd", True))
 

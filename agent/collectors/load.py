@@ -78,6 +78,8 @@ def parse_pressure(text: str | None) -> Pressure:
     """A PSI file (``some …`` / ``full …`` lines) -> Pressure; missing lines read as zero."""
     p = Pressure()
     for line in (text or "").splitlines():
+        if not line.strip():
+            continue
         kind, *pairs = line.split()
         values = dict(pair.split("=", 1) for pair in pairs if "=" in pair)
         try:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from proto.model import ContainerUsage, Pressure
+
 from ..pods import PodInfo
 
 
@@ -13,6 +15,9 @@ class PodSample:
     path: str | None          # its cgroup (None: not found on this host)
     cpu_used: float = 0.0     # millicores, averaged since the last sample
     memory_used: int = 0      # bytes (working set)
+    containers: tuple[ContainerUsage, ...] = ()   # from the container cgroups below the pod's (for the report)
+    cpu_pressure: Pressure | None = None           # the pod cgroup's PSI, where the kernel keeps it
+    memory_pressure: Pressure | None = None
 
 
 @dataclass(frozen=True)

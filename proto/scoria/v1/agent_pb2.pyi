@@ -180,20 +180,22 @@ class DeviceProcess(_message.Message):
     def __init__(self, pid: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., pod_uid: _Optional[str] = ..., container: _Optional[str] = ...) -> None: ...
 
 class Load(_message.Message):
-    __slots__ = ("cpu_used_cores", "memory_used_bytes", "cpu_pressure", "memory_pressure", "io_pressure", "pods")
+    __slots__ = ("cpu_used_cores", "memory_used_bytes", "cpu_pressure", "memory_pressure", "io_pressure", "pods", "pod_details")
     CPU_USED_CORES_FIELD_NUMBER: _ClassVar[int]
     MEMORY_USED_BYTES_FIELD_NUMBER: _ClassVar[int]
     CPU_PRESSURE_FIELD_NUMBER: _ClassVar[int]
     MEMORY_PRESSURE_FIELD_NUMBER: _ClassVar[int]
     IO_PRESSURE_FIELD_NUMBER: _ClassVar[int]
     PODS_FIELD_NUMBER: _ClassVar[int]
+    POD_DETAILS_FIELD_NUMBER: _ClassVar[int]
     cpu_used_cores: float
     memory_used_bytes: int
     cpu_pressure: Pressure
     memory_pressure: Pressure
     io_pressure: Pressure
     pods: _containers.RepeatedCompositeFieldContainer[PodUsage]
-    def __init__(self, cpu_used_cores: _Optional[float] = ..., memory_used_bytes: _Optional[int] = ..., cpu_pressure: _Optional[_Union[Pressure, _Mapping]] = ..., memory_pressure: _Optional[_Union[Pressure, _Mapping]] = ..., io_pressure: _Optional[_Union[Pressure, _Mapping]] = ..., pods: _Optional[_Iterable[_Union[PodUsage, _Mapping]]] = ...) -> None: ...
+    pod_details: _containers.RepeatedCompositeFieldContainer[PodDetail]
+    def __init__(self, cpu_used_cores: _Optional[float] = ..., memory_used_bytes: _Optional[int] = ..., cpu_pressure: _Optional[_Union[Pressure, _Mapping]] = ..., memory_pressure: _Optional[_Union[Pressure, _Mapping]] = ..., io_pressure: _Optional[_Union[Pressure, _Mapping]] = ..., pods: _Optional[_Iterable[_Union[PodUsage, _Mapping]]] = ..., pod_details: _Optional[_Iterable[_Union[PodDetail, _Mapping]]] = ...) -> None: ...
 
 class Pressure(_message.Message):
     __slots__ = ("some_avg10", "some_avg60", "full_avg10", "full_avg60", "some_total_us", "full_total_us")
@@ -226,6 +228,28 @@ class PodUsage(_message.Message):
     cpu_used_cores: float
     memory_used_bytes: int
     def __init__(self, uid: _Optional[str] = ..., namespace: _Optional[str] = ..., name: _Optional[str] = ..., qos: _Optional[_Union[QosLevel, str]] = ..., cpu_used_cores: _Optional[float] = ..., memory_used_bytes: _Optional[int] = ...) -> None: ...
+
+class PodDetail(_message.Message):
+    __slots__ = ("uid", "containers", "cpu_pressure", "memory_pressure")
+    UID_FIELD_NUMBER: _ClassVar[int]
+    CONTAINERS_FIELD_NUMBER: _ClassVar[int]
+    CPU_PRESSURE_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_PRESSURE_FIELD_NUMBER: _ClassVar[int]
+    uid: str
+    containers: _containers.RepeatedCompositeFieldContainer[ContainerUsage]
+    cpu_pressure: Pressure
+    memory_pressure: Pressure
+    def __init__(self, uid: _Optional[str] = ..., containers: _Optional[_Iterable[_Union[ContainerUsage, _Mapping]]] = ..., cpu_pressure: _Optional[_Union[Pressure, _Mapping]] = ..., memory_pressure: _Optional[_Union[Pressure, _Mapping]] = ...) -> None: ...
+
+class ContainerUsage(_message.Message):
+    __slots__ = ("name", "cpu_used_cores", "memory_used_bytes")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CPU_USED_CORES_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_USED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    cpu_used_cores: float
+    memory_used_bytes: int
+    def __init__(self, name: _Optional[str] = ..., cpu_used_cores: _Optional[float] = ..., memory_used_bytes: _Optional[int] = ...) -> None: ...
 
 class Colocation(_message.Message):
     __slots__ = ("batch_cpu_millis", "batch_memory_bytes", "offline_cpu_quota_millis", "evictions", "qos_profile", "evicting")

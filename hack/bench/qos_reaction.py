@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""How fast the agent squeezes offline work when online work wakes up, on this machine's real cgroups.
+
+Under a private cgroup parent (removed afterwards) offline CPU hogs run in an
+offline pod, and an online pod holds one busy process that is stopped
+(SIGSTOP) — idle.  Each step resumes it (SIGCONT): from that instant the
+benchmark polls the offline parent's ``cpu.cfs_quota_us`` every millisecond
+until the agent has cut it; then it stops the online process again and waits
+for the agent's slow loop to let offline work back in.  Prints one JSON line:
+
+    {"steps": 40, "median_ms": ..., "p99_ms": ..., "max_ms": ..., ...}
+
+    sudo python hack/bench/qos_reaction.py [--steps 40] [--fast-interval 0.025]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+
+import numpy as np  # noqa: E402
+
+from agent.agent import Agent, AgentConfig  # noqa: E402
+from agent.cgroups.backend import detect_backend  # noqa: E402
+from agent.cgroups.layout import FixedLayout  # noqa: E402
+from agent.cgroups.tree import attach, make_group, remove_group  # noqa: E402
+from agent.evictor import RecordingEvictor  # noqa: E402
+from agent.hostpaths import HostPaths  # noqa: E402
+from agent.pods import PodInfo, StaticPodSource  # noqa: E402
+from agent.profile import ProfileWatcher  # noqa: E402
+from proto.model import QosLevel  # noqa: E402
+
+BUSY = "while True:\n    pass\n"
+
+
+def run(args: argparse.Namespace) -> dict:
+    paths = HostPaths()
+    backend = detect_backend(paths)
+    parent = f"scoria-bench-{uuid.uuid4().hex[:10]}"
+    layout = FixedLayout(backend, parent)
+    pods = [PodInfo("online", qos_class="Burstable", qos_level=QosLevel.LS),
+            PodInfo("offline", qos_class="BestEffort", qos_level=QosLevel.BE)]
+    procs: list[subprocess.Popen] = []
+    for pod in pods:
+        make_group(backend, layout.pod_path(pod.uid, pod.qos_class))
+    stop = threading.Event()
+    try:
+        for _ in range(os.cpu_count() or 2):
+            p = subprocess.Popen([sys.executable, "-c", BUSY])
+            procs.append(p)
+            attach(backend, layout.pod_path("offline", "BestEffort"), p.pid)
+        online = subprocess.Popen([sys.executable, "-c", BUSY])
+        procs.append(online)
+        attach(backend, layout.pod_path("online", "Burstable"), online.pid)
+        os.kill(online.pid, signal.SIGSTOP)
+        agent = Agent(AgentConfig("bench", fast_interval=args.fast_interval), paths=paths, backend=backend,
+                      layout=layout, pods=StaticPodSource(pods), profiles=ProfileWatcher(None),
+                      evictor=RecordingEvictor())
+        threads = [threading.Thread(target=_every, args=(stop, args.fast_interval, agent.fast_tick), daemon=True),
+                   threading.Thread(target=_every, args=(stop, 1.0, agent.slow_tick), daemon=True)]
+        for t in threads:
+            t.start()
+        quota_file = backend.path(layout.offline_parent, "cpu.quota")
+        capacity = agent.capacity.cpu_millis
+        reactions, skipped = [], 0
+        time.sleep(3)  # the slow loop measures the quiet node and opens the quota
+        for _ in range(args.steps):
+            before = _quota(backend, layout)
+            if before is None or before < capacity * 0.5:
+                skipped += 1
+                time.sleep(1)
+                continue
+            os.kill(online.pid, signal.SIGCONT)
+            t0 = time.perf_counter()
+            while time.perf_counter() - t0 < 2.0:
+                now = _quota(backend, layout)
+                if now is not None and now < before - capacity * 0.2:
+                    reactions.append(time.perf_counter() - t0)
+                    break
+                time.sleep(0.001)
+            os.kill(online.pid, signal.SIGSTOP)
+            time.sleep(args.recover)
+        del quota_file
+    finally:
+        stop.set()
+        for p in procs:
+            if p.poll() is None:
+                os.kill(p.pid, signal.SIGCONT)
+                p.kill()
+                p.wait()
+        remove_group(backend, parent)
+    ms = np.array(reactions) * 1000
+    return {"steps": len(reactions), "skipped": skipped, "median_ms": round(float(np.median(ms)), 1) if ms.size else None,
+            "p99_ms": round(float(np.percentile(ms, 99)), 1) if ms.size else None,
+            "max_ms": round(float(ms.max()), 1) if ms.size else None, "fast_interval_ms": args.fast_interval * 1000,
+            "capacity_millicores": capacity, "offline_hogs": os.cpu_count(), "cgroup_version": backend.version}
+
+
+def _quota(backend, layout) -> int | None:
+    return backend.read(layout.offline_parent, "cpu.quota")
+
+
+def _every(stop: threading.Event, interval: float, tick) -> None:
+    while not stop.is_set():
+        began = time.monotonic()
+        tick()
+        stop.wait(max(0.0, interval - (time.monotonic() - began)))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--fast-interval", type=float, default=0.025)
+    parser.add_argument("--recover", type=float, default=2.5, help="seconds between steps (the quota must reopen)")
+    if os.geteuid() != 0 or not Path("/sys/fs/cgroup").exists():
+        raise SystemExit("needs root and a cgroup hierarchy")
+    print(json.dumps(run(parser.parse_args())))
+
+
+if __name__ == "__main__":
+    main()

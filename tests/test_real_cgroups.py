@@ -1,0 +1,124 @@
+"""The agent on this machine's real cgroups (v1 is mounted read-write here; CI runs on the same kind).
+
+Each test works under its own uniquely named parent and removes it, with any
+process it started, whatever happens.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from agent.agent import Agent, AgentConfig
+from agent.cgroups.backend import detect_backend
+from agent.cgroups.layout import FixedLayout
+from agent.cgroups.tree import attach, make_group, pids, remove_group
+from agent.evictor import RecordingEvictor
+from agent.hostpaths import HostPaths
+from agent.pods import PodInfo, StaticPodSource
+from agent.profile import ProfileWatcher
+from proto.model import QosLevel
+
+ROOT = HostPaths()
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or not os.access("/sys/fs/cgroup/cpu", os.W_OK) or not Path("/sys/fs/cgroup/cpu/cpu.idle").exists(),
+    reason="needs root and a writable cgroup v1 cpu hierarchy with cpu.idle")
+
+BUSY = "import time\nwhile True:\n    pass\n"
+
+
+@pytest.fixture
+def sandbox():
+    backend = detect_backend(ROOT)
+    parent = f"scoria-test-{uuid.uuid4().hex[:12]}"
+    procs: list[subprocess.Popen] = []
+    make_group(backend, parent)
+    try:
+        yield backend, parent, procs
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+        remove_group(backend, parent)
+        assert not backend.directory(parent, "cpu").exists()
+
+
+def spawn(backend, group: str, procs: list) -> subprocess.Popen:
+    p = subprocess.Popen([sys.executable, "-c", BUSY])
+    procs.append(p)
+    attach(backend, group, p.pid)
+    return p
+
+
+def make_agent(backend, parent: str, pods: list[PodInfo], profile: Path | None = None) -> Agent:
+    layout = FixedLayout(backend, parent)
+    for pod in pods:
+        make_group(backend, layout.pod_path(pod.uid, pod.qos_class))
+    return Agent(AgentConfig("this-node"), paths=ROOT, backend=backend, layout=layout, pods=StaticPodSource(pods),
+                 profiles=ProfileWatcher(profile), evictor=RecordingEvictor())
+
+
+def test_offline_group_gets_cpu_idle_and_a_quota(sandbox) -> None:
+    backend, parent, procs = sandbox
+    agent = make_agent(backend, parent, [PodInfo("web", qos_class="Burstable", qos_level=QosLevel.LS),
+                                         PodInfo("batch", qos_class="BestEffort", qos_level=QosLevel.BE)])
+    spawn(backend, f"{parent}/offline/podbatch", procs)
+    agent.slow_tick()
+    time.sleep(0.3)
+    agent.slow_tick()
+    cpu = Path("/sys/fs/cgroup/cpu") / parent
+    assert (cpu / "offline/podbatch/cpu.idle").read_text().strip() == "1"
+    assert (cpu / "online/podweb/cpu.idle").read_text().strip() == "0"
+    quota = int((cpu / "offline/cpu.cfs_quota_us").read_text())
+    assert quota > 0 and agent.quota == quota * 1000 // 100_000
+
+
+def test_an_online_burst_shrinks_the_offline_quota(sandbox) -> None:
+    backend, parent, procs = sandbox
+    agent = make_agent(backend, parent, [PodInfo("web", qos_class="Burstable", qos_level=QosLevel.LS),
+                                         PodInfo("batch", qos_class="BestEffort", qos_level=QosLevel.BE)])
+    spawn(backend, f"{parent}/offline/podbatch", procs)
+    agent.slow_tick()
+    time.sleep(0.5)
+    agent.slow_tick()
+    before = agent.quota
+    for _ in range(3):
+        agent.fast_tick()
+        time.sleep(0.025)
+    spawn(backend, f"{parent}/online/podweb", procs)  # online work steps from idle to busy
+    started = time.monotonic()
+    while time.monotonic() - started < 2 and agent.quota >= before - 400:
+        agent.fast_tick()
+        time.sleep(0.025)
+    assert agent.quota < before - 400, f"quota stayed at {agent.quota} (was {before})"
+    assert time.monotonic() - started < 0.5  # cut within a few fast ticks
+    written = int((Path("/sys/fs/cgroup/cpu") / parent / "offline/cpu.cfs_quota_us").read_text())
+    assert written * 1000 // 100_000 == agent.quota
+
+
+def test_a_pod_that_vanished_is_skipped(sandbox) -> None:
+    backend, parent, procs = sandbox
+    pods = [PodInfo("gone", qos_class="BestEffort", qos_level=QosLevel.BE)]
+    agent = make_agent(backend, parent, pods)
+    report = agent.slow_tick()
+    assert [p.uid for p in report.load.pods] == ["gone"]
+    remove_group(backend, f"{parent}/offline/podgone")  # it leaves between two ticks
+    report = agent.slow_tick()
+    assert report.load.pods[0].cpu_used_cores == 0
+    assert agent.metrics.registry.get_sample_value("scoria_agent_cgroup_write_errors_total", {"kind": "ENOENT"}) is None
+
+
+def test_groups_are_created_joined_and_removed_cleanly(sandbox) -> None:
+    backend, parent, procs = sandbox
+    make_group(backend, f"{parent}/a/b")
+    p = spawn(backend, f"{parent}/a/b", procs)
+    assert p.pid in pids(backend, f"{parent}/a/b")
+    assert (Path("/sys/fs/cgroup/cpuset") / parent / "a/b/cpuset.cpus").read_text().strip()  # usable cpuset
+    remove_group(backend, f"{parent}/a")  # with a live process still inside
+    assert not (Path("/sys/fs/cgroup/cpu") / parent / "a").exists() and p.poll() is None
