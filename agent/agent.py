@@ -1,9 +1,10 @@
 """The node agent: collect -> decide -> act, on two clocks.
 
-The *fast* loop (every ``fast_interval``, 25 ms by default) reads three cheap
-counters — the node's CPU time, all pods' and the offline parent's — and cuts
-the offline CFS quota as soon as online work needs the room: suppression
-within a fast tick or two.  It only ever cuts; the *slow* loop (every second)
+The *fast* loop (every ``fast_interval``, 25 ms by default, while offline pods
+use CPU; 200 ms while they do not) reads two cheap counters — the CPU time of
+all pods and of the offline parent — and, with the CPU used outside pods as
+the slow loop last measured it, cuts the offline CFS quota as soon as online
+work needs the room: suppression within a fast tick or two.  It only ever cuts; the *slow* loop (every second)
 recomputes everything from a full sample, lets the quota rise again, applies
 per-pod cgroup settings, evicts when the node stays over its watermark,
 updates the batch allocatable, and publishes the node report.  Topology and
@@ -16,6 +17,7 @@ the executor, the evictor and the report publisher.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from dataclasses import dataclass, field, replace
 from typing import Callable
@@ -49,10 +51,13 @@ class AgentConfig:
     node_name: str
     node_labels: dict[str, str] = field(default_factory=dict)
     fast_interval: float = 0.025
+    fast_idle_interval: float = 0.2  # the fast loop's pace while offline pods use (almost) no CPU
     slow_interval: float = 1.0
     device_interval: float = 10.0
+    detail_interval: float = 10.0  # per-container usage and pod PSI (report detail; policies read pods only)
     topology_interval: float = 60.0
     fast_cut_percent: float = 2.0  # the fast loop cuts the quota when it should shrink by more than this (of capacity)
+    offline_busy_percent: float = 1.0  # offline work above this (of capacity) keeps the fast loop at full pace
     enforce: bool = True           # False: observe and report only
 
 
@@ -61,7 +66,8 @@ class Agent:
                  pods: PodSource, profiles: ProfileWatcher, evictor: Evictor, metrics: AgentMetrics | None = None,
                  read_capacity: Callable[[HostPaths], Capacity] | None = None, devices: Callable[[], Devices] | None = None,
                  publish: Callable[[NodeReport], None] | None = None, clock: Callable[[], float] = time.time,
-                 monotonic: Callable[[], float] = time.monotonic):
+                 monotonic: Callable[[], float] = time.monotonic,
+                 node_labels: Callable[[], dict[str, str]] | None = None):
         self.config = config
         self.paths, self.backend, self.layout = paths, backend, layout
         self.pods, self.profiles, self.evictor = pods, profiles, evictor
@@ -70,13 +76,14 @@ class Agent:
         self.read_capacity = read_capacity or _default_capacity
         self.devices = devices or (lambda: Devices())
         self.publish = publish or (lambda report: None)
+        self.node_labels = node_labels or (lambda: config.node_labels)
         self.clock, self.monotonic = clock, monotonic
         self.boot_id = boot_id(paths)
         self.capacity = self.read_capacity(paths)
         self._capacity_at = monotonic()
         self._devices = self.devices()
         self._devices_at = monotonic()
-        self.spec: ProfileSpec = profiles.current.effective(config.node_labels, _now(clock))
+        self.spec: ProfileSpec = profiles.current.effective(self.node_labels(), _now(clock))
         self.quota: int | None = None  # the offline quota in force (millicores)
         self.batch: BatchAllocatable | None = None
         self.eviction_state = EvictionState()
@@ -84,12 +91,18 @@ class Agent:
         self.unreported: list[Eviction] = []
         self._node_meter = CpuMeter(node_cpu_ns(paths, 0), monotonic)
         self._pod_meters: dict[str, CpuMeter] = {}
-        self._fast = {"node": CpuMeter(node_cpu_ns(paths, 0), monotonic),
-                      "pods": CpuMeter(lambda: backend.cpu_usage_ns(layout.root), monotonic),
+        self._container_meters: dict[str, CpuMeter] = {}
+        self._fast = {"pods": CpuMeter(lambda: backend.cpu_usage_ns(layout.root), monotonic),
                       "offline": CpuMeter(lambda: backend.cpu_usage_ns(layout.offline_parent), monotonic)}
+        self._detail: dict[str, tuple] = {}   # pod cgroup -> (containers, cpu PSI, memory PSI)
+        self._detail_at: float | None = None
         self._fast_online: float | None = None
+        self._offline_busy = True  # until the fast loop has measured otherwise
+        self._system_cpu = 0.0     # CPU used outside pods, from the last slow sample
+        self._offline_cpu = 0.0    # CPU used by offline pods, from the last slow sample
         self._fast_last = monotonic()
         self.metrics.profile_in_force(profiles.current.name, profiles.current.digest)
+        self._fast_seconds = self.metrics.loop_seconds.labels("fast")
         self.has_cpu_idle = bool(layout.offline_parent) and backend.supports("cpu.idle", layout.offline_parent)
         self.has_cpu_burst = bool(layout.root) and backend.supports("cpu.burst", layout.root)
 
@@ -97,43 +110,52 @@ class Agent:
     def observe(self) -> NodeState:
         node_cpu = self._node_meter.sample() or 0.0
         mem_total, mem_used = memory_used(self.paths)
+        now = self.monotonic()
+        detail = self._detail_at is None or now - self._detail_at >= self.config.detail_interval
+        if detail:
+            self._detail_at = now
         samples = []
         seen: set[str] = set()
         for pod in self.pods.pods():
-            samples.append(self._sample_pod(pod, seen))
-        for key in list(self._pod_meters):  # meters of pods and containers that are gone
-            if key not in seen:
-                del self._pod_meters[key]
+            samples.append(self._sample_pod(pod, seen, detail))
+        self._pod_meters = {k: m for k, m in self._pod_meters.items() if k in seen}  # pods that left
+        self._detail = {k: d for k, d in self._detail.items() if k in seen}
+        if detail:
+            self._container_meters = {k: m for k, m in self._container_meters.items() if k in seen}
         return NodeState(cpu_capacity=self.capacity.cpu_millis, memory_capacity=mem_total or self.capacity.memory_bytes,
                          cpu_used=node_cpu, memory_used=mem_used, pods=tuple(samples),
                          offline_parent=self.layout.offline_parent, cgroup_version=self.backend.version,
                          has_cpu_idle=self.has_cpu_idle, has_cpu_burst=self.has_cpu_burst)
 
-    def _sample_pod(self, pod: PodInfo, seen: set[str]) -> PodSample:
+    def _sample_pod(self, pod: PodInfo, seen: set[str], detail: bool) -> PodSample:
         path = self.layout.pod_path(pod.uid, pod.qos_class)
-        if not self.backend.exists(path, "cpu"):
-            return PodSample(pod, None)
         try:
-            cpu, memory = self._usage(path, seen)
-        except (OSError, ValueError):  # it left between listing and reading: not an error
+            cpu, memory = self._usage(self._pod_meters, path, seen)
+        except (OSError, ValueError):  # not on this host, or it left between listing and reading: not an error
             return PodSample(pod, None)
+        if detail:
+            self._detail[path] = self._sample_detail(path, seen)
+        containers, cpu_psi, memory_psi = self._detail.get(path, ((), None, None))
+        return PodSample(pod, path, cpu, memory, containers, cpu_psi, memory_psi)
+
+    def _sample_detail(self, path: str, seen: set[str]) -> tuple:
+        """The pod's containers' usage (averaged over the detail interval) and its own PSI."""
         containers = []
         for cpath in self.layout.containers(path):
             try:
-                ccpu, cmem = self._usage(cpath, seen)
+                ccpu, cmem = self._usage(self._container_meters, cpath, seen)
             except (OSError, ValueError):  # a container that just exited
                 continue
             name = cpath.rsplit("/", 1)[-1]
             containers.append(ContainerUsage(container_id(name) or name, ccpu / 1000.0, cmem))
-        return PodSample(pod, path, cpu, memory, tuple(containers), self._pressure(path, "cpu"),
-                         self._pressure(path, "memory"))
+        return tuple(containers), self._pressure(path, "cpu"), self._pressure(path, "memory")
 
-    def _usage(self, path: str, seen: set[str]) -> tuple[float, int]:
+    def _usage(self, meters: dict[str, CpuMeter], path: str, seen: set[str]) -> tuple[float, int]:
         """(millicores since the last reading, working-set bytes) of one cgroup."""
         seen.add(path)
-        meter = self._pod_meters.get(path)
+        meter = meters.get(path)
         if meter is None:
-            meter = self._pod_meters[path] = CpuMeter(lambda: self.backend.cpu_usage_ns(path), self.monotonic)
+            meter = meters[path] = CpuMeter(lambda: self.backend.cpu_usage_ns(path), self.monotonic)
         return meter.sample() or 0.0, self.backend.memory_usage(path)
 
     def _pressure(self, path: str, resource: str):
@@ -148,9 +170,10 @@ class Agent:
         started = self.monotonic()
         if self.profiles.poll():
             self.metrics.profile_in_force(self.profiles.current.name, self.profiles.current.digest)
-        self.spec = self.profiles.current.effective(self.config.node_labels, _now(self.clock))
+        self.spec = self.profiles.current.effective(self.node_labels(), _now(self.clock))
         self._refresh_slow_collectors(started)
         state = self.observe()
+        self._system_cpu, self._offline_cpu = state.system_cpu, state.offline_cpu
         self.metrics.observed(cpu_used=state.cpu_used, memory_used=state.memory_used, online_cpu=state.online_cpu)
         if self.config.enforce:
             writes = cpu_intents(state, self.spec.cpu, self.spec.burst) + memory_intents(state, self.spec.memory)
@@ -201,15 +224,18 @@ class Agent:
             return False
         started = self.monotonic()
         try:
-            node, pods, offline = (self._fast[k].sample() for k in ("node", "pods", "offline"))
+            pods, offline = self._fast["pods"].sample(), self._fast["offline"].sample()
         except (OSError, ValueError) as exc:
             log.debug("fast sample failed: %s", exc)
             return False
-        if node is None or pods is None or offline is None:
+        if pods is None or offline is None:
             return False
         online = max(0.0, pods - offline)
-        system = max(0.0, node - pods)
+        system = self._system_cpu  # daemons move slowly: the slow loop's figure, one file read less a tick
         capacity = self.capacity.cpu_millis
+        # Busy if either clock says so: CFS throttling leaves some 25 ms windows with no offline CPU at all.
+        busy_at = capacity * self.config.offline_busy_percent / 100.0
+        self._offline_busy = offline > busy_at or self._offline_cpu > busy_at
         wanted = offline_quota(capacity, online, system, self.spec.cpu)
         rising = self._fast_online is not None and online > self._fast_online + capacity * 0.05
         self._fast_online = online
@@ -220,8 +246,42 @@ class Agent:
                                      f"fast: online {online:.0f}m + system {system:.0f}m")])
             if rising:
                 self.metrics.reaction.observe(self.monotonic() - window_start)
-        self.metrics.loop_seconds.labels("fast").observe(self.monotonic() - started)
+        self._fast_seconds.observe(self.monotonic() - started)
         return cut
+
+    # -- the control thread -------------------------------------------------------------------------
+    def run(self, stop: threading.Event, after_slow: Callable[[], None] | None = None) -> None:
+        """Run both loops on this thread until ``stop`` is set.
+
+        One thread, so the loops never race on a cgroup file: a slow tick takes
+        the place of the fast tick due at that moment.  The fast loop runs at
+        ``fast_interval`` while offline pods use CPU and at ``fast_idle_interval``
+        while they do not (nothing to squeeze then; each wake-up costs CPU).
+        A failing tick is logged and the loop goes on.
+        """
+        next_slow = self.monotonic()
+        cpu = time.thread_time()
+        while not stop.is_set():
+            began = self.monotonic()
+            try:
+                if began >= next_slow:
+                    next_slow = max(next_slow + self.config.slow_interval, began)
+                    self.slow_tick()
+                    if after_slow is not None:
+                        after_slow()
+                    now_cpu = time.thread_time()
+                    self.metrics.loops_cpu.inc(now_cpu - cpu)
+                    cpu = now_cpu
+                else:
+                    self.fast_tick()
+            except Exception:  # one bad tick must not stop the agent
+                log.exception("agent loop iteration failed")
+            stop.wait(max(0.0, min(began + self.fast_pace, next_slow) - self.monotonic()))
+
+    @property
+    def fast_pace(self) -> float:
+        """Seconds between fast ticks now: full pace while offline pods use CPU, relaxed while they do not."""
+        return self.config.fast_interval if self._offline_busy else self.config.fast_idle_interval
 
     # -- report -------------------------------------------------------------------------------------
     def build_report(self, state: NodeState) -> NodeReport:

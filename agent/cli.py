@@ -37,6 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="pod inventory: the kubelet's pod cgroups (default), the API server, or none")
         p.add_argument("--kubeconfig", help="with --pods-from kubernetes (default: in-cluster)")
         p.add_argument("--no-devices", action="store_true", help="do not ask NVML or npu-smi")
+        p.add_argument("--node-labels", default="", metavar="K=V,...",
+                       help="labels selecting the profile's node overrides (added to the Node's own with "
+                            "--pods-from kubernetes)")
 
     rep = sub.add_parser("report", help="print this node's report")
     rep.add_argument("--once", action="store_true", required=True)
@@ -69,7 +72,7 @@ def make_agent(args, *, enforce: bool, publish=None):
     from .evictor import KubernetesEvictor, RecordingEvictor
     from .hostpaths import HostPaths
     from .metrics import AgentMetrics
-    from .pods import CgroupPodSource, KubernetesPodSource, StaticPodSource
+    from .pods import CgroupPodSource, KubernetesPodSource, NodeLabels, StaticPodSource, parse_labels
     from .profile import ProfileWatcher
 
     paths = HostPaths.under(args.host_root)
@@ -88,8 +91,10 @@ def make_agent(args, *, enforce: bool, publish=None):
     metrics = AgentMetrics()
     profiles = ProfileWatcher(args.profile, on_result=lambda r: metrics.profile_reloads.labels(r).inc())
     evictor = RecordingEvictor()
+    labels = NodeLabels(parse_labels(args.node_labels))
     if args.pods_from == "kubernetes":
         core = _kubernetes(args.kubeconfig)
+        labels = NodeLabels(labels.static, core_v1=core, node_name=args.node_name)
         pods = KubernetesPodSource(core, args.node_name)
         pods.start()
         pods.synced.wait(30)
@@ -102,7 +107,7 @@ def make_agent(args, *, enforce: bool, publish=None):
     config = AgentConfig(args.node_name, fast_interval=getattr(args, "fast_interval", 0.025),
                          slow_interval=getattr(args, "interval", 1.0), enforce=enforce)
     return Agent(config, paths=paths, backend=backend, layout=layout, pods=pods, profiles=profiles, evictor=evictor,
-                 metrics=metrics, devices=devices, publish=publish)
+                 metrics=metrics, devices=devices, publish=publish, node_labels=labels)
 
 
 def _kubernetes(kubeconfig: str | None):
@@ -151,42 +156,36 @@ def cmd_run(args) -> int:
     if args.metrics_port:
         start_http(agent.metrics.registry, args.metrics_port,
                    healthy=lambda: time.monotonic() - health["last"] < 10 * args.interval + 5)
-    asyncio.run(_loops(agent, client, health))
+    stop = threading.Event()
+
+    def after_slow() -> None:
+        health["last"] = time.monotonic()
+
+    control = threading.Thread(target=agent.run, args=(stop, after_slow), name="agent-loops", daemon=True)
+    control.start()
+    try:
+        asyncio.run(_serve(client, stop))
+    finally:
+        stop.set()
+        control.join(timeout=10)
     return 0
 
 
-async def _loops(agent, client, health) -> None:
+async def _serve(client, stop: threading.Event) -> None:
+    """The asyncio side: stream to the scheduler until SIGINT/SIGTERM (the loops run on their own thread)."""
     import signal
-    stop = asyncio.Event()
+    done = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, done.set)
         except (NotImplementedError, RuntimeError):
             pass
-
-    async def every(interval: float, tick) -> None:
-        while not stop.is_set():
-            began = time.monotonic()
-            try:
-                tick()
-            except Exception:  # one bad tick must not stop the agent
-                logging.getLogger("agent").exception("loop iteration failed")
-            try:
-                await asyncio.wait_for(stop.wait(), max(0.0, interval - (time.monotonic() - began)))
-            except asyncio.TimeoutError:
-                pass
-
-    def slow() -> None:
-        agent.slow_tick()
-        health["last"] = time.monotonic()
-
-    tasks = [asyncio.create_task(every(agent.config.slow_interval, slow)),
-             asyncio.create_task(every(agent.config.fast_interval, agent.fast_tick))]
-    if client is not None:
-        tasks.append(asyncio.create_task(client.run(stop)))
-    await stop.wait()
-    await asyncio.gather(*tasks, return_exceptions=True)
+    task = asyncio.create_task(client.run(done)) if client is not None else None
+    await done.wait()
+    stop.set()
+    if task is not None:
+        await asyncio.gather(task, return_exceptions=True)
 
 
 def _path(value: str | None) -> Path | None:

@@ -27,6 +27,9 @@ class AgentMetrics:
         self.reaction = Histogram("scoria_agent_reaction_seconds",
                                   "From the fast sample that saw online CPU rise to the offline quota being cut",
                                   buckets=_REACTION, registry=r)
+        self.loops_cpu = Counter("scoria_agent_loops_cpu_seconds_total",
+                                 "CPU time of the thread running the fast and slow loops (the agent's own cost)",
+                                 registry=r)
         self.profile = Gauge("scoria_agent_qos_profile_info", "The QoS profile in force (value 1)",
                              ["name", "digest"], registry=r)
         self.profile_reloads = Counter("scoria_agent_qos_profile_reloads_total", "QoS profile reloads by result",

@@ -31,7 +31,7 @@ class Clock:
         return self.t
 
 
-def build(tmp_path: Path, version: int, profile: str | None = None, pods=None):
+def build(tmp_path: Path, version: int, profile: str | None = None, pods=None, **config):
     fake = [FakePod(WEB, "Burstable"), FakePod(BATCH, "BestEffort")]
     paths = make_tree(tmp_path / "cg", version=version, driver="systemd" if version == 2 else "cgroupfs", pods=fake)
     make_proc(tmp_path / "proc", busy_ticks=0, idle_ticks=0)
@@ -47,7 +47,7 @@ def build(tmp_path: Path, version: int, profile: str | None = None, pods=None):
     evictor = RecordingEvictor()
     clock = Clock()
     published = []
-    agent = Agent(AgentConfig("node-a"), paths=paths, backend=backend, layout=layout, pods=StaticPodSource(infos),
+    agent = Agent(AgentConfig("node-a", **config), paths=paths, backend=backend, layout=layout, pods=StaticPodSource(infos),
                   profiles=ProfileWatcher(tmp_path / "profile.yaml" if profile else None), evictor=evictor,
                   read_capacity=lambda p: Capacity(4000, 16 * GI), publish=published.append,
                   clock=lambda: 1_800_000_000 + clock.t, monotonic=clock)
@@ -71,7 +71,7 @@ def advance(tmp_path: Path, clock: Clock, layout, version: int, *, seconds: floa
 
 @pytest.mark.parametrize("version", [1, 2])
 def test_slow_tick_suppresses_offline_and_reports(tmp_path: Path, version: int) -> None:
-    agent, clock, layout, evictor, published = build(tmp_path, version)
+    agent, clock, layout, evictor, published = build(tmp_path, version, detail_interval=1.0)
     usage = {"node": 0.0, "web": 0.0, "batch": 0.0}
     advance(tmp_path, clock, layout, version, seconds=0, node_busy_cores=0, web_cores=0, batch_cores=0, usage=usage)
     web_container = f"{layout.pod_path(WEB, 'Burstable')}/{container_dir(layout.driver, 'containerd', CID)}"
@@ -109,6 +109,26 @@ def test_slow_tick_suppresses_offline_and_reports(tmp_path: Path, version: int) 
     assert published[-1] is report and not evictor.evicted
 
 
+def test_container_detail_is_sampled_on_its_own_interval(tmp_path: Path) -> None:
+    agent, clock, layout, _, _ = build(tmp_path, 1)  # default: every 10 s
+    usage = {"node": 0.0, "web": 0.0, "batch": 0.0}
+    container = f"{layout.pod_path(WEB, 'Burstable')}/{container_dir(layout.driver, 'containerd', CID)}"
+    counters = {"cpu": 0}
+
+    def step(seconds: float, cores: float) -> list:
+        counters["cpu"] += int(cores * seconds * 1e9)
+        advance(tmp_path, clock, layout, 1, seconds=seconds, node_busy_cores=1, web_cores=1, batch_cores=0,
+                usage=usage)
+        set_usage(tmp_path / "cg", 1, container, counters["cpu"], 2**20)
+        report = agent.slow_tick()
+        return next(p for p in report.load.pods if p.uid == WEB).containers
+
+    step(0, 0)  # first detail sample: a baseline
+    for _ in range(9):
+        assert step(1, 0.5)[0].cpu_used_cores == 0.0  # the detail in force is the baseline's
+    assert step(1, 0.5)[0].cpu_used_cores == pytest.approx(0.5)  # ten seconds on: averaged over them
+
+
 def test_fast_tick_cuts_the_quota_when_online_work_surges(tmp_path: Path) -> None:
     agent, clock, layout, _, _ = build(tmp_path, 1)
     usage = {"node": 0.0, "web": 0.0, "batch": 0.0}
@@ -133,6 +153,29 @@ def test_fast_tick_cuts_the_quota_when_online_work_surges(tmp_path: Path) -> Non
     advance(tmp_path, clock, layout, 1, seconds=1, node_busy_cores=1.0, web_cores=0.1, batch_cores=0.9, usage=usage)
     agent.slow_tick()
     assert agent.quota > 2000
+
+
+def test_fast_loop_relaxes_only_while_offline_work_is_idle_on_both_clocks(tmp_path: Path) -> None:
+    agent, clock, layout, _, _ = build(tmp_path, 1)
+    usage = {"node": 0.0, "web": 0.0, "batch": 0.0}
+    assert agent.fast_pace == 0.025  # nothing measured yet: full pace
+    advance(tmp_path, clock, layout, 1, seconds=0, node_busy_cores=0, web_cores=0, batch_cores=0, usage=usage)
+    agent.slow_tick()
+    advance(tmp_path, clock, layout, 1, seconds=1, node_busy_cores=0.2, web_cores=0.2, batch_cores=0, usage=usage)
+    agent.slow_tick()
+    for _ in range(2):
+        advance(tmp_path, clock, layout, 1, seconds=0.025, node_busy_cores=0.2, web_cores=0.2, batch_cores=0,
+                usage=usage)
+        agent.fast_tick()
+    assert agent.fast_pace == 0.2  # no offline CPU on either clock: nothing to squeeze
+    advance(tmp_path, clock, layout, 1, seconds=0.2, node_busy_cores=1.2, web_cores=0.2, batch_cores=1.0, usage=usage)
+    agent.fast_tick()
+    assert agent.fast_pace == 0.025  # offline work started: full pace at once
+    advance(tmp_path, clock, layout, 1, seconds=0.8, node_busy_cores=1.2, web_cores=0.2, batch_cores=1.0, usage=usage)
+    agent.slow_tick()
+    advance(tmp_path, clock, layout, 1, seconds=0.025, node_busy_cores=0.2, web_cores=0.2, batch_cores=0, usage=usage)
+    agent.fast_tick()
+    assert agent.fast_pace == 0.025  # a throttled 25 ms window with no offline CPU does not relax it
 
 
 def test_sustained_pressure_evicts_offline_pods_and_marks_the_node(tmp_path: Path) -> None:
@@ -203,3 +246,36 @@ def test_proc_parsers(tmp_path: Path) -> None:
     assert parse_cpulist("0-3,8,10-11") == [0, 1, 2, 3, 8, 10, 11] and format_cpulist([0, 1, 2, 3, 8, 10, 11]) == "0-3,8,10-11"
     with pytest.raises(ValueError):
         parse_cpulist("5-2")
+
+
+def test_run_drives_both_loops_on_one_thread_and_survives_a_failing_tick(tmp_path: Path) -> None:
+    import threading
+    import time as _time
+    agent, clock, layout, _, published = build(tmp_path, 1)
+    calls = {"fast": 0}
+
+    def flaky_fast() -> bool:
+        calls["fast"] += 1
+        if calls["fast"] == 1:
+            raise RuntimeError("a bad sample")
+        return False
+
+    agent.fast_tick = flaky_fast
+    stop = threading.Event()
+    thread = threading.Thread(target=agent.run, args=(stop,))
+    thread.start()
+    try:
+        deadline = _time.monotonic() + 5
+        while calls["fast"] < 3 and _time.monotonic() < deadline:
+            _time.sleep(0.01)
+        assert calls["fast"] >= 3 and len(published) == 1  # slow once at the start, then fast ticks
+        clock.t += 1.0  # a second on: the next tick is a slow one
+        deadline = _time.monotonic() + 5
+        while len(published) < 2 and _time.monotonic() < deadline:
+            _time.sleep(0.01)
+        assert len(published) == 2
+    finally:
+        stop.set()
+        thread.join(2)
+    assert not thread.is_alive()
+    assert agent.metrics.registry.get_sample_value("scoria_agent_loops_cpu_seconds_total") > 0

@@ -122,3 +122,13 @@ def test_a_bad_file_at_start_is_an_error(tmp_path: Path) -> None:
     path.write_text("spec: {cpu: {nope: 1}}\n")
     with pytest.raises(ProfileError, match="spec.cpu.nope"):
         ProfileWatcher(path)
+
+
+def test_the_shipped_profile_parses_and_means_what_its_comments_say() -> None:
+    shipped = Path(__file__).resolve().parents[1] / "daemonset" / "config" / "qos-profile.yaml"
+    profile = parse_profile(shipped.read_text(), str(shipped))
+    day, night = datetime(2026, 3, 1, 12, 0).astimezone(), datetime(2026, 3, 1, 23, 0).astimezone()
+    assert profile.name == "default" and profile.effective({}, day).cpu.offline_threshold_percent == 80
+    assert profile.effective({}, night).cpu.offline_threshold_percent == 90
+    assert profile.effective({"scoria.io/pool": "latency-critical"}, day).eviction.cpu_high_percent == 85
+    assert profile.spec.burst.enabled and profile.spec.eviction.interval == 10.0

@@ -19,8 +19,9 @@ cpuset.mems    cpuset/cpuset.mems                          cpuset.mems
 =============  ==========================================  ======================================
 
 Values are canonical integers (CPU in millicores, memory in bytes, ``None``
-for "no limit") or strings for cpusets.  v1 goes through cgroupspy's nodes and
-controllers; v2 is plain files.  A cgroup is named by its path relative to
+for "no limit") or strings for cpusets.  v1 knobs go through cgroupspy's nodes
+and controllers; v2 is plain files; the usage counters read every second are
+plain reads of paths joined once, on both.  A cgroup is named by its path relative to
 the hierarchy root (``kubepods/besteffort/pod…``).
 """
 
@@ -59,6 +60,8 @@ class Backend:
 
     def __init__(self, paths: HostPaths):
         self.paths = paths
+        self._cgroup_root = str(paths.cgroup)
+        self._counter_paths: dict[tuple[str, str], str] = {}
 
     # -- interface ------------------------------------------------------------------------------
     def file(self, knob: str) -> KnobFile:
@@ -108,10 +111,41 @@ class Backend:
             fh.write(text)
 
     # -- usage counters -------------------------------------------------------------------------
+    # Read every second for every pod (and the CPU ones 40 times a second for two parents), so
+    # they skip cgroupspy and pathlib: the file paths are joined once and kept, and each read is
+    # one open/read/close.  A missing file raises FileNotFoundError (the cgroup left).
+    COUNTERS: dict[str, tuple[str, str]] = {}   # counter -> (controller, file)
+    INACTIVE_FILE = (b"inactive_file",)        # memory.stat keys of reclaimable page cache, preferred first
+    _MAX_CACHED_PATHS = 16384
+
+    def _counter_path(self, cgroup: str, counter: str) -> str:
+        key = (cgroup, counter)
+        path = self._counter_paths.get(key)
+        if path is None:
+            if len(self._counter_paths) >= self._MAX_CACHED_PATHS:  # pods come and go: start over now and then
+                self._counter_paths.clear()
+            controller, filename = self.COUNTERS[counter]
+            path = self._counter_paths[key] = os.path.join(self._cgroup_root, controller, cgroup, filename)
+        return path
+
     def cpu_usage_ns(self, cgroup: str) -> int:
-        raise NotImplementedError
+        """CPU time the cgroup's tasks used, in ns, since it was made."""
+        return self._cpu_ns(_read_bytes(self._counter_path(cgroup, "cpu")), cgroup)
 
     def memory_usage(self, cgroup: str) -> int:
+        """Working set in bytes: usage less reclaimable page cache (inactive file pages)."""
+        usage = int(_read_bytes(self._counter_path(cgroup, "memory")))
+        try:
+            stat = _read_bytes(self._counter_path(cgroup, "memory.stat"))
+        except OSError:
+            return usage
+        for key in self.INACTIVE_FILE:
+            value = _stat_value(stat, key)
+            if value is not None:
+                return max(0, usage - value)
+        return usage
+
+    def _cpu_ns(self, data: bytes, cgroup: str) -> int:
         raise NotImplementedError
 
     def pressure(self, cgroup: str, resource: str) -> str | None:
@@ -135,7 +169,8 @@ class V1Backend(Backend):
 
     def __init__(self, paths: HostPaths):
         super().__init__(paths)
-        self._roots = {}
+        self._roots: dict[str, Node] = {}
+        self._nodes: dict[tuple[str, str], Node] = {}
 
     def file(self, knob: str) -> KnobFile:
         try:
@@ -147,13 +182,20 @@ class V1Backend(Backend):
         return self.paths.cgroup / controller / cgroup
 
     def _node(self, cgroup: str, controller: str) -> Node:
-        """A cgroupspy node for ``controller``/``cgroup`` (built directly: no scan of the whole tree)."""
+        """A cgroupspy node for ``controller``/``cgroup`` (built directly: no scan of the whole tree; kept)."""
+        key = (controller, cgroup)
+        node = self._nodes.get(key)
+        if node is not None:
+            return node
         root = self._roots.get(controller)
         if root is None:
             root = self._roots[controller] = Node(str(self.paths.cgroup).encode())
         node = Node(controller.encode(), parent=root)
         for part in [p for p in cgroup.split("/") if p]:
             node = Node(part.encode(), parent=node)
+        if len(self._nodes) >= self._MAX_CACHED_PATHS:
+            self._nodes.clear()
+        self._nodes[key] = node
         return node
 
     def _read(self, cgroup: str, f: KnobFile) -> str:
@@ -185,19 +227,12 @@ class V1Backend(Backend):
             return text
         return int(text)
 
-    def cpu_usage_ns(self, cgroup: str) -> int:
-        return int(self._node(cgroup, "cpuacct").controller.get_property(b"cpuacct.usage"))
+    COUNTERS = {"cpu": ("cpuacct", "cpuacct.usage"), "memory": ("memory", "memory.usage_in_bytes"),
+                "memory.stat": ("memory", "memory.stat")}
+    INACTIVE_FILE = (b"total_inactive_file", b"inactive_file")  # total_*: the cgroup and its children
 
-    def memory_usage(self, cgroup: str) -> int:
-        """usage_in_bytes less page cache that can be dropped (what working-set means)."""
-        ctl = self._node(cgroup, "memory").controller
-        usage = int(ctl.get_property(b"memory.usage_in_bytes"))
-        try:
-            stat = dict(line.split() for line in ctl.get_property(b"memory.stat").splitlines())
-            usage -= int(stat.get("total_inactive_file", stat.get("inactive_file", 0)))
-        except (OSError, ValueError):
-            pass
-        return max(0, usage)
+    def _cpu_ns(self, data: bytes, cgroup: str) -> int:
+        return int(data)
 
     def pressure(self, cgroup: str, resource: str) -> str | None:
         controller = {"cpu": "cpuacct", "memory": "memory", "io": "blkio"}[resource]
@@ -246,25 +281,34 @@ class V2Backend(Backend):
             return 2 + (int(text) - 1) * 262142 // 9999
         return int(text)
 
-    def cpu_usage_ns(self, cgroup: str) -> int:
-        for line in (self.directory(cgroup, "") / "cpu.stat").read_text().splitlines():
-            key, _, value = line.partition(" ")
-            if key == "usage_usec":
-                return int(value) * 1000
-        raise ValueError(f"{cgroup}/cpu.stat has no usage_usec")
+    COUNTERS = {"cpu": ("", "cpu.stat"), "memory": ("", "memory.current"), "memory.stat": ("", "memory.stat")}
 
-    def memory_usage(self, cgroup: str) -> int:
-        base = self.directory(cgroup, "")
-        usage = int((base / "memory.current").read_text())
-        try:
-            stat = dict(line.split() for line in (base / "memory.stat").read_text().splitlines())
-            usage -= int(stat.get("inactive_file", 0))
-        except (OSError, ValueError):
-            pass
-        return max(0, usage)
+    def _cpu_ns(self, data: bytes, cgroup: str) -> int:
+        value = _stat_value(data, b"usage_usec")
+        if value is None:
+            raise ValueError(f"{cgroup}/cpu.stat has no usage_usec")
+        return value * 1000
 
     def pressure(self, cgroup: str, resource: str) -> str | None:
         return self.paths.read(self.directory(cgroup, "") / f"{resource}.pressure")
+
+
+def _read_bytes(path: str) -> bytes:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.read(fd, 65536)
+    finally:
+        os.close(fd)
+
+
+def _stat_value(data: bytes, key: bytes) -> int | None:
+    """The value of ``key`` in a ``key value`` per line file (cpu.stat, memory.stat), or None."""
+    at = 0 if data.startswith(key + b" ") else data.find(b"\n" + key + b" ")
+    if at < 0:
+        return None
+    start = data.index(b" ", at + 1) + 1
+    end = data.find(b"\n", start)
+    return int(data[start:end if end >= 0 else len(data)])
 
 
 def detect_backend(paths: HostPaths) -> Backend:

@@ -19,6 +19,7 @@ is where the offline CPU quota goes.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 
@@ -50,11 +51,8 @@ class Layout:
 
     def containers(self, pod_path: str) -> list[str]:
         """Container cgroup paths below a pod's (container ids, runtime prefixes stripped, as names)."""
-        base = self.backend.directory(pod_path, "cpu")
-        try:
-            return sorted(f"{pod_path}/{p.name}" for p in base.iterdir() if p.is_dir() and _SCOPE.match(p.name))
-        except OSError:
-            return []
+        return sorted(f"{pod_path}/{name}" for name in _subdirs(self.backend.directory(pod_path, "cpu"))
+                      if _SCOPE.match(name))
 
 
 class KubeletLayout(Layout):
@@ -85,15 +83,10 @@ class KubeletLayout(Layout):
         """Pod cgroups that exist now, with the QoS class their place tells."""
         found = []
         for qos_class, parent in self.classes.items():
-            base = self.backend.directory(parent, "cpu")
-            try:
-                entries = list(base.iterdir())
-            except OSError:
-                continue
-            for entry in entries:
-                m = _POD_DIR.match(entry.name)
-                if m and entry.is_dir():
-                    found.append(PodCgroup(m.group(1).replace("_", "-"), qos_class, f"{parent}/{entry.name}"))
+            for name in _subdirs(self.backend.directory(parent, "cpu")):
+                m = _POD_DIR.match(name)
+                if m:
+                    found.append(PodCgroup(m.group(1).replace("_", "-"), qos_class, f"{parent}/{name}"))
         return found
 
 
@@ -124,14 +117,19 @@ class FixedLayout(Layout):
     def discover(self) -> list[PodCgroup]:
         found = []
         for parent, qos_class in ((self.online_parent, "Burstable"), (self.offline_parent, "BestEffort")):
-            base = self.backend.directory(parent, "cpu")
-            try:
-                for entry in base.iterdir():
-                    if entry.is_dir() and entry.name.startswith("pod"):
-                        found.append(PodCgroup(entry.name[3:], qos_class, f"{parent}/{entry.name}"))
-            except OSError:
-                continue
+            for name in _subdirs(self.backend.directory(parent, "cpu")):
+                if name.startswith("pod"):
+                    found.append(PodCgroup(name[3:], qos_class, f"{parent}/{name}"))
         return found
+
+
+def _subdirs(path) -> list[str]:
+    """Names of the directories in ``path`` (none if it is gone); one getdents, no stat per entry."""
+    try:
+        with os.scandir(path) as it:
+            return [e.name for e in it if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
 
 
 def container_id(name: str) -> str | None:

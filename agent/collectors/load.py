@@ -8,6 +8,7 @@ MemAvailable`` (page cache the kernel can drop is not "used").  PSI lines are
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Callable
 
@@ -20,12 +21,21 @@ USER_HZ = 100  # /proc/stat ticks per second on every Linux architecture we run 
 
 def read_cpu_ticks(paths: HostPaths) -> tuple[int, int]:
     """(busy, total) ticks of all CPUs since boot, from the first line of /proc/stat."""
-    text = paths.read(paths.proc / "stat")
-    if not text:
-        raise FileNotFoundError(f"{paths.proc / 'stat'} is missing")
-    fields = text.split("\n", 1)[0].split()
-    if not fields or fields[0] != "cpu":
-        raise ValueError(f"{paths.proc / 'stat'}: first line is not the cpu total")
+    return _cpu_ticks(str(paths.proc / "stat"))
+
+
+def _cpu_ticks(path: str) -> tuple[int, int]:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path} is missing") from None
+    try:
+        head = os.read(fd, 512)  # the first line is all we need; the kernel fills whole lines
+    finally:
+        os.close(fd)
+    fields = head.split(b"\n", 1)[0].split()
+    if not fields or fields[0] != b"cpu":
+        raise ValueError(f"{path}: first line is not the cpu total")
     values = [int(v) for v in fields[1:]]
     idle = values[3] + (values[4] if len(values) > 4 else 0)  # idle + iowait
     total = sum(values[:8])  # guest time is already counted in user
@@ -52,7 +62,8 @@ class CpuMeter:
 def node_cpu_ns(paths: HostPaths, cpus: int) -> Callable[[], int]:
     """A counter of busy CPU time in ns for the whole node (from /proc/stat ticks)."""
     del cpus  # ticks already sum over CPUs
-    return lambda: read_cpu_ticks(paths)[0] * (1_000_000_000 // USER_HZ)
+    path = str(paths.proc / "stat")
+    return lambda: _cpu_ticks(path)[0] * (1_000_000_000 // USER_HZ)
 
 
 def read_meminfo(paths: HostPaths) -> dict[str, int]:

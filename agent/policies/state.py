@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from proto.model import ContainerUsage, Pressure
 
@@ -22,6 +23,8 @@ class PodSample:
 
 @dataclass(frozen=True)
 class NodeState:
+    """Frozen, so the derived figures below are computed once per state (the policies read them often)."""
+
     cpu_capacity: int                 # millicores
     memory_capacity: int              # bytes
     cpu_used: float                   # millicores in use on the node (everything)
@@ -33,35 +36,35 @@ class NodeState:
     has_cpu_burst: bool = False
     extras: dict = field(default_factory=dict, compare=False)
 
-    @property
-    def online(self) -> list[PodSample]:
-        return [p for p in self.pods if not p.pod.offline]
+    @cached_property
+    def online(self) -> tuple[PodSample, ...]:
+        return tuple(p for p in self.pods if not p.pod.offline)
 
-    @property
-    def offline(self) -> list[PodSample]:
-        return [p for p in self.pods if p.pod.offline]
+    @cached_property
+    def offline(self) -> tuple[PodSample, ...]:
+        return tuple(p for p in self.pods if p.pod.offline)
 
-    @property
+    @cached_property
     def online_cpu(self) -> float:
         return sum(p.cpu_used for p in self.pods if not p.pod.offline)
 
-    @property
+    @cached_property
     def offline_cpu(self) -> float:
         return sum(p.cpu_used for p in self.pods if p.pod.offline)
 
-    @property
+    @cached_property
     def system_cpu(self) -> float:
         """CPU used outside pods (system daemons, the kubelet, the agent itself)."""
         return max(0.0, self.cpu_used - self.online_cpu - self.offline_cpu)
 
-    @property
+    @cached_property
     def online_memory(self) -> int:
         return sum(p.memory_used for p in self.pods if not p.pod.offline)
 
-    @property
+    @cached_property
     def offline_memory(self) -> int:
         return sum(p.memory_used for p in self.pods if p.pod.offline)
 
-    @property
+    @cached_property
     def system_memory(self) -> int:
         return max(0, self.memory_used - self.online_memory - self.offline_memory)
