@@ -53,6 +53,9 @@ class KubernetesEvictor:
         except ApiException as exc:
             if exc.status == 404:
                 return True  # already gone
+            if exc.status == 409:  # the uid precondition failed: the pod we meant is gone, a namesake is not ours
+                log.info("not evicting %s/%s: it is a newer pod than the one chosen", intent.namespace, intent.name)
+                return True
             if exc.status == 429:
                 log.info("eviction of %s/%s refused for now (disruption budget): %s", intent.namespace,
                          intent.name, exc.reason)

@@ -209,8 +209,9 @@ class KubernetesPodSource:
         serialize = self.api.api_client.sanitize_for_serialization
         fresh = {}
         for item in result.items:
-            info = self._info(serialize(item))
-            if info is not None:
+            doc = serialize(item)
+            info = self._info(doc)
+            if info is not None and not _finished(doc):
                 fresh[info.uid] = info
         with self._lock:
             self._pods = fresh
@@ -222,9 +223,8 @@ class KubernetesPodSource:
         info = self._info(doc)
         if info is None:
             return
-        phase = (doc.get("status") or {}).get("phase")
         with self._lock:
-            if kind == "DELETED" or phase in ("Succeeded", "Failed"):
+            if kind == "DELETED" or _finished(doc):
                 self._pods.pop(info.uid, None)
             else:
                 self._pods[info.uid] = info
@@ -236,6 +236,11 @@ class KubernetesPodSource:
         except ValueError as exc:
             log.warning("ignoring pod: %s", exc)
             return None
+
+
+def _finished(doc: dict) -> bool:
+    """A pod that ran to completion holds no resources (the API server still lists it)."""
+    return (doc.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
 class NodeLabels:
