@@ -67,7 +67,8 @@ class Agent:
                  read_capacity: Callable[[HostPaths], Capacity] | None = None, devices: Callable[[], Devices] | None = None,
                  publish: Callable[[NodeReport], None] | None = None, clock: Callable[[], float] = time.time,
                  monotonic: Callable[[], float] = time.monotonic,
-                 node_labels: Callable[[], dict[str, str]] | None = None):
+                 node_labels: Callable[[], dict[str, str]] | None = None,
+                 taint: Callable[[bool], bool] | None = None):
         self.config = config
         self.paths, self.backend, self.layout = paths, backend, layout
         self.pods, self.profiles, self.evictor = pods, profiles, evictor
@@ -77,6 +78,8 @@ class Agent:
         self.devices = devices or (lambda: Devices())
         self.publish = publish or (lambda report: None)
         self.node_labels = node_labels or (lambda: config.node_labels)
+        self.taint = taint                 # marks the node while evicting (Kubernetes mode)
+        self._tainted: bool | None = None  # what the node is known to carry; None: not known yet
         self.clock, self.monotonic = clock, monotonic
         self.boot_id = boot_id(paths)
         self.capacity = self.read_capacity(paths)
@@ -216,6 +219,9 @@ class Agent:
                 refused.add(intent.uid)
         if refused:  # not gone: may be chosen again on a later interval
             self.eviction_state = replace(self.eviction_state, pending=self.eviction_state.pending - refused)
+        wanted = self.eviction_state.under_pressure
+        if self.taint is not None and wanted != self._tainted and self.taint(wanted):
+            self._tainted = wanted  # on failure it is tried again next slow tick
 
     # -- the fast loop ------------------------------------------------------------------------------
     def fast_tick(self) -> bool:

@@ -72,7 +72,8 @@ def make_agent(args, *, enforce: bool, publish=None):
     from .evictor import KubernetesEvictor, RecordingEvictor
     from .hostpaths import HostPaths
     from .metrics import AgentMetrics
-    from .pods import CgroupPodSource, KubernetesPodSource, NodeLabels, StaticPodSource, parse_labels
+    from .node import NodeLabels, NodeTaint, parse_labels
+    from .pods import CgroupPodSource, KubernetesPodSource, StaticPodSource
     from .profile import ProfileWatcher
 
     paths = HostPaths.under(args.host_root)
@@ -92,9 +93,11 @@ def make_agent(args, *, enforce: bool, publish=None):
     profiles = ProfileWatcher(args.profile, on_result=lambda r: metrics.profile_reloads.labels(r).inc())
     evictor = RecordingEvictor()
     labels = NodeLabels(parse_labels(args.node_labels))
+    taint = None
     if args.pods_from == "kubernetes":
         core = _kubernetes(args.kubeconfig)
         labels = NodeLabels(labels.static, core_v1=core, node_name=args.node_name)
+        taint = NodeTaint(core, args.node_name) if enforce else None
         pods = KubernetesPodSource(core, args.node_name)
         pods.start()
         pods.synced.wait(30)
@@ -107,7 +110,7 @@ def make_agent(args, *, enforce: bool, publish=None):
     config = AgentConfig(args.node_name, fast_interval=getattr(args, "fast_interval", 0.025),
                          slow_interval=getattr(args, "interval", 1.0), enforce=enforce)
     return Agent(config, paths=paths, backend=backend, layout=layout, pods=pods, profiles=profiles, evictor=evictor,
-                 metrics=metrics, devices=devices, publish=publish, node_labels=labels)
+                 metrics=metrics, devices=devices, publish=publish, node_labels=labels, taint=taint)
 
 
 def _kubernetes(kubeconfig: str | None):

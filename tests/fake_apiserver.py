@@ -6,7 +6,8 @@ It serves the few endpoints the agent uses, with the API server's shapes:
   with ``watch=true&resourceVersion=RV`` a chunked stream of ``{"type", "object"}`` lines for the
   changes after RV, held open until ``timeoutSeconds`` (capped by ``watch_cap``), or an ``ERROR``
   event carrying a 410 ``Status`` when RV is older than the kept history;
-* ``GET /api/v1/nodes/N`` — the Node;
+* ``GET /api/v1/nodes/N`` — the Node; ``PATCH`` it with a strategic-merge patch of ``spec.taints``
+  (replaced whole, as taints have no merge key), 409 when ``metadata.resourceVersion`` is stale;
 * ``POST /api/v1/namespaces/NS/pods/NAME/eviction`` — 201 and the pod deleted; 429 when a
   disruption budget blocks it (``blocked``); 404 for an unknown pod.
 
@@ -84,8 +85,12 @@ class FakeApiServer:
             self._record("DELETED", obj)
             self._cond.notify_all()
 
-    def put_node(self, name: str, labels: dict[str, str]) -> None:
-        self.nodes[name] = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
+    def put_node(self, name: str, labels: dict[str, str], taints: list[dict] | None = None) -> None:
+        with self._cond:
+            self.rv += 1
+            self.nodes[name] = {"apiVersion": "v1", "kind": "Node",
+                                "metadata": {"name": name, "labels": labels, "resourceVersion": str(self.rv)},
+                                "spec": {"taints": list(taints or [])}}
 
     def compact(self) -> None:
         """Forget the event history (as etcd compaction does): older watches get 410."""
@@ -174,6 +179,27 @@ class FakeApiServer:
                     self.wfile.write(b"0\r\n\r\n")
                 except (BrokenPipeError, ConnectionResetError):
                     pass
+
+            def do_PATCH(self) -> None:
+                url = urlparse(self.path)
+                server.requests.append(("PATCH", url.path))
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+                name = url.path.rsplit("/", 1)[-1]
+                if not url.path.startswith("/api/v1/nodes/") or name not in server.nodes:
+                    return self._status(404, "NotFound", f'nodes "{name}" not found')
+                if "strategic-merge-patch" not in (self.headers.get("Content-Type") or ""):
+                    return self._status(415, "UnsupportedMediaType", "this fake takes strategic merge patches")
+                with server._cond:
+                    node = server.nodes[name]
+                    wanted_rv = (body.get("metadata") or {}).get("resourceVersion")
+                    if wanted_rv and wanted_rv != node["metadata"]["resourceVersion"]:
+                        return self._status(409, "Conflict", "the object has been modified; please apply your "
+                                                             "changes to the latest version and try again")
+                    if "taints" in (body.get("spec") or {}):
+                        node["spec"]["taints"] = body["spec"]["taints"]
+                    server.rv += 1
+                    node["metadata"]["resourceVersion"] = str(server.rv)
+                    return self._json(200, node)
 
             def do_POST(self) -> None:
                 url = urlparse(self.path)

@@ -181,9 +181,17 @@ def test_fast_loop_relaxes_only_while_offline_work_is_idle_on_both_clocks(tmp_pa
 def test_sustained_pressure_evicts_offline_pods_and_marks_the_node(tmp_path: Path) -> None:
     profile = "spec: {eviction: {cpuHighPercent: 90, cpuLowPercent: 70, samples: 2, maxPerInterval: 3}}\n"
     agent, clock, layout, evictor, _ = build(tmp_path, 1, profile=profile)
+    taints, api_up = [], [True]
+
+    def taint(wanted: bool) -> bool:
+        taints.append((wanted, api_up[0]))
+        return api_up[0]
+
+    agent.taint = taint
     usage = {"node": 0.0, "web": 0.0, "batch": 0.0}
     advance(tmp_path, clock, layout, 1, seconds=0, node_busy_cores=0, web_cores=0, batch_cores=0, usage=usage)
     agent.slow_tick()
+    assert taints == [(False, True)]  # at start: a taint a previous run left behind goes
     reports = []
     for _ in range(3):
         advance(tmp_path, clock, layout, 1, seconds=1, node_busy_cores=3.9, web_cores=1.9, batch_cores=1.9, usage=usage)
@@ -192,6 +200,15 @@ def test_sustained_pressure_evicts_offline_pods_and_marks_the_node(tmp_path: Pat
     assert reports[1].colocation.evicting and reports[1].colocation.evictions[0].pod_uid == BATCH
     assert not reports[2].colocation.evictions  # reported once
     assert agent.metrics.registry.get_sample_value("scoria_agent_evictions_total", {"resource": "cpu"}) == 1
+    assert taints == [(False, True), (True, True)]  # tainted once, when eviction began
+    api_up[0] = False  # the API server is away when the pressure ends: the agent keeps trying
+    for _ in range(2):
+        advance(tmp_path, clock, layout, 1, seconds=1, node_busy_cores=1.0, web_cores=0.5, batch_cores=0.5, usage=usage)
+        assert not agent.slow_tick().colocation.evicting
+    api_up[0] = True
+    advance(tmp_path, clock, layout, 1, seconds=1, node_busy_cores=1.0, web_cores=0.5, batch_cores=0.5, usage=usage)
+    agent.slow_tick()
+    assert taints[2:] == [(False, False), (False, False), (False, True)]
 
 
 def test_a_pod_without_a_cgroup_is_skipped(tmp_path: Path) -> None:

@@ -7,7 +7,8 @@ import time
 
 from agent.evictor import KubernetesEvictor
 from agent.intents import Evict
-from agent.pods import KubernetesPodSource, NodeLabels
+from agent.node import NodeLabels, NodeTaint
+from agent.pods import KubernetesPodSource
 from proto.model import QosLevel
 
 from .fake_apiserver import FakeApiServer, pod
@@ -76,3 +77,38 @@ def test_node_labels_are_read_from_the_node_object() -> None:
         assert labels()["scoria.io/pool"] == "latency-critical"
         missing = NodeLabels(core_v1=api.core_v1(), node_name="node-x")
         assert missing() == {}  # 404: no labels, logged, not a crash
+
+
+def test_node_taint_comes_and_goes_and_keeps_other_taints() -> None:
+    gpu = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+    with FakeApiServer() as api:
+        api.put_node("node-a", {}, [gpu])
+        taint = NodeTaint(api.core_v1(), "node-a")
+        assert taint(True)
+        taints = api.nodes["node-a"]["spec"]["taints"]
+        assert gpu in taints and any(t["key"] == "volcano.sh/offline-job-evicting" and t["effect"] == "NoSchedule"
+                                     for t in taints)
+        patches = sum(1 for method, _ in api.requests if method == "PATCH")
+        assert taint(True) and sum(1 for method, _ in api.requests if method == "PATCH") == patches  # idempotent
+        assert taint(False) and api.nodes["node-a"]["spec"]["taints"] == [gpu]
+        assert not NodeTaint(api.core_v1(), "node-x")(True)  # no such node: reported, not raised
+
+
+def test_node_taint_reads_again_after_a_concurrent_change() -> None:
+    with FakeApiServer() as api:
+        api.put_node("node-a", {})
+        core = api.core_v1()
+        real_read = core.read_node
+        raced = []
+
+        def read_then_someone_else_writes(name):
+            node = real_read(name)
+            if not raced:  # between our read and our patch another writer changes the node
+                raced.append(1)
+                api.put_node("node-a", {"changed": "yes"}, [{"key": "other", "effect": "NoExecute"}])
+            return node
+
+        core.read_node = read_then_someone_else_writes
+        assert NodeTaint(core, "node-a")(True)
+        keys = [t["key"] for t in api.nodes["node-a"]["spec"]["taints"]]
+        assert keys == ["other", "volcano.sh/offline-job-evicting"]  # the other writer's taint survived

@@ -6,7 +6,8 @@ import pytest
 from kubernetes.client import V1Node, V1ObjectMeta
 from kubernetes.client.exceptions import ApiException
 
-from agent.pods import NodeLabels, parse_labels, pod_info
+from agent.node import NodeLabels, parse_labels
+from agent.pods import pod_info
 from proto.model import QosLevel
 
 

@@ -87,8 +87,9 @@ def test_eviction_waits_for_sustained_pressure_and_respects_the_rate() -> None:
     st_ = EvictionState()
     for t in (0, 1):
         evictions, st_ = decide_evictions(s, settings, st_, now=t)
-        assert evictions == [] and st_.under_pressure
+        assert evictions == [] and not st_.under_pressure  # a blip is not pressure
     evictions, st_ = decide_evictions(s, settings, st_, now=2)
+    assert st_.under_pressure
     assert [e.uid for e in evictions] == ["b3"]  # lowest priority, then the heaviest user
     assert "node cpu at 98% for 3 samples" in evictions[0].reason
     evictions, st_ = decide_evictions(s, settings, st_, now=3)
@@ -98,6 +99,23 @@ def test_eviction_waits_for_sustained_pressure_and_respects_the_rate() -> None:
     calm = state(*s.pods, cpu_used=5000)
     evictions, st_ = decide_evictions(calm, settings, st_, now=14)
     assert evictions == [] and not st_.under_pressure
+
+
+def test_eviction_goes_on_between_the_watermarks_and_stops_below_the_low_one() -> None:
+    settings = EvictionSettings(cpu_high_percent=90, cpu_low_percent=70, samples=2, max_per_interval=1, interval=10)
+    pods = (PodSample(pod("b1", QosLevel.BE), "b1", cpu_used=600), PodSample(pod("b2", QosLevel.BE), "b2", cpu_used=500),
+            PodSample(pod("b3", QosLevel.BE), "b3", cpu_used=400))
+    st_ = EvictionState()
+    for t in (0, 1):
+        evictions, st_ = decide_evictions(state(*pods, cpu_used=7600), settings, st_, now=t)  # 95%
+    assert [e.uid for e in evictions] == ["b1"]
+    evictions, st_ = decide_evictions(state(*pods[1:], cpu_used=6800), settings, st_, now=11)  # 85%: between
+    assert [e.uid for e in evictions] == ["b2"] and st_.under_pressure
+    assert "still above the low watermark 70%" in evictions[0].reason
+    evictions, st_ = decide_evictions(state(pods[2], cpu_used=5500), settings, st_, now=21)  # 69%: below low
+    assert evictions == [] and not st_.under_pressure
+    evictions, st_ = decide_evictions(state(pods[2], cpu_used=6800), settings, st_, now=31)  # 85% again
+    assert evictions == [] and not st_.under_pressure  # back between them: not evicting until over high again
 
 
 def test_memory_pressure_goes_first() -> None:

@@ -1,6 +1,11 @@
 """Eviction: when the node stays above its high watermark, offline pods go until it is below the low one.
 
-Only offline pods are ever chosen — lowest priority first, then the heaviest
+A resource enters *evicting* after ``samples`` consecutive samples above its
+high watermark and stays there until a sample is below its low watermark
+(hysteresis: a node hovering between the two keeps shedding offline work,
+at the configured rate).  The node is *under pressure* while either resource
+is evicting; in Kubernetes mode that is when it carries the
+``volcano.sh/offline-job-evicting`` taint.  Only offline pods are ever chosen — lowest priority first, then the heaviest
 user of the resource under pressure — and no more than ``maxPerInterval`` in
 any ``interval``.  The state (consecutive samples over the watermark, the
 current interval's evictions, pods already asked to leave) is passed in and
@@ -23,10 +28,12 @@ class EvictionState:
     interval_start: float = 0.0           # seconds (agent clock)
     evicted_in_interval: int = 0
     pending: frozenset = field(default_factory=frozenset)  # uids asked to leave, still present
+    cpu_evicting: bool = False            # entered after `samples` over high; left below low
+    memory_evicting: bool = False
 
     @property
     def under_pressure(self) -> bool:
-        return self.cpu_over > 0 or self.memory_over > 0
+        return self.cpu_evicting or self.memory_evicting
 
 
 def _order(samples: list[PodSample], resource: str) -> list[PodSample]:
@@ -42,19 +49,25 @@ def decide_evictions(state: NodeState, settings: EvictionSettings, previous: Evi
         st = replace(st, interval_start=now, evicted_in_interval=0)
     cpu_pct = 100.0 * state.cpu_used / state.cpu_capacity if state.cpu_capacity else 0.0
     mem_pct = 100.0 * state.memory_used / state.memory_capacity if state.memory_capacity else 0.0
-    st = replace(st, cpu_over=st.cpu_over + 1 if cpu_pct > settings.cpu_high_percent else 0,
-                 memory_over=st.memory_over + 1 if mem_pct > settings.memory_high_percent else 0)
+    cpu_over = st.cpu_over + 1 if cpu_pct > settings.cpu_high_percent else 0
+    memory_over = st.memory_over + 1 if mem_pct > settings.memory_high_percent else 0
+    st = replace(st, cpu_over=cpu_over, memory_over=memory_over,
+                 cpu_evicting=settings.enabled and (cpu_over >= settings.samples or
+                                                    (st.cpu_evicting and cpu_pct >= settings.cpu_low_percent)),
+                 memory_evicting=settings.enabled and (memory_over >= settings.samples or
+                                                       (st.memory_evicting and mem_pct >= settings.memory_low_percent)))
     if not settings.enabled:
         return [], st
     # Memory first: running out of it kills, running out of CPU only slows.
-    plans = [("memory", st.memory_over, state.memory_used - state.memory_capacity * settings.memory_low_percent / 100,
+    plans = [("memory", st.memory_evicting, st.memory_over,
+              state.memory_used - state.memory_capacity * settings.memory_low_percent / 100,
               mem_pct, settings.memory_high_percent, settings.memory_low_percent),
-             ("cpu", st.cpu_over, state.cpu_used - state.cpu_capacity * settings.cpu_low_percent / 100,
+             ("cpu", st.cpu_evicting, st.cpu_over, state.cpu_used - state.cpu_capacity * settings.cpu_low_percent / 100,
               cpu_pct, settings.cpu_high_percent, settings.cpu_low_percent)]
     chosen: list[Evict] = []
     taken = set(st.pending)
-    for resource, over, excess, pct, high, low in plans:
-        if over < settings.samples or excess <= 0:
+    for resource, evicting, over, excess, pct, high, low in plans:
+        if not evicting or excess <= 0:
             continue
         candidates = [s for s in state.offline if s.pod.uid not in taken]
         for sample in _order(candidates, resource):
@@ -62,8 +75,10 @@ def decide_evictions(state: NodeState, settings: EvictionSettings, previous: Evi
                 break
             pod = sample.pod
             chosen.append(Evict(pod.uid, pod.namespace, pod.name,
-                                f"node {resource} at {pct:.0f}% for {over} samples (high watermark {high:g}%): "
-                                f"evicting offline pods, lowest priority first, until below {low:g}%"))
+                                f"node {resource} at {pct:.0f}% "
+                                + (f"for {over} samples (high watermark {high:g}%)" if over else
+                                   f"(still above the low watermark {low:g}%)")
+                                + f": evicting offline pods, lowest priority first, until below {low:g}%"))
             taken.add(pod.uid)
             excess -= sample.cpu_used if resource == "cpu" else sample.memory_used
     st = replace(st, evicted_in_interval=st.evicted_in_interval + len(chosen), pending=frozenset(taken))

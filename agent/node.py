@@ -1,0 +1,111 @@
+"""This node as the API server knows it: its labels (they pick the QoS profile's overrides) and its taint.
+
+While the agent is evicting offline pods the node carries
+``volcano.sh/offline-job-evicting:NoSchedule``, Volcano's taint for it, so that
+no scheduler places new offline work there; the taint goes when the pressure
+does.  Both talk to the API server through the ``kubernetes`` client and keep
+working — last labels kept, taint retried — when it is away.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+EVICTING_TAINT = "volcano.sh/offline-job-evicting"
+
+
+class NodeLabels:
+    """This node's labels (they select the QoS profile's per-node overrides).
+
+    Static labels from the command line, or the Node object's labels read from
+    the API server at most every ``refresh`` seconds; when a read fails the last
+    labels read stay in force and the failure is logged once per outage.
+    """
+
+    def __init__(self, static: dict[str, str] | None = None, *, core_v1: Any = None, node_name: str = "",
+                 refresh: float = 60.0, clock=time.monotonic):
+        self.static = dict(static or {})
+        self.api, self.node_name, self.refresh, self.clock = core_v1, node_name, refresh, clock
+        self._labels: dict[str, str] = {}
+        self._read_at: float | None = None
+        self._failing = False
+
+    def __call__(self) -> dict[str, str]:
+        if self.api is not None:
+            now = self.clock()
+            if self._read_at is None or now - self._read_at >= self.refresh:
+                self._read_at = now
+                self._read()
+        return {**self._labels, **self.static}
+
+    def _read(self) -> None:
+        try:
+            node = self.api.read_node(self.node_name)
+            self._labels = dict(node.metadata.labels or {})
+            if self._failing:
+                log.info("node %s labels readable again", self.node_name)
+            self._failing = False
+        except Exception as exc:  # API trouble: keep the last labels
+            if not self._failing:
+                log.warning("cannot read node %s labels (keeping the last ones): %s", self.node_name, exc)
+            self._failing = True
+
+
+def parse_labels(text: str) -> dict[str, str]:
+    """``k=v,k2=v2`` -> dict; ValueError naming the bad item."""
+    out = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--node-labels: {item!r} is not key=value")
+        out[key.strip()] = value.strip()
+    return out
+
+
+class NodeTaint:
+    """Puts the evicting taint on the node or takes it off; idempotent, optimistic about concurrency.
+
+    Read the Node, change only our taint in its list, and patch with the
+    resourceVersion read (a concurrent writer makes that a 409: read again).
+    """
+
+    def __init__(self, core_v1: Any, node_name: str, *, key: str = EVICTING_TAINT, effect: str = "NoSchedule",
+                 attempts: int = 3):
+        self.api, self.node_name, self.key, self.effect, self.attempts = core_v1, node_name, key, effect, attempts
+
+    def __call__(self, wanted: bool) -> bool:
+        """Make the taint present (``wanted``) or absent; True once the node is so."""
+        from kubernetes.client.exceptions import ApiException
+        for _ in range(self.attempts):
+            try:
+                node = self.api.read_node(self.node_name)
+                taints = [self.api.api_client.sanitize_for_serialization(t) for t in (node.spec.taints or [])]
+                ours = [t for t in taints if t.get("key") == self.key and t.get("effect") == self.effect]
+                if bool(ours) == wanted:
+                    return True
+                if wanted:
+                    taints.append({"key": self.key, "effect": self.effect,
+                                   "timeAdded": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+                else:
+                    taints = [t for t in taints if t not in ours]
+                self.api.patch_node(self.node_name, {"metadata": {"resourceVersion": node.metadata.resource_version},
+                                                     "spec": {"taints": taints}})
+                log.warning("node %s: %s taint %s:%s", self.node_name, "added" if wanted else "removed", self.key,
+                            self.effect)
+                return True
+            except ApiException as exc:
+                if exc.status == 409:
+                    continue  # someone else changed the node meanwhile: read it again
+                log.error("cannot %s taint %s on node %s: %s %s", "add" if wanted else "remove", self.key,
+                          self.node_name, exc.status, exc.reason)
+                return False
+            except Exception as exc:  # API server away: the agent tries again on its next interval
+                log.error("cannot reach the API server to %s taint %s: %s", "add" if wanted else "remove",
+                          self.key, exc)
+                return False
+        log.error("node %s kept changing; taint %s not %s", self.node_name, self.key, "added" if wanted else "removed")
+        return False
