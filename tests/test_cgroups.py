@@ -81,13 +81,23 @@ def test_v2_shares_round_trip_through_weights(tmp_path: Path) -> None:
     assert executor.apply([CgroupWrite(rel, "cpu.shares", 1024)]) == []  # the same in weight terms: no write
 
 
-def test_v1_goes_through_cgroupspy_nodes(tmp_path: Path) -> None:
+def test_v1_knobs_go_through_cgroupspy_nodes_and_counters_are_plain_reads(tmp_path: Path) -> None:
     paths = make_tree(tmp_path, version=1, pods=[FakePod(UID, cpu_usage_ns=5_000_000, memory_bytes=7 * 2**20)])
     backend = V1Backend(paths)
     rel = pod_dir(1, "cgroupfs", FakePod(UID))
     node = backend._node(rel, "cpu")
     assert node.controller.__class__.__name__ == "CpuController" and node.controller.shares == 1024
+    assert backend._node(rel, "cpu") is node  # kept, not rebuilt per read
     assert backend.cpu_usage_ns(rel) == 5_000_000 and backend.memory_usage(rel) == 7 * 2**20
+    stat = tmp_path / "memory" / rel / "memory.stat"
+    stat.write_text("cache 4096\ninactive_file 1048576\ntotal_cache 8192\ntotal_inactive_file 2097152\n")
+    assert backend.memory_usage(rel) == 5 * 2**20  # working set: less the hierarchy's inactive file pages
+    (tmp_path / "cpuacct" / rel / "cpuacct.usage").write_text("6000000\n")
+    assert backend.cpu_usage_ns(rel) == 6_000_000  # the cached path reads the file afresh
+    import shutil
+    shutil.rmtree(tmp_path / "cpuacct" / rel)
+    with pytest.raises(FileNotFoundError):
+        backend.cpu_usage_ns(rel)  # the pod left: the caller skips it
 
 
 def test_executor_writes_only_differences_parents_first_and_logs(tmp_path: Path, caplog) -> None:
