@@ -1,7 +1,6 @@
 """Scoria's node agent (DaemonSet): topology, load and device reports, and cgroup QoS.
 
-The agent is built in a later issue; this package exists so the layout and
-imports are fixed from the start.
+``python -m agent`` runs it (:mod:`agent.cli`); :mod:`agent.agent` holds the loops.
 """
 
 __version__ = "0.1.0"

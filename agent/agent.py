@@ -4,10 +4,11 @@ The *fast* loop (every ``fast_interval``, 25 ms by default, while offline pods
 use CPU; 200 ms while they do not) reads two cheap counters — the CPU time of
 all pods and of the offline parent — and, with the CPU used outside pods as
 the slow loop last measured it, cuts the offline CFS quota as soon as online
-work needs the room: suppression within a fast tick or two.  It only ever cuts; the *slow* loop (every second)
-recomputes everything from a full sample, lets the quota rise again, applies
-per-pod cgroup settings, evicts when the node stays over its watermark,
-updates the batch allocatable, and publishes the node report.  Topology and
+work needs the room: suppression within a fast tick or two.  It only ever
+cuts; the *slow* loop (every second) recomputes everything from a full
+sample, lets the quota rise again, applies per-pod cgroup settings, evicts
+when the node stays over its watermark, updates the batch allocatable, and
+publishes the node report.  Topology and
 devices are refreshed on their own, longer intervals.
 
 Decisions are the pure functions of :mod:`agent.policies`; effects go through
@@ -19,7 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from proto.model import (
@@ -36,7 +37,7 @@ from .hostpaths import HostPaths
 from .intents import BatchAllocatable, CgroupWrite
 from .metrics import AgentMetrics
 from .pods import PodInfo, PodSource
-from .policies.cpu import cpu_intents, offline_quota
+from .policies.cpu import cpu_intents, offline_quota, quota_write
 from .policies.eviction import EvictionState, decide_evictions
 from .policies.memory import memory_intents
 from .policies.overcommit import OvercommitState, batch_allocatable
@@ -49,7 +50,6 @@ log = logging.getLogger(__name__)
 @dataclass
 class AgentConfig:
     node_name: str
-    node_labels: dict[str, str] = field(default_factory=dict)
     fast_interval: float = 0.025
     fast_idle_interval: float = 0.2  # the fast loop's pace while offline pods use (almost) no CPU
     slow_interval: float = 1.0
@@ -77,7 +77,7 @@ class Agent:
         self.read_capacity = read_capacity or _default_capacity
         self.devices = devices or (lambda: Devices())
         self.publish = publish or (lambda report: None)
-        self.node_labels = node_labels or (lambda: config.node_labels)
+        self.node_labels = node_labels or dict  # labels selecting the profile's node overrides
         self.taint = taint                 # marks the node while evicting (Kubernetes mode)
         self._tainted: bool | None = None  # what the node is known to carry; None: not known yet
         self.clock, self.monotonic = clock, monotonic
@@ -92,11 +92,11 @@ class Agent:
         self.eviction_state = EvictionState()
         self.overcommit_state = OvercommitState()
         self.unreported: list[Eviction] = []
-        self._node_meter = CpuMeter(node_cpu_ns(paths, 0), monotonic)
+        self._node_meter = CpuMeter(node_cpu_ns(paths), monotonic)
         self._pod_meters: dict[str, CpuMeter] = {}
         self._container_meters: dict[str, CpuMeter] = {}
-        self._fast = {"pods": CpuMeter(lambda: backend.cpu_usage_ns(layout.root), monotonic),
-                      "offline": CpuMeter(lambda: backend.cpu_usage_ns(layout.offline_parent), monotonic)}
+        self._fast_pods = CpuMeter(lambda: backend.cpu_usage_ns(layout.root), monotonic)
+        self._fast_offline = CpuMeter(lambda: backend.cpu_usage_ns(layout.offline_parent), monotonic)
         self._detail: dict[str, tuple] = {}   # pod cgroup -> (containers, cpu PSI, memory PSI)
         self._detail_at: float | None = None
         self._fast_online: float | None = None
@@ -183,7 +183,7 @@ class Agent:
             self._apply(writes)
             self._evict(state)
         else:
-            self.quota = cpu_intents(state, self.spec.cpu, self.spec.burst)[0].value
+            self.quota = quota_write(state, self.spec.cpu).value
         self.batch, self.overcommit_state = batch_allocatable(state, self.spec.overcommit, self.overcommit_state)
         self.metrics.offered(self.batch.cpu_millis, self.batch.memory_bytes)
         report = self.build_report(state)
@@ -211,8 +211,7 @@ class Agent:
         refused = set()
         for intent in evictions:
             if self.evictor.evict(intent):
-                resource = "memory" if intent.reason.startswith("node memory") else "cpu"
-                self.metrics.evictions.labels(resource).inc()
+                self.metrics.evictions.labels(intent.resource).inc()
                 self.unreported.append(Eviction(intent.uid, intent.namespace, intent.name, intent.reason,
                                                 int(self.clock() * 1e9)))
             else:
@@ -230,7 +229,7 @@ class Agent:
             return False
         started = self.monotonic()
         try:
-            pods, offline = self._fast["pods"].sample(), self._fast["offline"].sample()
+            pods, offline = self._fast_pods.sample(), self._fast_offline.sample()
         except (OSError, ValueError) as exc:
             log.debug("fast sample failed: %s", exc)
             return False

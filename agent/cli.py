@@ -107,8 +107,8 @@ def make_agent(args, *, enforce: bool, publish=None):
     else:
         pods = StaticPodSource()
     devices = None if args.no_devices else _devices(paths)
-    config = AgentConfig(args.node_name, fast_interval=getattr(args, "fast_interval", 0.025),
-                         slow_interval=getattr(args, "interval", 1.0), enforce=enforce)
+    pace = {"fast_interval": args.fast_interval, "slow_interval": args.interval} if args.command == "run" else {}
+    config = AgentConfig(args.node_name, enforce=enforce, **pace)
     return Agent(config, paths=paths, backend=backend, layout=layout, pods=pods, profiles=profiles, evictor=evictor,
                  metrics=metrics, devices=devices, publish=publish, node_labels=labels, taint=taint)
 

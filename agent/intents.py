@@ -28,6 +28,7 @@ class Evict:
     namespace: str
     name: str
     reason: str
+    resource: str  # the one under pressure: "cpu" or "memory"
 
 
 @dataclass(frozen=True, slots=True)

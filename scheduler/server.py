@@ -13,7 +13,6 @@ import asyncio
 import ipaddress
 import logging
 import signal
-import threading
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path

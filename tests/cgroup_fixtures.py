@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agent.cgroups.tree import V1_CONTROLLERS
 from agent.hostpaths import HostPaths
 
-V1_CONTROLLERS = ("cpu", "cpuacct", "memory", "cpuset")
 V1_UNLIMITED_MEMORY = "9223372036854771712"
 
 

@@ -57,16 +57,16 @@ def test_evictor_goes_through_the_eviction_api_and_respects_disruption_budgets()
         api.put_pod(pod("u2", "train-1", "node-a", namespace="ml"))
         api.blocked.add(("ml", "train-1"))
         evictor = KubernetesEvictor(api.core_v1(), retry_after=10, clock=lambda: now[0])
-        assert evictor.evict(Evict("u1", "ml", "train-0", "node cpu 97% over 95% for 3 samples"))
+        assert evictor.evict(Evict("u1", "ml", "train-0", "node cpu 97% over 95% for 3 samples", "cpu"))
         assert ("ml", "train-0") not in api.pods
         posts = sum(1 for method, _ in api.requests if method == "POST")
-        assert evictor.evict(Evict("u1", "ml", "train-0", "again"))  # already asked: no second request
+        assert evictor.evict(Evict("u1", "ml", "train-0", "again", "cpu"))  # already asked: no second request
         assert sum(1 for method, _ in api.requests if method == "POST") == posts
-        assert not evictor.evict(Evict("u2", "ml", "train-1", "pressure"))  # 429: budget holds, try later
+        assert not evictor.evict(Evict("u2", "ml", "train-1", "pressure", "cpu"))  # 429: budget holds, try later
         assert ("ml", "train-1") in api.pods
-        assert evictor.evict(Evict("u9", "ml", "gone-0", "pressure"))  # 404: already gone
+        assert evictor.evict(Evict("u9", "ml", "gone-0", "pressure", "cpu"))  # 404: already gone
         api.put_pod(pod("u3-new", "train-2", "node-a", namespace="ml"))
-        assert evictor.evict(Evict("u3-old", "ml", "train-2", "pressure"))  # same name, new pod: not ours
+        assert evictor.evict(Evict("u3-old", "ml", "train-2", "pressure", "cpu"))  # same name, new pod: not ours
         assert ("ml", "train-2") in api.pods
 
 

@@ -78,10 +78,9 @@ class Backend:
 
     def supports(self, knob: str, cgroup: str = "") -> bool:
         try:
-            f = self.file(knob)
+            return self.path(cgroup, knob).exists()
         except KnobUnsupported:
             return False
-        return (self.directory(cgroup, f.controller) / f.filename).exists()
 
     # -- shared ---------------------------------------------------------------------------------
     def path(self, cgroup: str, knob: str) -> Path:

@@ -59,9 +59,8 @@ class CpuMeter:
         return max(0.0, (used - last[0]) / 1e6 / (now - last[1]))  # ns per s = 1e9 -> millicores = /1e6
 
 
-def node_cpu_ns(paths: HostPaths, cpus: int) -> Callable[[], int]:
-    """A counter of busy CPU time in ns for the whole node (from /proc/stat ticks)."""
-    del cpus  # ticks already sum over CPUs
+def node_cpu_ns(paths: HostPaths) -> Callable[[], int]:
+    """A counter of busy CPU time in ns for the whole node (from /proc/stat ticks, summed over CPUs)."""
     path = str(paths.proc / "stat")
     return lambda: _cpu_ticks(path)[0] * (1_000_000_000 // USER_HZ)
 

@@ -78,7 +78,8 @@ def decide_evictions(state: NodeState, settings: EvictionSettings, previous: Evi
                                 f"node {resource} at {pct:.0f}% "
                                 + (f"for {over} samples (high watermark {high:g}%)" if over else
                                    f"(still above the low watermark {low:g}%)")
-                                + f": evicting offline pods, lowest priority first, until below {low:g}%"))
+                                + f": evicting offline pods, lowest priority first, until below {low:g}%",
+                                resource))
             taken.add(pod.uid)
             excess -= sample.cpu_used if resource == "cpu" else sample.memory_used
     st = replace(st, evicted_in_interval=st.evicted_in_interval + len(chosen), pending=frozenset(taken))

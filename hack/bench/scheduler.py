@@ -26,7 +26,6 @@ import os
 import random
 import resource
 import sys
-import time
 from datetime import datetime, timedelta, timezone
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))

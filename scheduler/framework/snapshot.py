@@ -14,7 +14,7 @@ import numpy as np
 
 from ..api.objects import Node, Pod, PodGroup, Queue
 from ..cache import ClusterCache
-from .resources import PODS, ResourceIndex
+from .resources import ResourceIndex
 
 
 class TaskStatus(IntEnum):
