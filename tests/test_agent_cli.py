@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,9 +12,9 @@ import urllib.request
 from pathlib import Path
 
 from .cgroup_fixtures import FakePod, make_proc, make_tree
+from .processes import ROOT, free_port, scrape, start_serve, wait_port
 from .sysfs_fixtures import make_host
 
-ROOT = Path(__file__).resolve().parents[1]
 WEB, BATCH = "0000aaaa-0000-4000-8000-000000000001", "0000bbbb-0000-4000-8000-000000000002"
 
 
@@ -65,12 +64,6 @@ def test_bad_arguments_exit_2_with_a_message() -> None:
     assert out.returncode == 2 and "--scheduler needs --ca (TLS) or --insecure" in out.stderr
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _get(url: str) -> str:
     with urllib.request.urlopen(url, timeout=5) as resp:
         return resp.read().decode()
@@ -78,25 +71,21 @@ def _get(url: str) -> str:
 
 def test_run_enforces_streams_serves_metrics_and_stops_on_sigterm(tmp_path: Path) -> None:
     host = fixture_host(tmp_path)
-    port_file, sched_metrics, agent_metrics = tmp_path / "port", _free_port(), _free_port()
-    sched = subprocess.Popen([sys.executable, "-m", "scheduler", "serve", "--insecure", "--listen", "127.0.0.1:0",
-                              "--register-nodes", "--port-file", str(port_file), "--metrics-port",
-                              str(sched_metrics)], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    port_file, sched_metrics, agent_metrics = tmp_path / "port", free_port(), free_port()
+    sched = start_serve("--insecure", "--listen", "127.0.0.1:0", "--register-nodes", "--metrics-port",
+                        str(sched_metrics), port_file=port_file, stderr=subprocess.PIPE, text=True)
     run = None
     try:
-        deadline = time.monotonic() + 30
-        while not (port_file.exists() and port_file.read_text().strip()):
-            assert sched.poll() is None and time.monotonic() < deadline, "scheduler did not start"
-            time.sleep(0.05)
+        port = wait_port(port_file, sched, 30)
         run = subprocess.Popen([sys.executable, "-m", "agent", "run", "--host-root", str(host), "--node-name",
-                                "node-a", "--no-devices", "--scheduler", f"127.0.0.1:{port_file.read_text().strip()}",
+                                "node-a", "--no-devices", "--scheduler", f"127.0.0.1:{port}",
                                 "--insecure", "--metrics-port", str(agent_metrics)],
                                cwd=ROOT, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 30
         while True:
             assert run.poll() is None, run.stderr.read()
             try:
-                if "scoria_scheduler_reports_total 2.0" in _get(f"http://127.0.0.1:{sched_metrics}/metrics"):
+                if scrape(f"http://127.0.0.1:{sched_metrics}/metrics").get("scoria_scheduler_reports_total") == 2.0:
                     break
             except OSError:
                 pass

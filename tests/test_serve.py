@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import socket
 import subprocess
-import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -15,31 +12,12 @@ import pytest
 
 from agent.client import ClientOptions, ReportClient
 
+from .processes import free_port, scrape, start_serve, wait_port
 from .wire import full_report, wait_for
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start(*args: str, port_file: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "scheduler", "serve", "--port-file", str(port_file), *args],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def wait_file(path: Path, proc: subprocess.Popen, timeout: float = 20) -> int:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists() and path.read_text().strip():
-            return int(path.read_text())
-        if proc.poll() is not None:
-            raise AssertionError(f"serve exited: {proc.stderr.read()}")
-        time.sleep(0.05)
-    raise TimeoutError("serve did not start")
+    return start_serve(*args, port_file=port_file, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def test_serve_end_to_end(tmp_path: Path) -> None:
@@ -48,7 +26,7 @@ def test_serve_end_to_end(tmp_path: Path) -> None:
     proc = start("--insecure", "--listen", "127.0.0.1:0", "--register-nodes", "--metrics-port", str(metrics_port),
                  port_file=port_file)
     try:
-        port = wait_file(port_file, proc)
+        port = wait_port(port_file, proc, 20)
 
         async def report() -> None:
             client = ReportClient(ClientOptions(f"127.0.0.1:{port}", interval=0.1, insecure=True))
@@ -62,9 +40,7 @@ def test_serve_end_to_end(tmp_path: Path) -> None:
         asyncio.run(report())
         base = f"http://127.0.0.1:{metrics_port}"
         assert urllib.request.urlopen(f"{base}/healthz", timeout=5).read() == b"ok\n"
-        metrics = urllib.request.urlopen(f"{base}/metrics", timeout=5).read().decode()
-        accepted = [line for line in metrics.splitlines() if line.startswith("scoria_scheduler_reports_total ")]
-        assert accepted and float(accepted[0].split()[1]) >= 2
+        assert scrape(f"{base}/metrics")["scoria_scheduler_reports_total"] >= 2
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=10) == 0
     finally:

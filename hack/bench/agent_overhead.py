@@ -26,13 +26,11 @@ import json
 import os
 import random
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,27 +39,9 @@ sys.path.insert(0, str(ROOT))
 import psutil  # noqa: E402
 
 from tests.cgroup_fixtures import FakePod, container_dir, make_tree, pod_dir, set_usage  # noqa: E402
+from tests.processes import ServeFailed, cpu_seconds, free_port, scrape, start_serve, wait_port  # noqa: E402
 
 GI = 2**30
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _scrape(url: str) -> dict[str, float]:
-    out = {}
-    with urllib.request.urlopen(url, timeout=5) as resp:
-        for line in resp.read().decode().splitlines():
-            if line and not line.startswith("#"):
-                name, _, value = line.rpartition(" ")
-                try:
-                    out[name] = float(value)
-                except ValueError:
-                    pass
-    return out
 
 
 class FakeKernel:
@@ -140,24 +120,21 @@ def run(args: argparse.Namespace) -> dict:
     kernel.tick_parents(0)
     stop = threading.Event()
     threading.Thread(target=kernel.run_parents, args=(stop,), daemon=True).start()
-    port_file, sched_metrics, agent_metrics = tmp / "port", _free_port(), _free_port()
+    port_file, sched_metrics, agent_metrics = tmp / "port", free_port(), free_port()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    sched = subprocess.Popen(
-        [sys.executable, "-m", "scheduler", "serve", "--insecure", "--listen", "127.0.0.1:0", "--register-nodes",
-         "--port-file", str(port_file), "--metrics-port", str(sched_metrics)],
-        cwd=ROOT, stderr=open(tmp / "scheduler.log", "w"), env=env)
+    sched = start_serve("--insecure", "--listen", "127.0.0.1:0", "--register-nodes", "--metrics-port",
+                        str(sched_metrics), port_file=port_file, stderr=open(tmp / "scheduler.log", "w"), env=env)
     agent = None
     try:
-        deadline = time.monotonic() + 30
-        while not (port_file.exists() and port_file.read_text().strip()):
-            if sched.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"scheduler did not start: {(tmp / 'scheduler.log').read_text()}")
-            time.sleep(0.05)
+        try:
+            port = wait_port(port_file, sched, 30)
+        except ServeFailed as exc:
+            raise SystemExit(f"scheduler did not start ({exc}): {(tmp / 'scheduler.log').read_text()}") from None
         cmd = [sys.executable, "-m", "agent", "run", "--node-name", "bench-node", "--cgroup-root", str(tmp / "cg"),
                "--pods-from", "cgroups", "--metrics-port", str(agent_metrics), "--interval", str(args.interval),
                "--fast-interval", str(args.fast_interval)]
         if not args.no_stream:
-            cmd += ["--scheduler", f"127.0.0.1:{int(port_file.read_text())}", "--insecure"]
+            cmd += ["--scheduler", f"127.0.0.1:{port}", "--insecure"]
         if args.no_devices:
             cmd.append("--no-devices")
         agent = subprocess.Popen(cmd, cwd=ROOT, stderr=open(tmp / "agent.log", "w"), env=env)
@@ -168,17 +145,17 @@ def run(args: argparse.Namespace) -> dict:
             time.sleep(1.0)
         if agent.poll() is not None:
             raise SystemExit(f"agent exited: {(tmp / 'agent.log').read_text()[-2000:]}")
-        before = _scrape(f"http://127.0.0.1:{sched_metrics}/metrics")
-        loops0 = _scrape(f"http://127.0.0.1:{agent_metrics}/metrics").get("scoria_agent_loops_cpu_seconds_total", 0)
-        cpu0, t0 = sum(proc.cpu_times()[:2]), time.monotonic()
+        before = scrape(f"http://127.0.0.1:{sched_metrics}/metrics")
+        loops0 = scrape(f"http://127.0.0.1:{agent_metrics}/metrics").get("scoria_agent_loops_cpu_seconds_total", 0)
+        cpu0, t0 = cpu_seconds(proc), time.monotonic()
         rss = []
         while time.monotonic() - t0 < args.seconds:
             kernel.tick(1.0)
             rss.append(proc.memory_info().rss)
             time.sleep(1.0)
-        cpu1, t1 = sum(proc.cpu_times()[:2]), time.monotonic()
-        after = _scrape(f"http://127.0.0.1:{sched_metrics}/metrics")
-        agent_side = _scrape(f"http://127.0.0.1:{agent_metrics}/metrics")
+        cpu1, t1 = cpu_seconds(proc), time.monotonic()
+        after = scrape(f"http://127.0.0.1:{sched_metrics}/metrics")
+        agent_side = scrape(f"http://127.0.0.1:{agent_metrics}/metrics")
         quota_written = _offline_quota(tmp / "cg", args.cgroup_version, kernel.parents["offline"])
     finally:
         stop.set()
@@ -194,8 +171,8 @@ def run(args: argparse.Namespace) -> dict:
     wall = t1 - t0
     reports = after.get("scoria_scheduler_reports_total", 0) - before.get("scoria_scheduler_reports_total", 0)
     return {
-        "pods": args.pods, "containers_per_pod": args.containers, "offline_idle": args.offline_idle, "cgroup_version": args.cgroup_version,
-        "driver": driver, "interval_s": args.interval, "fast_interval_s": args.fast_interval, "window_s": round(wall, 1),
+        "pods": args.pods, "containers_per_pod": args.containers, "offline_idle": args.offline_idle,
+        "cgroup_version": args.cgroup_version, "driver": driver, "interval_s": args.interval, "fast_interval_s": args.fast_interval, "window_s": round(wall, 1),
         "cpu_percent_of_core": round(100 * (cpu1 - cpu0) / wall, 3),
         "loops_cpu_percent_of_core": round(
             100 * (agent_side.get("scoria_agent_loops_cpu_seconds_total", 0) - loops0) / wall, 3),

@@ -28,11 +28,9 @@ import json
 import multiprocessing as mp
 import os
 import random
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,6 +46,7 @@ from proto.model import (  # noqa: E402
     Capacity, Colocation, CpuTopology, Devices, Gpu, Identity, Load, LogicalCpu, MigMode, NodeReport, NumaZone,
     PodUsage, Pressure, QosLevel,
 )
+from tests.processes import ServeFailed, cpu_seconds, scrape, start_serve, wait_port  # noqa: E402
 
 GI = 2**30
 
@@ -150,35 +149,18 @@ def worker(names: list[str], target: str, interval: float, per_channel: int, see
     asyncio.run(main())
 
 
-def scrape(url: str) -> dict[str, float]:
-    out = {}
-    for line in urllib.request.urlopen(url, timeout=10).read().decode().splitlines():
-        if line and not line.startswith("#"):
-            key, _, value = line.rpartition(" ")
-            out[key] = float(value)
-    return out
-
-
-def cpu_seconds(proc: psutil.Process) -> float:
-    t = proc.cpu_times()
-    return t.user + t.system
-
-
 def run(args: argparse.Namespace) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix="fleet-"))
     port_file = tmp / "port"
     metrics_port = args.metrics_port
-    server = subprocess.Popen(
-        [sys.executable, "-m", "scheduler", "serve", "--insecure", "--listen", "127.0.0.1:0", "--register-nodes",
-         "--port-file", str(port_file), "--metrics-port", str(metrics_port), *args.serve_arg], cwd=ROOT,
-        stderr=open(tmp / "scheduler.log", "w"))
+    server = start_serve("--insecure", "--listen", "127.0.0.1:0", "--register-nodes", "--metrics-port",
+                         str(metrics_port), *args.serve_arg, port_file=port_file,
+                         stderr=open(tmp / "scheduler.log", "w"))
     try:
-        deadline = time.monotonic() + 30
-        while not (port_file.exists() and port_file.read_text().strip()):
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"scheduler did not start: {(tmp / 'scheduler.log').read_text()}")
-            time.sleep(0.05)
-        target = f"127.0.0.1:{int(port_file.read_text())}"
+        try:
+            target = f"127.0.0.1:{wait_port(port_file, server, 30)}"
+        except ServeFailed as exc:
+            raise SystemExit(f"scheduler did not start ({exc}): {(tmp / 'scheduler.log').read_text()}") from None
         names = [f"node-{i:05d}" for i in range(args.nodes)]
         start_at = time.time() + 2
         measure_from = start_at + args.interval + args.warmup
