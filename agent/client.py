@@ -59,8 +59,8 @@ def channel_options(options: ClientOptions) -> list[tuple[str, object]]:
             ("grpc.keepalive_time_ms", 30_000), ("grpc.keepalive_timeout_ms", 10_000)]
 
 
-def channel_for(options: ClientOptions, target: str | None = None) -> grpc.aio.Channel:
-    target = target or options.target
+def channel_for(options: ClientOptions) -> grpc.aio.Channel:
+    target = options.target
     extra = channel_options(options)
     if options.insecure:
         return grpc.aio.insecure_channel(target, options=extra)

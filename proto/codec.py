@@ -108,10 +108,6 @@ def _mig(value: int) -> MigMode:
     return _MIG[value] if 0 <= value < len(_MIG) else MigMode.UNSUPPORTED
 
 
-def _qos(value: int) -> QosLevel:
-    return _QOS[value] if 0 <= value < len(_QOS) else QosLevel.UNSPECIFIED
-
-
 def capacity_from_pb(c: Any) -> Capacity:
     t = c.cpu_topology
     return Capacity(
@@ -186,7 +182,7 @@ class ReportDecoder:
         return msg.capacity.SerializeToString()
 
     def decode(self, msg: Any, capacity_key: bytes | None = None) -> NodeReport:
-        raw = capacity_key if capacity_key is not None else msg.capacity.SerializeToString()
+        raw = capacity_key if capacity_key is not None else self.capacity_key(msg)
         if raw != self._capacity_bytes:
             self._capacity_bytes, self._capacity = raw, capacity_from_pb(msg.capacity)
         return report_from_pb(msg, self._capacity)

@@ -24,10 +24,6 @@ class QosLevel(IntEnum):
     LS = 3
     BE = 4
 
-    @property
-    def online(self) -> bool:
-        return self in (QosLevel.LC, QosLevel.HLS, QosLevel.LS)
-
 
 @dataclass(slots=True)
 class Identity:

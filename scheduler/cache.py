@@ -70,8 +70,8 @@ class ClusterCache:
         # Latest accepted report per node. Entries are replaced whole (atomic under the GIL), so the
         # report stream updates it without the lock; readers copy the dict first.
         self.telemetry: dict[str, NodeTelemetry] = {}
-        self.registered: set[str] = set()  # nodes that exist because they reported (no API object)
-        self._registered_keys: dict[str, tuple] = {}  # what their allocatable was computed from
+        # Nodes that exist because they reported (no API object), with what their allocatable was computed from.
+        self.registered: dict[str, tuple] = {}
         self.stale_intervals = 3  # a node's telemetry is stale after this many of its report intervals
         # Evictions agents reported (each once: a report carries those since the last acknowledged one).
         self.node_evictions: deque[tuple[str, Eviction]] = deque(maxlen=10_000)
@@ -111,7 +111,7 @@ class ClusterCache:
             self.generation += 1
 
     def accept_report(self, view: Any, received: float, *, register: bool,
-                      decode: Callable[[], NodeReport] | None = None, capacity_key: object = None) -> bool:
+                      capacity_key: object, decode: Callable[[], NodeReport] | None = None) -> bool:
         """Keep a validated report; register its node if allowed. False if the node is unknown.
 
         ``view`` is a NodeReport, or a received message with the same field names
@@ -125,16 +125,13 @@ class ClusterCache:
         if name not in self.nodes or name in self.registered:
             if not register:
                 return False
-            key = (capacity_key if capacity_key is not None else id(view.capacity), _device_health(view))
-            if self._registered_keys.get(name) != key or name not in self.nodes:
+            key = (capacity_key, _device_health(view))
+            if self.registered.get(name) != key or name not in self.nodes:
                 allocatable = node_allocatable(telemetry.report)
                 node = self.nodes.get(name)
                 if node is None or node.allocatable != allocatable:
-                    with self.lock:
-                        self.registered.add(name)
-                        self.upsert(Node(name=name, allocatable=allocatable,
-                                         labels={"kubernetes.io/hostname": name}))
-                self._registered_keys[name] = key
+                    self.upsert(Node(name=name, allocatable=allocatable, labels={"kubernetes.io/hostname": name}))
+                self.registered[name] = key
         self.telemetry[name] = telemetry
         if len(view.colocation.evictions):
             self.node_evictions.extend((name, e) for e in telemetry.report.colocation.evictions)

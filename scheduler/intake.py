@@ -56,15 +56,25 @@ class StreamState:
 
 
 class ProfileSource:
-    """The QoS profile file the scheduler hands to agents, re-read when it changes."""
+    """The QoS profile file the scheduler hands to agents, re-read when it changes.
 
-    def __init__(self, path: str | Path):
+    Asked on every accepted report, so the file is looked at (one stat) at most
+    every ``recheck`` seconds; a change reaches agents that much later at most.
+    """
+
+    def __init__(self, path: str | Path, *, recheck: float = 1.0, clock: Callable[[], float] = time.monotonic):
         self.path = Path(path)
+        self.recheck, self.clock = recheck, clock
         self._stamp: tuple[float, int] | None = None
+        self._checked_at: float | None = None
         self._profile: QosProfile | None = None
         self.current()
 
     def current(self) -> QosProfile | None:
+        now = self.clock()
+        if self._checked_at is not None and now - self._checked_at < self.recheck:
+            return self._profile
+        self._checked_at = now
         try:
             stat = self.path.stat()
             stamp = (stat.st_mtime, stat.st_size)

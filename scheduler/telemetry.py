@@ -23,6 +23,8 @@ from typing import Callable
 
 from proto.model import NodeReport
 
+from .api.objects import DEFAULT_MAX_PODS
+
 DEFAULT_INTERVAL_S = 1.0
 _NODE_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 
@@ -292,7 +294,7 @@ def _colocation(r: NodeReport, limits: ReportLimits) -> None:
 
 def node_allocatable(r: NodeReport) -> dict[str, int]:
     """What a node that registered itself by reporting offers: CPU, memory, pods and healthy devices."""
-    out = {"cpu": r.capacity.cpu_millis, "memory": r.capacity.memory_bytes, "pods": 110}
+    out = {"cpu": r.capacity.cpu_millis, "memory": r.capacity.memory_bytes, "pods": DEFAULT_MAX_PODS}
     healthy_gpus = sum(1 for g in r.devices.gpus if g.healthy)
     if healthy_gpus:
         out["nvidia.com/gpu"] = healthy_gpus

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 from .objects import (
-    DEFAULT_QUEUE, QUEUE_NAME_ANNOTATION, Condition, Node, Pod, PodGroup, PriorityClass, Queue,
+    DEFAULT_MAX_PODS, DEFAULT_QUEUE, QUEUE_NAME_ANNOTATION, Condition, Node, Pod, PodGroup, PriorityClass, Queue,
     Requirement, SelectorTerm, Taint, Toleration,
 )
 from .quantity import QuantityError, to_canonical
@@ -162,7 +162,7 @@ def _node(doc: dict, f: _Fields, meta: dict) -> Node:
     allocatable = f.resources(status, "status", "allocatable") or f.resources(status, "status", "capacity")
     if not allocatable:
         raise f.fail("status.allocatable", "missing: a node needs its allocatable (or capacity) resources")
-    allocatable.setdefault("pods", 110)
+    allocatable.setdefault("pods", DEFAULT_MAX_PODS)
     taints = []
     for i, raw in enumerate(f.get(spec, "spec", "taints", list, [])):
         path = f"spec.taints[{i}]"

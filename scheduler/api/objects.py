@@ -19,6 +19,7 @@ ROOT_QUEUE = "root"
 CRITICAL_PRIORITY_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
 UNSCHEDULABLE_TAINT_KEY = "node.kubernetes.io/unschedulable"
 FILTER_EFFECTS = ("NoSchedule", "NoExecute")
+DEFAULT_MAX_PODS = 110  # the kubelet's default --max-pods: a node that does not say otherwise
 
 
 @dataclass(frozen=True, slots=True)
