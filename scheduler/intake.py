@@ -156,7 +156,7 @@ class ReportIntake:
 
     def _problem(self, stream: StreamState, report: Any, now: float, capacity_key: object) -> tuple[str, str] | None:
         ident = report.identity
-        if ident.node_name != stream.node:
+        if stream.node is not None and ident.node_name != stream.node:  # None: no name yet, checked below
             return (f"identity.node_name: this stream reports for node {stream.node!r}, not {ident.node_name!r}",
                     "identity")
         if (stream.last_sequence is not None and ident.boot_id == stream.boot_id

@@ -247,3 +247,9 @@ def test_pod_detail_on_the_wire_must_name_a_listed_pod_once() -> None:
     del msg.load.pod_details[1]
     msg.load.pod_details[0].containers[0].memory_used_bytes = -4
     assert "load.pod_details[0].containers[0].memory_used_bytes" in check_report(msg, now_ns=int(NOW * 1e9))
+
+
+def test_a_report_without_a_node_name_is_refused_for_that() -> None:
+    it = intake()
+    d = it.receive(StreamState(), report(identity__node_name=""))
+    assert d.ack.code == 3 and d.ack.message.startswith("identity.node_name: ") and "this stream" not in d.ack.message
