@@ -15,6 +15,7 @@ from datetime import datetime
 
 from .api.manifests import ManifestError
 from .framework.config import ConfigError
+from .framework.snapshot import DEFAULT_SCHEDULER_NAMES
 from .simulator import load_config_or_default, render_table, simulate
 
 EXIT_BAD_INPUT = 2
@@ -125,7 +126,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     at = parse_time(args.at)
     config = load_config_or_default(args.config)
     sim = simulate(args.filename, config=config, at=at, cycles=args.cycles,
-                   scheduler_names=args.scheduler_name or ("scoria",))
+                   scheduler_names=args.scheduler_name or DEFAULT_SCHEDULER_NAMES)
     if args.output == "json":
         json.dump(sim.to_dict(), sys.stdout, indent=2)
         sys.stdout.write("\n")

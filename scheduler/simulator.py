@@ -19,6 +19,7 @@ from .api.loader import load_workload
 from .api.quantity import format_quantity
 from .cache import ClusterCache
 from .framework.config import SchedulerConfig, default_config, load_config
+from .framework.snapshot import DEFAULT_SCHEDULER_NAMES
 from .scheduler import Scheduler
 
 log = logging.getLogger(__name__)
@@ -62,7 +63,7 @@ def queue_resources(allocated: dict[str, int]) -> dict[str, float | int]:
 
 
 def simulate(paths: Iterable[str | Path], *, config: SchedulerConfig | None = None, at: datetime,
-             cycles: int | None = None, scheduler_names: Iterable[str] = ("scoria",)) -> Simulation:
+             cycles: int | None = None, scheduler_names: Iterable[str] = DEFAULT_SCHEDULER_NAMES) -> Simulation:
     """Load, schedule and return the final state; ManifestError/ConfigError on bad input.
 
     Pending pods are scheduled when their ``spec.schedulerName`` is unset or one of ``scheduler_names``.
@@ -70,7 +71,7 @@ def simulate(paths: Iterable[str | Path], *, config: SchedulerConfig | None = No
     work = load_workload(paths)
     cache = ClusterCache.from_workload(work)
     scheduler = Scheduler(cache, config=config or default_config(), clock=lambda: at,
-                          scheduler_names=frozenset(scheduler_names))
+                          scheduler_names=scheduler_names)
     scheduled, ran = 0, 0
     start = time.perf_counter()
     limit = cycles if cycles is not None else MAX_CYCLES

@@ -76,11 +76,17 @@ def fulfil_nominations(ssn: Session) -> None:
     Their queue already counts them (the room was made under its limits), so
     queue checks are not asked again; a gang still commits only if whole.
     """
-    jobs = [job for job in ssn.jobs.values()
-            if job.reserved.any() and any(t.nominated >= 0 for t in job.pending_tasks())]
-    for job in sorted(jobs, key=ssn.job_key):
+    if not ssn.nodes.reserved_count:  # it counts exactly the pending tasks holding a nominated node
+        return
+    nominated = []
+    for job in ssn.jobs.values():
+        if job.reserved.any():
+            tasks = [t for t in job.pending_tasks() if t.nominated >= 0]
+            if tasks:
+                nominated.append((job, tasks))
+    for job, tasks in sorted(nominated, key=lambda jt: ssn.job_key(jt[0])):
         stmt = Statement(ssn)
-        for task in sorted((t for t in job.pending_tasks() if t.nominated >= 0), key=ssn.task_key):
+        for task in sorted(tasks, key=ssn.task_key):
             node = task.nominated
             if ssn.feasible(task, ssn.nodes.free(task))[node]:
                 stmt.allocate(task, node)

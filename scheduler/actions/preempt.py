@@ -27,7 +27,7 @@ class Preempt(Action):
             return
         index = VictimIndex(ssn, lambda t: t.job.queue, "preemptable")
         for name in sorted(by_queue, key=lambda n: ssn.queue_key(ssn.queues[n])):
-            search = RoomSearch(ssn, "preemptable", freeable=index.freeable([name]), select=ssn.preemptable,
+            search = RoomSearch(ssn, "preemptable", freeable=index.freeable([name]),
                                 candidate=lambda v, name=name: v.job.queue == name,
                                 admit=lambda t: ssn.allocatable(ssn.queues[t.job.queue], t))
             for job in sorted(by_queue[name], key=ssn.job_key):
@@ -35,7 +35,7 @@ class Preempt(Action):
                     continue
                 stmt = Statement(ssn)
                 for task in sorted(job.pending_tasks(), key=ssn.task_key):
-                    # a job's own running tasks are never candidates: priority preempts other jobs
+                    # its own job's running tasks are candidates too: the victim plugins judge them by task priority
                     if not search.make_room(stmt, task, f"preempted by {task.pod.key} (priority {job.priority})"):
                         break
                 if stmt.evictions and ssn.job_pipelined(job):

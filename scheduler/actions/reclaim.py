@@ -31,7 +31,7 @@ class Reclaim(Action):
             if not others:
                 continue
             reclaimable = set(others)
-            search = RoomSearch(ssn, "reclaimable", freeable=index.freeable(others), select=ssn.reclaimable,
+            search = RoomSearch(ssn, "reclaimable", freeable=index.freeable(others),
                                 candidate=lambda v: v.job.queue in reclaimable,
                                 admit=lambda t, queue=queue: ssn.allocatable(queue, t))
             for job in sorted(by_queue[name], key=ssn.job_key):

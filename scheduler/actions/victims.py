@@ -69,13 +69,13 @@ class RoomSearch:
     shape are refused at once instead of re-scanning every node.
     """
 
-    def __init__(self, ssn: Session, hook: str, *, freeable: np.ndarray, candidate: Candidate, select: Select,
+    def __init__(self, ssn: Session, hook: str, *, freeable: np.ndarray, candidate: Candidate,
                  admit: Admit | None = None):
         self.ssn = ssn
-        self.hook = hook
+        self.hook = hook  # "preemptable" or "reclaimable": the session hook that picks victims
         self.freeable = freeable
         self.candidate = candidate
-        self.select = select
+        self.select: Select = getattr(ssn, hook)
         self.admit = admit
         self._failed: dict[tuple, int] = {}
 
@@ -115,8 +115,8 @@ def _by_score(ssn: Session, task: TaskInfo, mask: np.ndarray) -> np.ndarray:
     cand = np.flatnonzero(mask)
     if cand.size <= 1:
         return cand
-    scores = ssn.node_scores(task, cand)
-    return cand if scores is None else cand[np.argsort(-scores, kind="stable")]
+    scores = ssn.node_scores(task)  # the session's cached scores: a node's score depends on that node alone
+    return cand if scores is None else cand[np.argsort(-scores[cand], kind="stable")]
 
 
 def _evict_on(ssn: Session, stmt: Statement, task: TaskInfo, node: int, candidate: Candidate, select: Select,

@@ -227,11 +227,11 @@ class Session:
             remaining &= plugin.predicate(task, avail)
         return summarize(self.nodes.count, reasons)
 
-    def node_scores(self, task: TaskInfo, nodes: np.ndarray | None = None) -> np.ndarray | None:
-        """Summed plugin scores for ``nodes`` (all when None); None when no plugin scores nodes."""
+    def node_scores(self, task: TaskInfo) -> np.ndarray | None:
+        """Summed plugin scores of every node; None when no plugin scores nodes."""
         total = None
         for plugin in self._flat["node_order"]:
-            s = self.score_cache.scores(plugin, task) if nodes is None else plugin.node_order(task, nodes)
+            s = self.score_cache.scores(plugin, task)
             total = s.copy() if total is None else total + s
         return total
 
@@ -251,8 +251,7 @@ class Session:
             getattr(plugin, hook)(task)
 
     def _allocate(self, task: TaskInfo, node: int) -> None:
-        if task.nominated >= 0:
-            self.nodes.reserve(task, -1)
+        self.nodes.reserve(task, -1)
         task.job.set_status(task, TaskStatus.ALLOCATED)
         task.node = node
         self.nodes.place(task, node)
@@ -262,13 +261,11 @@ class Session:
         self.nodes.unplace(task, task.node)
         task.job.set_status(task, TaskStatus.PENDING)
         task.node = -1
-        if task.nominated >= 0:
-            self.nodes.reserve(task, +1)
+        self.nodes.reserve(task, +1)
         self._fire("on_deallocate", task)
 
     def _pipeline(self, task: TaskInfo, node: int) -> None:
-        if task.nominated >= 0:
-            self.nodes.reserve(task, -1)
+        self.nodes.reserve(task, -1)
         task.job.set_status(task, TaskStatus.PIPELINED)
         task.node = node
         self.nodes.add_pipelined(task, node, +1)
@@ -278,8 +275,7 @@ class Session:
         self.nodes.add_pipelined(task, task.node, -1)
         task.job.set_status(task, TaskStatus.PENDING)
         task.node = -1
-        if task.nominated >= 0:
-            self.nodes.reserve(task, +1)
+        self.nodes.reserve(task, +1)
         self._fire("on_deallocate", task)
 
     def _evict(self, task: TaskInfo) -> TaskStatus:

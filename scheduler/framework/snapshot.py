@@ -250,6 +250,9 @@ class NodeTable:
         return free
 
     def reserve(self, task: TaskInfo, sign: int) -> None:
+        """Hold (+1) or let go (-1) the room on ``task``'s nominated node; nothing if it has none."""
+        if task.nominated < 0:
+            return
         self.reserved[:, task.nominated] += sign * task.req
         self.reserved_count += sign
         self.changes.append(task.nominated)

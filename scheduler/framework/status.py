@@ -68,11 +68,13 @@ def write_status(ssn: "Session") -> None:
 
 def _write_job(ssn: "Session", job: JobInfo) -> None:
     group = job.group
+    # the first fit error among the job's tasks, found once (not once per pending task: jobs can be large)
+    sibling = next((t.fit_error for t in job.tasks.values() if t.fit_error), None)
     for task in job.tasks.values():
         if task.pod.nominated_node and task.uid not in ssn.nominated and task.status != TaskStatus.PIPELINED:
             ssn.effects.nominate(task.pod, None)  # placed, or its chance passed: the reservation ends
         if task.status == TaskStatus.PENDING:
-            ssn.effects.pod_reason(task.pod, pending_reason(ssn, job, task))
+            ssn.effects.pod_reason(task.pod, pending_reason(ssn, job, task, sibling))
         elif task.status == TaskStatus.PIPELINED or (task.status == TaskStatus.ALLOCATED
                                                       and task.uid not in ssn.bound):
             ssn.effects.pod_reason(task.pod, f"reserved on {ssn.nodes.names[task.node]}: waiting for "
@@ -92,7 +94,7 @@ def _write_job(ssn: "Session", job: JobInfo) -> None:
         ssn.phase_changes += 1
 
 
-def pending_reason(ssn: "Session", job: JobInfo, task) -> str:
+def pending_reason(ssn: "Session", job: JobInfo, task, sibling: str | None) -> str:
     if job.group is None:
         return f"PodGroup {job.uid} not found"
     if job.enqueue_reason:
@@ -101,7 +103,6 @@ def pending_reason(ssn: "Session", job: JobInfo, task) -> str:
         return job.fit_error
     if task.fit_error:
         return task.fit_error
-    sibling = next((t.fit_error for t in job.tasks.values() if t.fit_error), None)
     if sibling:  # the job stopped at a sibling; this task was not tried after it
         return sibling
     if task.best_effort and not ssn.has_action("backfill"):

@@ -13,6 +13,7 @@ import numpy as np
 from ..framework.args import Arg
 from ..framework.plugin import Plugin, register_plugin
 from ..framework.snapshot import TaskInfo
+from .nodeorder import used_after
 
 
 @register_plugin
@@ -57,7 +58,7 @@ class Binpack(Plugin):
         score = np.zeros(size)
         for col in cols:
             # used after placing, as a fraction of allocatable; a node it would overfill scores 0 here
-            frac = 1.0 - (self.nodes.idle[col, sel] - task.req[col]) * self.nodes.inv_alloc[col, sel]
+            frac = used_after(self.nodes, task, col, sel)
             frac[frac > 1.0 + 1e-9] = 0.0
             score += self.weights[col] * frac
         return score * (100.0 * self.args.weight / self.weights[cols].sum())

@@ -20,7 +20,7 @@ from ..api.objects import ROOT_QUEUE
 from ..framework.plugin import ABSTAIN, PERMIT, Plugin, Vote, register_plugin, reject
 from ..framework.resources import EPS
 from ..framework.snapshot import JobInfo, QueueInfo, TaskInfo
-from .proportion import describe, share
+from .proportion import describe, over_limit, share
 
 
 class Attr:
@@ -108,9 +108,10 @@ class Capacity(Plugin):
         return (sa > sb) - (sa < sb)
 
     def _refusal(self, name: str) -> str | None:
-        for attr in self._path(name)[1:]:
-            if attr.name in self.problems:
-                return f"queue tree is inconsistent: {self.problems[attr.name]}"
+        if self.problems:  # fixed at open; usually none, so no walk up the tree per task
+            for attr in self._path(name)[1:]:
+                if attr.name in self.problems:
+                    return f"queue tree is inconsistent: {self.problems[attr.name]}"
         if self.hierarchy and self.attrs[name].children:
             return f"queue {name} has child queues; only leaf queues run jobs"
         return None
@@ -120,8 +121,7 @@ class Capacity(Plugin):
         cols = [c for c in np.flatnonzero(self.mask) if extra[c] > 0]
         for attr in self._path(name):
             future = attr.allocated + extra + (attr.inqueue if admitted else 0)
-            # A limit as large as the cluster is node fit's business; the predicates explain it better.
-            over = [c for c in cols if future[c] > attr.capability[c] + EPS and attr.capability[c] < self.total[c] - EPS]
+            over = over_limit(future, attr.capability, self.total, cols)
             if over:
                 whose = "its" if attr.name == name else f"ancestor {attr.name}'s"
                 return (f"queue {name} would exceed {whose} capability: {describe(self.index, future, over)} "

@@ -23,11 +23,16 @@ log = logging.getLogger(__name__)
 _NOT_IMPLEMENTED = "Scoria's nodeorder does not implement this score; it counts as 0"
 
 
+def used_after(nodes, task: TaskInfo, col: int, sel) -> np.ndarray:
+    """The share of resource ``col`` in use on nodes ``sel`` once ``task`` is placed (above 1: overfilled)."""
+    return 1.0 - (nodes.idle[col, sel] - task.req[col]) * nodes.inv_alloc[col, sel]
+
+
 def used_fractions(nodes, task: TaskInfo, sel) -> tuple[np.ndarray, np.ndarray]:
     """CPU and memory used on nodes ``sel`` after placing ``task``: 0..1, and 1 where a node has none."""
     out = []
     for col in (CPU, MEMORY):
-        frac = 1.0 - (nodes.idle[col, sel] - task.req[col]) * nodes.inv_alloc[col, sel]
+        frac = used_after(nodes, task, col, sel)
         out.append(np.clip(frac, 0.0, 1.0, out=frac))
     return out[0], out[1]
 

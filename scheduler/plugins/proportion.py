@@ -61,7 +61,7 @@ def _level_fill(weights: np.ndarray, floors: np.ndarray, caps: np.ndarray, total
     def handed_out(level: float) -> float:
         return float(np.clip(weights * level, floors, caps).sum())
 
-    if handed_out(np.inf if caps.size else 0) <= total:
+    if caps.sum() <= total:  # every queue can have its cap (caps >= floors)
         return caps.copy()
     if floors.sum() >= total:  # guarantees alone use everything
         return floors.copy()
@@ -85,6 +85,12 @@ def share(allocated: np.ndarray, deserved: np.ndarray, mask: np.ndarray) -> floa
     with np.errstate(divide="ignore", invalid="ignore"):
         values = np.where(d > EPS, a / np.where(d > EPS, d, 1.0), np.where(a > EPS, 1.0, 0.0))
     return float(values.max())
+
+
+def over_limit(future: np.ndarray, limit: np.ndarray, total: np.ndarray, cols) -> list[int]:
+    """Columns where ``future`` exceeds ``limit``; a limit as large as the cluster is left to node fit,
+    whose predicates explain it better."""
+    return [c for c in cols if future[c] > limit[c] + EPS and limit[c] < total[c] - EPS]
 
 
 def describe(index, vec: np.ndarray, cols) -> str:
@@ -142,7 +148,7 @@ class Proportion(Plugin):
         cols = [c for c in task.cols if self.mask[c]]
         future = attr.allocated + task.req
         for limit, what in ((attr.capability, "its capability"), (attr.deserved, "its deserved share")):
-            over = [c for c in cols if future[c] > limit[c] + EPS and limit[c] < total[c] - EPS]
+            over = over_limit(future, limit, total, cols)
             if over:
                 return (f"queue {queue.name} would exceed {what}: {describe(self.index, future, over)} "
                         f"of {describe(self.index, limit, over)}")
