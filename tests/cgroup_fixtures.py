@@ -7,7 +7,7 @@ defaults, and returns ``HostPaths`` whose cgroup root is ``root``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from agent.cgroups.tree import V1_CONTROLLERS
@@ -23,18 +23,27 @@ class FakePod:
     containers: tuple[str, ...] = ("0123456789abcdef0123456789abcdef",)
     cpu_usage_ns: int = 0
     memory_bytes: int = 64 * 2**20
-    extra: dict = field(default_factory=dict)
+
+
+# The kubelet's QoS-class cgroups and the prefix of its systemd pod slices, per driver.
+_QOS_DIRS = {
+    "cgroupfs": {"Guaranteed": "kubepods", "Burstable": "kubepods/burstable", "BestEffort": "kubepods/besteffort"},
+    "systemd": {"Guaranteed": "kubepods.slice", "Burstable": "kubepods.slice/kubepods-burstable.slice",
+                "BestEffort": "kubepods.slice/kubepods-besteffort.slice"},
+}
+_SLICE_PREFIX = {"Guaranteed": "kubepods", "Burstable": "kubepods-burstable", "BestEffort": "kubepods-besteffort"}
+
+
+def qos_dir(driver: str, qos_class: str) -> str:
+    """The cgroup holding the pods of ``qos_class`` (Guaranteed: the kubepods root itself)."""
+    return _QOS_DIRS[driver][qos_class]
 
 
 def pod_dir(version: int, driver: str, pod: FakePod) -> str:
+    parent = qos_dir(driver, pod.qos_class)
     if driver == "cgroupfs":
-        parent = {"Guaranteed": "kubepods", "Burstable": "kubepods/burstable",
-                  "BestEffort": "kubepods/besteffort"}[pod.qos_class]
         return f"{parent}/pod{pod.uid}"
-    parent, prefix = {"Guaranteed": ("kubepods.slice", "kubepods"),
-                      "Burstable": ("kubepods.slice/kubepods-burstable.slice", "kubepods-burstable"),
-                      "BestEffort": ("kubepods.slice/kubepods-besteffort.slice", "kubepods-besteffort")}[pod.qos_class]
-    return f"{parent}/{prefix}-pod{pod.uid.replace('-', '_')}.slice"
+    return f"{parent}/{_SLICE_PREFIX[pod.qos_class]}-pod{pod.uid.replace('-', '_')}.slice"
 
 
 def container_dir(driver: str, runtime: str, cid: str) -> str:
@@ -44,13 +53,13 @@ def container_dir(driver: str, runtime: str, cid: str) -> str:
             "docker": f"docker-{cid}.scope"}[runtime]
 
 
-def _v1_files(path: Path, controller: str, cpu_ns: int = 0, memory: int = 0) -> None:
+def _v1_files(path: Path, controller: str) -> None:
     path.mkdir(parents=True, exist_ok=True)
     files = {
         "cpu": {"cpu.shares": "1024", "cpu.cfs_quota_us": "-1", "cpu.cfs_period_us": "100000", "cpu.idle": "0",
                 "cpu.cfs_burst_us": "0"},
-        "cpuacct": {"cpuacct.usage": str(cpu_ns)},
-        "memory": {"memory.limit_in_bytes": V1_UNLIMITED_MEMORY, "memory.usage_in_bytes": str(memory),
+        "cpuacct": {"cpuacct.usage": "0"},
+        "memory": {"memory.limit_in_bytes": V1_UNLIMITED_MEMORY, "memory.usage_in_bytes": "0",
                    "memory.stat": "total_inactive_file 0\ninactive_file 0\n"},
         "cpuset": {"cpuset.cpus": "0-3", "cpuset.mems": "0"},
     }[controller]
@@ -59,12 +68,12 @@ def _v1_files(path: Path, controller: str, cpu_ns: int = 0, memory: int = 0) -> 
             (path / name).write_text(value + "\n")
 
 
-def _v2_files(path: Path, cpu_ns: int = 0, memory: int = 0) -> None:
+def _v2_files(path: Path) -> None:
     path.mkdir(parents=True, exist_ok=True)
     files = {"cpu.weight": "100", "cpu.max": "max 100000", "cpu.max.burst": "0", "cpu.idle": "0",
-             "cpu.stat": f"usage_usec {cpu_ns // 1000}\nuser_usec 0\nsystem_usec 0\n",
+             "cpu.stat": "usage_usec 0\nuser_usec 0\nsystem_usec 0\n",
              "memory.max": "max", "memory.min": "0", "memory.low": "0", "memory.high": "max",
-             "memory.current": str(memory), "memory.stat": "inactive_file 0\n",
+             "memory.current": "0", "memory.stat": "inactive_file 0\n",
              "cpuset.cpus": "", "cpuset.mems": "", "cpu.pressure": "some avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
                                                                   "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"}
     for name, value in files.items():
@@ -74,9 +83,7 @@ def _v2_files(path: Path, cpu_ns: int = 0, memory: int = 0) -> None:
 
 def make_tree(root: Path, *, version: int = 1, driver: str = "cgroupfs", runtime: str = "containerd",
               pods: list[FakePod] = ()) -> HostPaths:
-    kube = "kubepods" if driver == "cgroupfs" else "kubepods.slice"
-    classes = [kube, f"{kube}/burstable" if driver == "cgroupfs" else f"{kube}/kubepods-burstable.slice",
-               f"{kube}/besteffort" if driver == "cgroupfs" else f"{kube}/kubepods-besteffort.slice"]
+    classes = [qos_dir(driver, q) for q in ("Guaranteed", "Burstable", "BestEffort")]
     if version == 2:
         (root / "cgroup.controllers").parent.mkdir(parents=True, exist_ok=True)
         (root / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")

@@ -43,6 +43,7 @@ class FakeApiServer:
         self.blocked: set[tuple[str, str]] = set()  # (namespace, name) a PodDisruptionBudget protects
         self.requests: list[tuple[str, str]] = []
         self.watch_cap, self.history = watch_cap, history
+        self._closing = False  # set on exit: open watches end
         self._cond = threading.Condition()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
@@ -166,7 +167,7 @@ class FakeApiServer:
                                                           "message": "too old resource version", "reason": "Expired",
                                                           "code": 410}})
                     else:
-                        while not deadline.is_set() and not getattr(server, "_closing", False):
+                        while not deadline.is_set() and not server._closing:
                             with server._cond:
                                 fresh = [e for e in server.events if e[0] > sent]
                                 if not fresh:

@@ -8,30 +8,24 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
 
 import pytest
 
-from agent.agent import Agent, AgentConfig
 from agent.cgroups.backend import detect_backend
-from agent.cgroups.layout import FixedLayout
-from agent.cgroups.tree import attach, make_group, pids, remove_group
-from agent.evictor import RecordingEvictor
+from agent.cgroups.tree import make_group, pids, remove_group
 from agent.hostpaths import HostPaths
-from agent.pods import PodInfo, StaticPodSource
-from agent.profile import ProfileWatcher
+from agent.pods import PodInfo
 from proto.model import QosLevel
+
+from .real_cgroups import make_agent, spawn
 
 ROOT = HostPaths()
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or not os.access("/sys/fs/cgroup/cpu", os.W_OK) or not Path("/sys/fs/cgroup/cpu/cpu.idle").exists(),
     reason="needs root and a writable cgroup v1 cpu hierarchy with cpu.idle")
-
-BUSY = "import time\nwhile True:\n    pass\n"
-
 
 @pytest.fixture
 def sandbox():
@@ -47,21 +41,6 @@ def sandbox():
             p.wait()
         remove_group(backend, parent)
         assert not backend.directory(parent, "cpu").exists()
-
-
-def spawn(backend, group: str, procs: list) -> subprocess.Popen:
-    p = subprocess.Popen([sys.executable, "-c", BUSY])
-    procs.append(p)
-    attach(backend, group, p.pid)
-    return p
-
-
-def make_agent(backend, parent: str, pods: list[PodInfo], profile: Path | None = None) -> Agent:
-    layout = FixedLayout(backend, parent)
-    for pod in pods:
-        make_group(backend, layout.pod_path(pod.uid, pod.qos_class))
-    return Agent(AgentConfig("this-node"), paths=ROOT, backend=backend, layout=layout, pods=StaticPodSource(pods),
-                 profiles=ProfileWatcher(profile), evictor=RecordingEvictor())
 
 
 def test_offline_group_gets_cpu_idle_and_a_quota(sandbox) -> None:

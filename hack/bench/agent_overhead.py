@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 import psutil  # noqa: E402
 
-from tests.cgroup_fixtures import FakePod, container_dir, make_tree, pod_dir, set_usage  # noqa: E402
+from tests.cgroup_fixtures import FakePod, container_dir, make_tree, pod_dir, qos_dir, set_usage  # noqa: E402
 from tests.processes import ServeFailed, cpu_seconds, free_port, scrape, start_serve, wait_port  # noqa: E402
 
 GI = 2**30
@@ -52,9 +52,7 @@ class FakeKernel:
         self.offline_idle = offline_idle
         self.root, self.version, self.driver = root, version, driver
         self.rng = random.Random(seed)
-        kube = "kubepods" if driver == "cgroupfs" else "kubepods.slice"
-        be = f"{kube}/besteffort" if driver == "cgroupfs" else f"{kube}/kubepods-besteffort.slice"
-        self.parents = {"root": kube, "offline": be}
+        self.parents = {"root": qos_dir(driver, "Guaranteed"), "offline": qos_dir(driver, "BestEffort")}
         self.groups = []  # (cgroup, containers' cgroups, offline?)
         for pod in pods:
             path = pod_dir(version, driver, pod)

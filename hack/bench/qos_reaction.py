@@ -30,42 +30,29 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import numpy as np  # noqa: E402
 
-from agent.agent import Agent, AgentConfig  # noqa: E402
+from agent.agent import AgentConfig  # noqa: E402
 from agent.cgroups.backend import detect_backend  # noqa: E402
-from agent.cgroups.layout import FixedLayout  # noqa: E402
-from agent.cgroups.tree import attach, make_group, remove_group  # noqa: E402
-from agent.evictor import RecordingEvictor  # noqa: E402
+from agent.cgroups.tree import remove_group  # noqa: E402
 from agent.hostpaths import HostPaths  # noqa: E402
-from agent.pods import PodInfo, StaticPodSource  # noqa: E402
-from agent.profile import ProfileWatcher  # noqa: E402
+from agent.pods import PodInfo  # noqa: E402
 from proto.model import QosLevel  # noqa: E402
-
-BUSY = "while True:\n    pass\n"
-
+from tests.real_cgroups import make_agent, spawn  # noqa: E402
 
 def run(args: argparse.Namespace) -> dict:
     paths = HostPaths()
     backend = detect_backend(paths)
     parent = f"scoria-bench-{uuid.uuid4().hex[:10]}"
-    layout = FixedLayout(backend, parent)
     pods = [PodInfo("online", qos_class="Burstable", qos_level=QosLevel.LS),
             PodInfo("offline", qos_class="BestEffort", qos_level=QosLevel.BE)]
     procs: list[subprocess.Popen] = []
-    for pod in pods:
-        make_group(backend, layout.pod_path(pod.uid, pod.qos_class))
     stop = threading.Event()
     try:
+        agent = make_agent(backend, parent, pods, config=AgentConfig("bench", fast_interval=args.fast_interval))
+        layout = agent.layout
         for _ in range(os.cpu_count() or 2):
-            p = subprocess.Popen([sys.executable, "-c", BUSY])
-            procs.append(p)
-            attach(backend, layout.pod_path("offline", "BestEffort"), p.pid)
-        online = subprocess.Popen([sys.executable, "-c", BUSY])
-        procs.append(online)
-        attach(backend, layout.pod_path("online", "Burstable"), online.pid)
+            spawn(backend, layout.pod_path("offline", "BestEffort"), procs)
+        online = spawn(backend, layout.pod_path("online", "Burstable"), procs)
         os.kill(online.pid, signal.SIGSTOP)
-        agent = Agent(AgentConfig("bench", fast_interval=args.fast_interval), paths=paths, backend=backend,
-                      layout=layout, pods=StaticPodSource(pods), profiles=ProfileWatcher(None),
-                      evictor=RecordingEvictor())
         loops = threading.Thread(target=agent.run, args=(stop,), daemon=True)
         loops.start()
         capacity = agent.capacity.cpu_millis
