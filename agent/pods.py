@@ -1,9 +1,6 @@
 """The pods on this node, and which of them are online and which offline.
 
-QoS level: the pod annotation ``volcano.sh/qos-level`` (LC, HLS, LS online;
-BE offline) when set; otherwise pods requesting ``kubernetes.io/batch-cpu`` or
-``kubernetes.io/batch-memory`` and BestEffort pods are offline (BE),
-Guaranteed pods LC and Burstable pods LS.  Sources give the inventory: a
+QoS level: see :mod:`scheduler.api.qos` (shared with the scheduler).  Sources give the inventory: a
 Kubernetes watch of the node's pods, the pod cgroups found on the host (when
 no API is reachable), or a fixed list (tests, benchmarks, the embedded runtime).
 """
@@ -17,15 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Protocol
 
 from proto.model import QosLevel
+from scheduler.api.qos import BATCH_CPU, BATCH_MEMORY, qos_class as _qos_class, qos_level
 from scheduler.api.quantity import QuantityError, to_canonical
 
 from .cgroups.layout import Layout
 
 log = logging.getLogger(__name__)
-
-QOS_LEVEL_ANNOTATION = "volcano.sh/qos-level"
-BATCH_CPU = "kubernetes.io/batch-cpu"
-BATCH_MEMORY = "kubernetes.io/batch-memory"
 
 
 @dataclass(frozen=True)
@@ -51,18 +45,6 @@ class PodInfo:
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}" if self.name else self.uid
-
-
-def qos_level(annotations: dict[str, str], qos_class: str, batch: bool) -> QosLevel:
-    text = (annotations.get(QOS_LEVEL_ANNOTATION) or "").strip().upper()
-    if text:
-        try:
-            return QosLevel[text]
-        except KeyError:
-            log.warning("ignoring %s=%r: not one of LC, HLS, LS, BE", QOS_LEVEL_ANNOTATION, text)
-    if batch or qos_class == "BestEffort":
-        return QosLevel.BE
-    return QosLevel.LC if qos_class == "Guaranteed" else QosLevel.LS
 
 
 def _sum(containers: list[dict], part: str, resource: str) -> tuple[int, bool]:
@@ -105,23 +87,6 @@ def pod_info(doc: dict) -> PodInfo:
         cpu_limit=cpu_lim if all_cpu_lim and containers else None, memory_request=mem_req,
         memory_limit=mem_lim if all_mem_lim and containers else None,
         batch_cpu=batch_cpu, batch_memory=batch_mem, annotations=annotations)
-
-
-def _qos_class(containers: list[dict]) -> str:
-    """Kubernetes' rule: no requests or limits anywhere -> BestEffort; requests == limits everywhere -> Guaranteed."""
-    any_set, guaranteed = False, bool(containers)
-    for c in containers:
-        res = c.get("resources") or {}
-        req, lim = res.get("requests") or {}, res.get("limits") or {}
-        for name in ("cpu", "memory"):
-            if req.get(name) is not None or lim.get(name) is not None:
-                any_set = True
-            if lim.get(name) is None or (req.get(name) is not None and
-                                          to_canonical(name, req[name]) != to_canonical(name, lim[name])):
-                guaranteed = False
-    if not any_set:
-        return "BestEffort"
-    return "Guaranteed" if guaranteed else "Burstable"
 
 
 class PodSource(Protocol):

@@ -14,7 +14,8 @@ from typing import Any
 from google.protobuf import json_format
 
 from .model import (
-    Ack, Capacity, Colocation, ContainerUsage, CpuTopology, DeviceProcess, Devices, Directive, Eviction, Gpu, Identity, Load,
+    Ack, Capacity, Colocation, ContainerUsage, CpuTopology, DeviceProcess, Devices, Directive, Eviction, Gpu, GpuLink,
+    GpuTopologyLevel, Identity, Load,
     LogicalCpu, MigMode, NodeReport, Npu, NumaZone, PodAction, PodActionKind, PodUsage, Pressure, QosLevel,
     QosProfile,
 )
@@ -44,7 +45,7 @@ def report_to_pb(r: NodeReport) -> Any:
     mi.node_name, mi.agent_version, mi.boot_id = i.node_name, i.agent_version, i.boot_id
     mi.sequence, mi.sample_time_ns, mi.report_interval_ms = i.sequence, i.sample_time_ns, i.report_interval_ms
     c, mc = r.capacity, msg.capacity
-    mc.cpu_millis, mc.memory_bytes = c.cpu_millis, c.memory_bytes
+    mc.cpu_millis, mc.memory_bytes, mc.topology_policy = c.cpu_millis, c.memory_bytes, c.topology_policy
     for z in c.numa_zones:
         mc.numa_zones.add(id=z.id, cpus=z.cpus, memory_bytes=z.memory_bytes, distances=z.distances)
     t, mt = c.cpu_topology, mc.cpu_topology
@@ -58,6 +59,8 @@ def report_to_pb(r: NodeReport) -> Any:
             memory_utilization_percent=g.memory_utilization_percent, numa_node=g.numa_node, healthy=g.healthy,
             health_detail=g.health_detail, mig_mode=int(g.mig_mode))
         _processes_to(g.processes, mg.processes)
+        for link in g.links:
+            mg.links.add(peer_index=link.peer_index, nvlinks=link.nvlinks, level=int(link.level))
     for n in r.devices.npus:
         mn = msg.devices.npus.add(
             id=n.id, chip=n.chip, model=n.model, hbm_total_bytes=n.hbm_total_bytes, hbm_used_bytes=n.hbm_used_bytes,
@@ -100,6 +103,7 @@ def _processes_from(procs: Any) -> list[DeviceProcess]:
 
 
 _MIG = tuple(MigMode)
+_LEVEL = tuple(GpuTopologyLevel)
 _QOS = tuple(QosLevel)
 
 
@@ -108,20 +112,26 @@ def _mig(value: int) -> MigMode:
     return _MIG[value] if 0 <= value < len(_MIG) else MigMode.UNSUPPORTED
 
 
+def _level(value: int) -> GpuTopologyLevel:
+    return _LEVEL[value] if 0 <= value < len(_LEVEL) else GpuTopologyLevel.UNKNOWN
+
+
 def capacity_from_pb(c: Any) -> Capacity:
     t = c.cpu_topology
     return Capacity(
         c.cpu_millis, c.memory_bytes,
         [NumaZone(z.id, list(z.cpus), z.memory_bytes, list(z.distances)) for z in c.numa_zones],
         CpuTopology(t.sockets, t.cores, t.threads_per_core,
-                    [LogicalCpu(x.id, x.socket, x.core, x.numa_zone) for x in t.cpus]))
+                    [LogicalCpu(x.id, x.socket, x.core, x.numa_zone) for x in t.cpus]),
+        c.topology_policy)
 
 
 def devices_from_pb(d: Any) -> Devices:
     return Devices(
         [Gpu(g.index, g.uuid, g.model, g.memory_total_bytes, g.memory_used_bytes, g.gpu_utilization_percent,
              g.memory_utilization_percent, g.numa_node, g.healthy, g.health_detail, _mig(g.mig_mode),
-             _processes_from(g.processes)) for g in d.gpus],
+             _processes_from(g.processes), [GpuLink(k.peer_index, k.nvlinks, _level(k.level)) for k in g.links])
+         for g in d.gpus],
         [Npu(n.id, n.chip, n.model, n.hbm_total_bytes, n.hbm_used_bytes, n.aicore_utilization_percent, n.healthy,
              n.health_detail, n.numa_node, _processes_from(n.processes)) for n in d.npus])
 

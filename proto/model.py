@@ -17,6 +17,18 @@ class MigMode(IntEnum):
     ENABLED = 2
 
 
+class GpuTopologyLevel(IntEnum):
+    """NVML's common-ancestor levels between two GPUs, nearest first."""
+
+    UNKNOWN = 0
+    INTERNAL = 1
+    SINGLE = 2
+    MULTIPLE = 3
+    HOSTBRIDGE = 4
+    NODE = 5
+    SYSTEM = 6
+
+
 class QosLevel(IntEnum):
     UNSPECIFIED = 0
     LC = 1
@@ -65,6 +77,7 @@ class Capacity:
     memory_bytes: int = 0
     numa_zones: list[NumaZone] = field(default_factory=list)
     cpu_topology: CpuTopology = field(default_factory=CpuTopology)
+    topology_policy: str = ""  # the kubelet's topology manager policy; "" unknown
 
 
 @dataclass(slots=True)
@@ -73,6 +86,13 @@ class DeviceProcess:
     memory_bytes: int = 0
     pod_uid: str = ""
     container: str = ""
+
+
+@dataclass(slots=True)
+class GpuLink:
+    peer_index: int
+    nvlinks: int = 0
+    level: GpuTopologyLevel = GpuTopologyLevel.UNKNOWN
 
 
 @dataclass(slots=True)
@@ -89,6 +109,7 @@ class Gpu:
     health_detail: str = ""
     mig_mode: MigMode = MigMode.UNSUPPORTED
     processes: list[DeviceProcess] = field(default_factory=list)
+    links: list[GpuLink] = field(default_factory=list)
 
 
 @dataclass(slots=True)

@@ -14,19 +14,27 @@ annotation, else ``default``.
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from collections import deque
 
-from proto.model import Eviction, NodeReport
+from proto.model import Eviction, NodeReport, QosLevel
 
 from .api.loader import BUILTIN_PRIORITY_CLASSES, Workload
 from .api.objects import (
     DEFAULT_QUEUE, QUEUE_NAME_ANNOTATION, Condition, Node, Pod, PodGroup, PriorityClass, Queue,
 )
+from .api.placement import (
+    DEVICES_ANNOTATION, NUMA_NODES_ANNOTATION, DeviceGrant, DeviceRequest, decode_devices, decode_zones,
+    device_requests, expected_duration, numa_policy, preemptable,
+)
+from .api.qos import BATCH_RESOURCES, qos_level
 from .telemetry import NodeTelemetry, node_allocatable
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +55,13 @@ class PodFacts:
     signature: tuple  # everything the node-independent predicates read
     request_key: tuple  # the pod's requests as a hashable, sorted tuple
     best_effort: bool
+    offline: bool = False  # QoS level BE: fits against batch allocatable, kept off evicting nodes
+    numa_policy: str = ""  # volcano.sh/numa-topology-policy ("" unset)
+    devices: tuple[DeviceRequest, ...] = ()  # whole or shared devices it asks for
+    zones: tuple[int, ...] | None = None  # NUMA zones it was placed in (scoria.io/numa-nodes), None: not pinned
+    grants: tuple[DeviceGrant, ...] = ()  # devices it was given (scoria.io/devices)
+    duration: float | None = None  # seconds it says it runs (scoria.io/expected-duration)
+    preemptable: bool | None = None  # volcano.sh/preemptable
 
 
 def _device_health(report: Any) -> tuple:
@@ -176,7 +191,7 @@ class ClusterCache:
                 ref=self.job_of(pod), priority=self.pod_priority(pod),
                 signature=(tuple(sorted(pod.node_selector.items())), pod.affinity_terms, pod.tolerations),
                 request_key=tuple(sorted((k, v) for k, v in pod.requests.items() if v)),
-                best_effort=pod.best_effort)
+                best_effort=pod.best_effort, **_placement_facts(pod))
         return facts
 
     def pod_priority(self, pod: Pod) -> int:
@@ -193,10 +208,15 @@ class ClusterCache:
         return 0
 
     # -- the binder, evictor and status writer -------------------------------------------
-    def bind(self, uid: str, node: str) -> None:
+    def bind(self, uid: str, node: str, annotations: dict[str, str] | None = None, at: float | None = None) -> None:
+        """Place a pod, writing the placement decisions (NUMA zones, devices) onto it; ``at``: Unix seconds."""
         with self.lock:
             pod = self.pods[uid]
             pod.node_name, pod.phase, pod.reason, pod.nominated_node = node, "Running", None, ""
+            if annotations:
+                pod.annotations.update(annotations)
+                self._facts.pop(uid, None)
+            pod.bound_at = at
             self.generation += 1
 
     def evict(self, uid: str, reason: str) -> None:
@@ -236,3 +256,30 @@ class ClusterCache:
             queue = self.queues.get(name)
             if queue is not None:
                 queue.allocated = allocated
+
+
+def _placement_facts(pod: Pod) -> dict[str, Any]:
+    """What placement reads from a pod's requests and annotations.
+
+    Manifests are checked when they enter (a bad request never gets here from
+    YAML or the API); a value that is unreadable anyway — a hand-edited
+    decision on a running pod — is logged and read as unset, so one bad pod
+    cannot stop scheduling.
+    """
+    a = pod.annotations
+    out: dict[str, Any] = {
+        "offline": qos_level(a, pod.qos_class, any(pod.requests.get(r) for r in BATCH_RESOURCES)) == QosLevel.BE}
+    for key, read, field in ((None, numa_policy, "numa_policy"), (None, expected_duration, "duration"),
+                             (None, preemptable, "preemptable"), (NUMA_NODES_ANNOTATION, decode_zones, "zones"),
+                             (DEVICES_ANNOTATION, decode_devices, "grants")):
+        if key is not None and not a.get(key):
+            continue
+        try:
+            out[field] = read(a[key]) if key else read(a)
+        except ValueError as exc:
+            log.warning("pod %s: ignoring %s", pod.key, exc)
+    try:
+        out["devices"] = device_requests(pod.requests)
+    except ValueError as exc:
+        log.warning("pod %s: ignoring its device requests: %s", pod.key, exc)
+    return out

@@ -6,6 +6,9 @@ methods; the session and the actions never know which one they talk to.
 
 from __future__ import annotations
 
+import time
+from typing import Callable
+
 from .api.objects import Condition, Pod, PodGroup
 from .cache import ClusterCache
 
@@ -13,11 +16,12 @@ from .cache import ClusterCache
 class CacheEffects:
     """Binds, evictions and status applied straight to a :class:`ClusterCache`."""
 
-    def __init__(self, cache: ClusterCache):
+    def __init__(self, cache: ClusterCache, clock: Callable[[], float] = time.time):
         self.cache = cache
+        self.clock = clock  # Unix seconds: when a bind happened (usage estimates compare it with report times)
 
-    def bind(self, pod: Pod, node: str) -> None:
-        self.cache.bind(pod.uid, node)
+    def bind(self, pod: Pod, node: str, annotations: dict[str, str]) -> None:
+        self.cache.bind(pod.uid, node, annotations, at=self.clock())
 
     def evict(self, pod: Pod, reason: str) -> None:
         self.cache.evict(pod.uid, f"Evicted: {reason}")

@@ -52,7 +52,8 @@ class Scheduler:
         self.cache = cache
         self.scheduler_names = frozenset(scheduler_names)
         self.clock = clock
-        self.effects = effects or CacheEffects(cache)
+        self.effects = effects or CacheEffects(cache, clock=lambda: self.clock().timestamp())
+        self.plugin_state: dict[str, dict] = {}  # what plugins keep from one cycle to the next (Session.state)
         self.metrics = metrics or SchedulerMetrics()
         self.watcher = ConfigWatcher(config_path, on_result=self.metrics.config_reload) if config_path else None
         self._config = config or default_config()
@@ -68,7 +69,7 @@ class Scheduler:
         start = time.perf_counter()
         now = self.clock()
         snapshot = take_snapshot(self.cache, self.scheduler_names, now=now.timestamp())
-        ssn = Session(snapshot, config, now=now, effects=self.effects)
+        ssn = Session(snapshot, config, now=now, effects=self.effects, state=self.plugin_state)
         ssn.open()
         for action in config.build_actions():
             began = time.perf_counter()

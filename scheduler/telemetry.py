@@ -26,6 +26,8 @@ from proto.model import NodeReport
 from .api.objects import DEFAULT_MAX_PODS
 
 DEFAULT_INTERVAL_S = 1.0
+# The kubelet's topology manager policies ("" where the agent does not know the node's).
+TOPOLOGY_POLICIES = ("", "none", "best-effort", "restricted", "single-numa-node")
 _NODE_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 
 
@@ -171,6 +173,9 @@ def _capacity(r: NodeReport, limits: ReportLimits) -> None:
     t = c.cpu_topology
     for name in ("sockets", "cores", "threads_per_core"):
         _natural(f"capacity.cpu_topology.{name}", getattr(t, name))
+    if c.topology_policy not in TOPOLOGY_POLICIES:
+        raise _Problem(f"capacity.topology_policy: must be empty or one of {', '.join(TOPOLOGY_POLICIES[1:])}, "
+                       f"got {c.topology_policy!r}")
 
 
 def _processes(path: str, procs: list, limits: ReportLimits) -> None:
@@ -199,6 +204,14 @@ def _devices(r: NodeReport, zones: int, limits: ReportLimits) -> None:
         _finite(f"{path}.memory_utilization_percent", g.memory_utilization_percent, upper=100)
         _numa(f"{path}.numa_node", g.numa_node, zones)
         _processes(f"{path}.processes", g.processes, limits)
+    for k, g in enumerate(gpus):
+        peers = set()
+        for j, link in enumerate(g.links):
+            if link.peer_index not in indices or link.peer_index == g.index or link.peer_index in peers:
+                raise _Problem(f"devices.gpus[{k}].links[{j}].peer_index: {link.peer_index} is not another GPU "
+                               f"of this node, or is listed twice")
+            peers.add(link.peer_index)
+            _natural(f"devices.gpus[{k}].links[{j}].nvlinks", link.nvlinks)
     ids = set()
     for k, n in enumerate(npus):
         path = f"devices.npus[{k}]"

@@ -69,6 +69,10 @@ BAD = [
     ("negative batch cpu", {"colocation__batch_cpu_millis": -5}, "colocation.batch_cpu_millis"),
     ("negative quota", {"colocation__offline_cpu_quota_millis": -1}, "colocation.offline_cpu_quota_millis"),
     ("eviction without pod", {"colocation__evictions": [Eviction("")]}, "colocation.evictions[0].pod_uid"),
+    ("unknown topology policy", {"capacity__topology_policy": "strict"}, "capacity.topology_policy"),
+    ("GPU link to itself", {"devices__gpus__0__links__0__peer_index": 0}, "devices.gpus[0].links[0].peer_index"),
+    ("GPU link to a missing GPU", {"devices__gpus__1__links__0__peer_index": 7}, "devices.gpus[1].links[0]"),
+    ("negative NVLink count", {"devices__gpus__0__links__0__nvlinks": -2}, "links[0].nvlinks"),
     ("negative process memory", {"devices__npus__0__processes": [DeviceProcess(1, -1)]}, "processes[0].memory_bytes"),
 ]
 

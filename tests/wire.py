@@ -7,7 +7,8 @@ import contextlib
 import time
 
 from proto.model import (
-    Capacity, Colocation, ContainerUsage, CpuTopology, DeviceProcess, Devices, Eviction, Gpu, Identity, Load,
+    Capacity, Colocation, ContainerUsage, CpuTopology, DeviceProcess, Devices, Eviction, Gpu, GpuLink,
+    GpuTopologyLevel, Identity, Load,
     LogicalCpu, MigMode, NodeReport, Npu, NumaZone, PodUsage, Pressure, QosLevel,
 )
 from scheduler.cache import ClusterCache
@@ -26,12 +27,13 @@ def full_report(name: str = "node-a", *, sequence: int = 1, sample_ns: int | Non
         capacity=Capacity(
             8000, 32 * GI,
             [NumaZone(0, [0, 1, 2, 3], 16 * GI, [10, 21]), NumaZone(1, [4, 5, 6, 7], 16 * GI, [21, 10])],
-            CpuTopology(2, 4, 2, [LogicalCpu(i, i // 4, i // 2, i // 4) for i in range(8)])),
+            CpuTopology(2, 4, 2, [LogicalCpu(i, i // 4, i // 2, i // 4) for i in range(8)]), "single-numa-node"),
         devices=Devices(
             [Gpu(0, "GPU-0b3c", "NVIDIA H100 80GB HBM3", 80 * GI, 3 * GI, 37.5, 12.25, 1, True, "",
-                 MigMode.DISABLED, [DeviceProcess(4242, 2 * GI, "pod-uid-1", "trainer")]),
+                 MigMode.DISABLED, [DeviceProcess(4242, 2 * GI, "pod-uid-1", "trainer")],
+                 [GpuLink(1, 18, GpuTopologyLevel.SYSTEM)]),
              Gpu(1, "GPU-77aa", "NVIDIA H100 80GB HBM3", 80 * GI, 0, 0.0, 0.0, -1, False, "XID 79",
-                 MigMode.ENABLED, [])],
+                 MigMode.ENABLED, [], [GpuLink(0, 18, GpuTopologyLevel.SYSTEM)])],
             [Npu(3, 1, "Ascend910B3", 64 * GI, 5 * GI, 55.5, True, "", 0,
                  [DeviceProcess(7, GI, "pod-uid-2", "infer")])]),
         load=Load(3.75, 12 * GI, Pressure(1.5, 2.5, 0.5, 0.75, 1234, 567), Pressure(0.1, 0.2, 0.0, 0.05, 89, 12),

@@ -16,6 +16,8 @@ from .objects import (
     DEFAULT_MAX_PODS, DEFAULT_QUEUE, QUEUE_NAME_ANNOTATION, Condition, Node, Pod, PodGroup, PriorityClass, Queue,
     Requirement, SelectorTerm, Taint, Toleration,
 )
+from .placement import device_requests, expected_duration, numa_policy, preemptable
+from .qos import parse_qos_level, qos_class
 from .quantity import QuantityError, to_canonical
 
 SCHEDULING_GROUP = "scheduling.volcano.sh"
@@ -213,11 +215,12 @@ def _pod(doc: dict, f: _Fields, meta: dict) -> Pod:
     phase = f.get(status, "status", "phase", str, "Pending")
     if phase not in POD_PHASES:
         raise f.fail("status.phase", f"must be one of {', '.join(POD_PHASES)}, got {phase!r}")
+    annotations = f.strings(meta, "metadata", "annotations")
+    _check_scheduling_requests(f, annotations, requests)
     return Pod(
         namespace=meta.get("namespace") or "default", name=meta["name"],
         uid=str(meta.get("uid") or f"{meta.get('namespace') or 'default'}/{meta['name']}"),
-        requests=requests, labels=f.strings(meta, "metadata", "labels"),
-        annotations=f.strings(meta, "metadata", "annotations"),
+        requests=requests, labels=f.strings(meta, "metadata", "labels"), annotations=annotations,
         node_selector=f.strings(spec, "spec", "nodeSelector"), affinity_terms=terms,
         preferred_terms=tuple(preferred), tolerations=_tolerations(f, spec),
         priority_class_name=f.get(spec, "spec", "priorityClassName", str, ""),
@@ -225,7 +228,28 @@ def _pod(doc: dict, f: _Fields, meta: dict) -> Pod:
         node_name=f.get(spec, "spec", "nodeName", str, ""), phase=phase,
         created=f.time(meta, "metadata", "creationTimestamp"),
         terminating=meta.get("deletionTimestamp") is not None,
+        qos_class=_qos_class(f, containers),
     )
+
+
+def _check_scheduling_requests(f: _Fields, annotations: dict[str, str], requests: dict[str, int]) -> None:
+    """Refuse annotations and device requests the scheduler could only guess at."""
+    for check in (parse_qos_level, numa_policy, expected_duration, preemptable):
+        try:
+            check(annotations)
+        except ValueError as exc:
+            raise f.fail("metadata.annotations", str(exc)) from None
+    try:
+        device_requests(requests)
+    except ValueError as exc:
+        raise f.fail("spec.containers[*].resources", str(exc)) from None
+
+
+def _qos_class(f: _Fields, containers: list) -> str:
+    try:
+        return qos_class(containers)
+    except QuantityError as exc:  # already reported with its path by the request parsing; here for safety
+        raise f.fail("spec.containers", str(exc)) from None
 
 
 def _container_requests(f: _Fields, container: Any, path: str) -> dict[str, int]:

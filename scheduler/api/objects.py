@@ -97,10 +97,12 @@ class Pod:
     phase: str = "Pending"
     created: datetime | None = None
     terminating: bool = False
+    qos_class: str = "Burstable"  # Kubernetes' QoS class: Guaranteed, Burstable or BestEffort
     # Written by the scheduler.
     nominated_node: str = ""  # where preemption/reclaim made room for it (status.nominatedNodeName)
     reason: str | None = None
     evicted: bool = False
+    bound_at: float | None = None  # Unix seconds when this scheduler bound it (None: bound elsewhere or before)
     # The PodGroup it belongs to (annotation scheduling.k8s.io/group-name), read once: it is hot.
     group_name: str = field(init=False, default="")
 

@@ -33,6 +33,7 @@ victim_key         (preemptor) -> hashable: what the plugin's     combined per h
 overused           (queue) -> str | None (reason)              any
 allocatable        (queue, task) -> str | None (reason)        first refusal
 preemptive         (queue, task) -> bool                       all must agree (default: not overused)
+victim_tasks       (session) -> [(task, reason)]               union (the shuffle action evicts them)
 on_allocate        (task) -> None                              event (task placed or pipelined)
 on_deallocate      (task) -> None                              event (placement undone or evicted)
 =================  ==========================================  ================================
@@ -57,11 +58,12 @@ HOOK_FLAGS: dict[str, str | None] = {
     "node_order": "enableNodeOrder", "preemptable": "enablePreemptable", "reclaimable": "enableReclaimable",
     "overused": "enabledOverused", "allocatable": "enabledAllocatable", "preemptive": "enablePreemptive",
     "evictable": None, "victim_key": None, "on_allocate": None, "on_deallocate": None,
+    "victim_tasks": "enabledVictim",
 }
 # Every flag Volcano's PluginOption accepts; those without a hook here are accepted and checked as booleans.
 KNOWN_FLAGS = frozenset(f for f in HOOK_FLAGS.values() if f) | {
     "enableNamespaceOrder", "enableHierarchy", "enableBestNode", "enableTargetJob", "enableReservedNodes",
-    "enabledVictim", "EnabledClusterOrder", "enabledClusterOrder",
+    "EnabledClusterOrder", "enabledClusterOrder",
 }
 
 

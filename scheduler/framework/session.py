@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 class Effects(Protocol):
     """Where a session's decisions go: binds, evictions and status."""
 
-    def bind(self, pod: Pod, node: str) -> None: ...
+    def bind(self, pod: Pod, node: str, annotations: dict[str, str]) -> None: ...
     def evict(self, pod: Pod, reason: str) -> None: ...
     def group_status(self, group: PodGroup, phase: str, conditions: list[Condition]) -> bool: ...
     def pod_reason(self, pod: Pod, reason: str | None) -> None: ...
@@ -41,7 +41,8 @@ class Effects(Protocol):
 
 
 class Session:
-    def __init__(self, snapshot: Snapshot, config: SchedulerConfig, *, now: datetime, effects: Effects):
+    def __init__(self, snapshot: Snapshot, config: SchedulerConfig, *, now: datetime, effects: Effects,
+                 state: dict[str, dict] | None = None):
         self.snapshot = snapshot
         self.index = snapshot.index
         self.nodes = snapshot.nodes
@@ -53,6 +54,7 @@ class Session:
         self.now = now
         self.config = config
         self.effects = effects
+        self._state = state if state is not None else {}
         self.tiers: list[list[Plugin]] = config.build_tiers()
         self.plugins = {p.name: p for tier in self.tiers for p in tier}
         self._hooks = {hook: [[p for p in tier if hook in p.hooks and p.enabled(hook)] for tier in self.tiers]
@@ -83,6 +85,10 @@ class Session:
 
     def has_action(self, name: str) -> bool:
         return name in self.config.actions
+
+    def state(self, plugin: str) -> dict:
+        """What ``plugin`` keeps from one cycle to the next (last eviction times, …); lives as long as the scheduler."""
+        return self._state.setdefault(plugin, {})
 
     # -- ordering -----------------------------------------------------------------------
     def _compare(self, hook: str, a: Any, b: Any) -> int:
@@ -202,6 +208,17 @@ class Session:
         """What the plugins deciding victims under ``hook`` read of the preemptor (equal keys, equal answers)."""
         return tuple(plugin.victim_key(preemptor) for plugin in self._flat[hook] if "victim_key" in plugin.hooks)
 
+    def victim_tasks(self) -> list[tuple[TaskInfo, str]]:
+        """Running tasks plugins want gone regardless of any preemptor (tdm: a closed window), with reasons."""
+        out: list[tuple[TaskInfo, str]] = []
+        seen: set[str] = set()
+        for plugin in self._flat["victim_tasks"]:
+            for task, reason in plugin.victim_tasks(self):
+                if task.uid not in seen:
+                    seen.add(task.uid)
+                    out.append((task, reason))
+        return out
+
     def preemptable(self, preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
         return self._victims("preemptable", preemptor, candidates)
 
@@ -292,7 +309,7 @@ class Session:
 
     # -- effects (called by Statement.commit) ------------------------------------------------
     def _commit_bind(self, task: TaskInfo) -> None:
-        self.effects.bind(task.pod, self.nodes.names[task.node])
+        self.effects.bind(task.pod, self.nodes.names[task.node], task.placement or {})
         self.bound.add(task.uid)
         self.binds += 1
 

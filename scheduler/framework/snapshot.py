@@ -37,7 +37,7 @@ class TaskInfo:
     """One pod as this cycle sees it."""
 
     __slots__ = ("uid", "pod", "job", "req", "cols", "status", "node", "priority", "best_effort",
-                 "sig", "fit_error", "nominated")
+                 "sig", "fit_error", "nominated", "facts", "placement")
 
     def __init__(self, pod: Pod, job: "JobInfo", req: np.ndarray, cols: np.ndarray, priority: int,
                  best_effort: bool, sig: tuple):
@@ -53,6 +53,8 @@ class TaskInfo:
         self.sig = sig
         self.fit_error: str | None = None
         self.nominated = -1  # node reserved for it by last cycle's preemption or reclaim
+        self.facts = None  # the cache's PodFacts: what scheduling derives from the pod, computed once per change
+        self.placement: dict[str, str] | None = None  # annotations recording its zones/devices, written at bind
 
     @property
     def name(self) -> str:
@@ -351,6 +353,7 @@ def _jobs(cache: ClusterCache, pods: list[Pod], index: ResourceIndex, table: Nod
                 job.priority = _UNSET  # raised to the highest task priority below
         req, cols = index.shape(facts.request_key)
         task = TaskInfo(pod, job, req, cols, facts.priority, facts.best_effort, facts.signature)
+        task.facts = facts
         task.status = _initial_status(pod)
         if task.status in ON_NODE:
             node = table.pos.get(pod.node_name, -1)

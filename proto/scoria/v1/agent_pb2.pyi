@@ -13,6 +13,16 @@ class MigMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     MIG_DISABLED: _ClassVar[MigMode]
     MIG_ENABLED: _ClassVar[MigMode]
 
+class GpuTopologyLevel(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TOPO_UNKNOWN: _ClassVar[GpuTopologyLevel]
+    TOPO_INTERNAL: _ClassVar[GpuTopologyLevel]
+    TOPO_SINGLE: _ClassVar[GpuTopologyLevel]
+    TOPO_MULTIPLE: _ClassVar[GpuTopologyLevel]
+    TOPO_HOSTBRIDGE: _ClassVar[GpuTopologyLevel]
+    TOPO_NODE: _ClassVar[GpuTopologyLevel]
+    TOPO_SYSTEM: _ClassVar[GpuTopologyLevel]
+
 class QosLevel(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     QOS_UNSPECIFIED: _ClassVar[QosLevel]
@@ -23,6 +33,13 @@ class QosLevel(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
 MIG_UNSUPPORTED: MigMode
 MIG_DISABLED: MigMode
 MIG_ENABLED: MigMode
+TOPO_UNKNOWN: GpuTopologyLevel
+TOPO_INTERNAL: GpuTopologyLevel
+TOPO_SINGLE: GpuTopologyLevel
+TOPO_MULTIPLE: GpuTopologyLevel
+TOPO_HOSTBRIDGE: GpuTopologyLevel
+TOPO_NODE: GpuTopologyLevel
+TOPO_SYSTEM: GpuTopologyLevel
 QOS_UNSPECIFIED: QosLevel
 QOS_LC: QosLevel
 QOS_HLS: QosLevel
@@ -60,16 +77,18 @@ class Identity(_message.Message):
     def __init__(self, node_name: _Optional[str] = ..., agent_version: _Optional[str] = ..., boot_id: _Optional[str] = ..., sequence: _Optional[int] = ..., sample_time_ns: _Optional[int] = ..., report_interval_ms: _Optional[int] = ...) -> None: ...
 
 class Capacity(_message.Message):
-    __slots__ = ("cpu_millis", "memory_bytes", "numa_zones", "cpu_topology")
+    __slots__ = ("cpu_millis", "memory_bytes", "numa_zones", "cpu_topology", "topology_policy")
     CPU_MILLIS_FIELD_NUMBER: _ClassVar[int]
     MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
     NUMA_ZONES_FIELD_NUMBER: _ClassVar[int]
     CPU_TOPOLOGY_FIELD_NUMBER: _ClassVar[int]
+    TOPOLOGY_POLICY_FIELD_NUMBER: _ClassVar[int]
     cpu_millis: int
     memory_bytes: int
     numa_zones: _containers.RepeatedCompositeFieldContainer[NumaZone]
     cpu_topology: CpuTopology
-    def __init__(self, cpu_millis: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., numa_zones: _Optional[_Iterable[_Union[NumaZone, _Mapping]]] = ..., cpu_topology: _Optional[_Union[CpuTopology, _Mapping]] = ...) -> None: ...
+    topology_policy: str
+    def __init__(self, cpu_millis: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., numa_zones: _Optional[_Iterable[_Union[NumaZone, _Mapping]]] = ..., cpu_topology: _Optional[_Union[CpuTopology, _Mapping]] = ..., topology_policy: _Optional[str] = ...) -> None: ...
 
 class NumaZone(_message.Message):
     __slots__ = ("id", "cpus", "memory_bytes", "distances")
@@ -116,7 +135,7 @@ class Devices(_message.Message):
     def __init__(self, gpus: _Optional[_Iterable[_Union[Gpu, _Mapping]]] = ..., npus: _Optional[_Iterable[_Union[Npu, _Mapping]]] = ...) -> None: ...
 
 class Gpu(_message.Message):
-    __slots__ = ("index", "uuid", "model", "memory_total_bytes", "memory_used_bytes", "gpu_utilization_percent", "memory_utilization_percent", "numa_node", "healthy", "health_detail", "mig_mode", "processes")
+    __slots__ = ("index", "uuid", "model", "memory_total_bytes", "memory_used_bytes", "gpu_utilization_percent", "memory_utilization_percent", "numa_node", "healthy", "health_detail", "mig_mode", "processes", "links")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     UUID_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -129,6 +148,7 @@ class Gpu(_message.Message):
     HEALTH_DETAIL_FIELD_NUMBER: _ClassVar[int]
     MIG_MODE_FIELD_NUMBER: _ClassVar[int]
     PROCESSES_FIELD_NUMBER: _ClassVar[int]
+    LINKS_FIELD_NUMBER: _ClassVar[int]
     index: int
     uuid: str
     model: str
@@ -141,7 +161,18 @@ class Gpu(_message.Message):
     health_detail: str
     mig_mode: MigMode
     processes: _containers.RepeatedCompositeFieldContainer[DeviceProcess]
-    def __init__(self, index: _Optional[int] = ..., uuid: _Optional[str] = ..., model: _Optional[str] = ..., memory_total_bytes: _Optional[int] = ..., memory_used_bytes: _Optional[int] = ..., gpu_utilization_percent: _Optional[float] = ..., memory_utilization_percent: _Optional[float] = ..., numa_node: _Optional[int] = ..., healthy: _Optional[bool] = ..., health_detail: _Optional[str] = ..., mig_mode: _Optional[_Union[MigMode, str]] = ..., processes: _Optional[_Iterable[_Union[DeviceProcess, _Mapping]]] = ...) -> None: ...
+    links: _containers.RepeatedCompositeFieldContainer[GpuLink]
+    def __init__(self, index: _Optional[int] = ..., uuid: _Optional[str] = ..., model: _Optional[str] = ..., memory_total_bytes: _Optional[int] = ..., memory_used_bytes: _Optional[int] = ..., gpu_utilization_percent: _Optional[float] = ..., memory_utilization_percent: _Optional[float] = ..., numa_node: _Optional[int] = ..., healthy: _Optional[bool] = ..., health_detail: _Optional[str] = ..., mig_mode: _Optional[_Union[MigMode, str]] = ..., processes: _Optional[_Iterable[_Union[DeviceProcess, _Mapping]]] = ..., links: _Optional[_Iterable[_Union[GpuLink, _Mapping]]] = ...) -> None: ...
+
+class GpuLink(_message.Message):
+    __slots__ = ("peer_index", "nvlinks", "level")
+    PEER_INDEX_FIELD_NUMBER: _ClassVar[int]
+    NVLINKS_FIELD_NUMBER: _ClassVar[int]
+    LEVEL_FIELD_NUMBER: _ClassVar[int]
+    peer_index: int
+    nvlinks: int
+    level: GpuTopologyLevel
+    def __init__(self, peer_index: _Optional[int] = ..., nvlinks: _Optional[int] = ..., level: _Optional[_Union[GpuTopologyLevel, str]] = ...) -> None: ...
 
 class Npu(_message.Message):
     __slots__ = ("id", "chip", "model", "hbm_total_bytes", "hbm_used_bytes", "aicore_utilization_percent", "healthy", "health_detail", "numa_node", "processes")
