@@ -15,12 +15,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import Iterable
 
-from .api.loader import load_workload
+from .api.loader import Workload, load_workload
+from .api.manifests import ManifestError
+from .api.placement import DEVICES_ANNOTATION, NUMA_NODES_ANNOTATION, decode_devices, decode_zones
 from .api.quantity import format_quantity
 from .cache import ClusterCache
 from .framework.config import SchedulerConfig, default_config, load_config
 from .framework.snapshot import DEFAULT_SCHEDULER_NAMES
 from .scheduler import Scheduler
+from .telemetry import check_report
 
 log = logging.getLogger(__name__)
 MAX_CYCLES = 1000
@@ -41,7 +44,7 @@ class Simulation:
         for uid in self.pod_order:
             pod = cache.pods[uid]
             pods.append({"namespace": pod.namespace, "name": pod.name, "node": pod.node_name or None,
-                         "phase": pod.phase, "reason": pod.reason, "evicted": pod.evicted})
+                         "phase": pod.phase, "reason": pod.reason, "evicted": pod.evicted, **placement(pod)})
         groups = []
         for key in self.group_order:
             g = cache.podgroups[key]
@@ -51,6 +54,17 @@ class Simulation:
         queues = [{"name": q.name, "allocated": queue_resources(q.allocated)} for q in cache.queues.values()]
         return {"pods": pods, "podGroups": groups, "queues": queues,
                 "stats": {"cycles": self.cycles, "pods_scheduled": self.scheduled, "seconds": round(self.seconds, 6)}}
+
+
+def placement(pod) -> dict:
+    """``numaNodes`` (zone ids) and ``devices`` (uuid, index, resource, memoryMiB, cores) of a placed pod."""
+    if not pod.node_name:
+        return {"numaNodes": None, "devices": []}
+    zones = pod.annotations.get(NUMA_NODES_ANNOTATION)
+    grants = pod.annotations.get(DEVICES_ANNOTATION)
+    return {"numaNodes": list(decode_zones(zones)) if zones else None,
+            "devices": [{"resource": g.resource, "uuid": g.uuid, "index": g.index, "memoryMiB": g.memory_mib,
+                         "cores": g.cores} for g in decode_devices(grants)] if grants else []}
 
 
 def queue_resources(allocated: dict[str, int]) -> dict[str, float | int]:
@@ -70,6 +84,7 @@ def simulate(paths: Iterable[str | Path], *, config: SchedulerConfig | None = No
     """
     work = load_workload(paths)
     cache = ClusterCache.from_workload(work)
+    feed_reports(cache, work, at)
     scheduler = Scheduler(cache, config=config or default_config(), clock=lambda: at,
                           scheduler_names=scheduler_names)
     scheduled, ran = 0, 0
@@ -86,6 +101,25 @@ def simulate(paths: Iterable[str | Path], *, config: SchedulerConfig | None = No
             log.warning("stopped after %d cycles without settling", MAX_CYCLES)
     return Simulation(cache, [p.uid for p in work.pods], [g.key for g in work.podgroups], ran, scheduled,
                       time.perf_counter() - start)
+
+
+def feed_reports(cache: ClusterCache, work: Workload, at: datetime) -> None:
+    """Give the cache each NodeReport as if it had just arrived over the protocol.
+
+    A report without ``identity.sampleTimeNs`` was sampled at ``at``; one
+    sampled earlier ages like a real one (stale after the cache's number of
+    its report intervals).  A report for a node no Node object defines
+    registers that node, as ``serve --register-nodes`` does.
+    """
+    now_ns = int(at.timestamp() * 1e9)
+    for name, report in work.scoria.get("NodeReport", ()):
+        if not report.identity.sample_time_ns:
+            report.identity.sample_time_ns = now_ns
+        problem = check_report(report, now_ns=now_ns)
+        if problem:
+            raise ManifestError(work.sources[("NodeReport", name)], f"NodeReport {name}", problem)
+        cache.accept_report(report, report.identity.sample_time_ns / 1e9, register=True,
+                            capacity_key=repr(report.capacity))
 
 
 def load_config_or_default(path: str | None) -> SchedulerConfig:

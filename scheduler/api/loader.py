@@ -11,14 +11,32 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Callable, Iterable
 
 import yaml
+
+from proto.codec import report_from_json
 
 from .manifests import ManifestError, object_id, parse_object
 from .objects import DEFAULT_QUEUE, ROOT_QUEUE, Node, Pod, PodGroup, PriorityClass, Queue
 
 YAML_SUFFIXES = (".yaml", ".yml", ".json")
+SCORIA_API = "scoria.io/v1"
+# Scoria's own document kinds (apiVersion scoria.io/v1): kind -> parser(doc, source) -> (name, object).
+# A parser raises ManifestError (or ValueError, reported with the source) for a document it cannot use.
+def _node_report(doc: dict, source: str) -> tuple[str, Any]:
+    """The protocol's NodeReport in its JSON form; its content is checked where the clock is known."""
+    try:
+        report = report_from_json(doc)
+    except ValueError as exc:
+        raise ManifestError(source, "NodeReport", f"not a valid NodeReport: {exc}") from None
+    name = report.identity.node_name
+    if not name:
+        raise ManifestError(source, "NodeReport", "identity.nodeName: missing")
+    return name, report
+
+
+SCORIA_KINDS: dict[str, Callable[[dict, str], tuple[str, Any]]] = {"NodeReport": _node_report}
 BUILTIN_PRIORITY_CLASSES = {
     "system-cluster-critical": PriorityClass("system-cluster-critical", 2_000_000_000),
     "system-node-critical": PriorityClass("system-node-critical", 2_000_001_000),
@@ -34,6 +52,8 @@ class Workload:
     podgroups: list[PodGroup] = field(default_factory=list)
     queues: list[Queue] = field(default_factory=list)
     priority_classes: list[PriorityClass] = field(default_factory=list)
+    # scoria.io/v1 documents by kind (NodeReport, NodeLoadHistory): (name, object) in input order
+    scoria: dict[str, list[tuple[str, Any]]] = field(default_factory=dict)
     sources: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def add(self, obj, source: str) -> None:
@@ -45,6 +65,28 @@ class Workload:
         self.sources[key] = source
         {Node: self.nodes, Pod: self.pods, PodGroup: self.podgroups, Queue: self.queues,
          PriorityClass: self.priority_classes}[type(obj)].append(obj)
+
+    def add_scoria(self, kind: str, name: str, obj: Any, source: str) -> None:
+        if (kind, name) in self.sources:
+            raise ManifestError(source, f"{kind} {name}", f"defined twice (first at {self.sources[(kind, name)]})")
+        self.sources[(kind, name)] = source
+        self.scoria.setdefault(kind, []).append((name, obj))
+
+
+def parse_scoria(doc: dict, source: str) -> tuple[str, str, Any]:
+    """A scoria.io/v1 document: (kind, name, object)."""
+    kind = doc.get("kind")
+    parser = SCORIA_KINDS.get(kind) if isinstance(kind, str) else None
+    if parser is None:
+        known = ", ".join(sorted(SCORIA_KINDS)) or "none"
+        raise ManifestError(source, object_id(doc), f"kind: unknown {SCORIA_API} kind {kind!r}; known: {known}")
+    try:
+        name, obj = parser(doc, source)
+    except ValueError as exc:
+        if isinstance(exc, ManifestError):
+            raise
+        raise ManifestError(source, object_id(doc), str(exc)) from None
+    return kind, name, obj
 
 
 def expand_paths(paths: Iterable[str | os.PathLike]) -> list[Path]:
@@ -110,7 +152,10 @@ def load_workload(paths: Iterable[str | os.PathLike], *, extra_kinds: dict | Non
         raise ManifestError(", ".join(str(p) for p in paths) or "(no input)", "", "no YAML or JSON files found")
     for path in files:
         for doc, where in iter_documents(path):
-            work.add(parse_object(doc, where), where)
+            if isinstance(doc, dict) and doc.get("apiVersion") == SCORIA_API:
+                work.add_scoria(*parse_scoria(doc, where), where)
+            else:
+                work.add(parse_object(doc, where), where)
     check_references(work)
     return work
 
@@ -119,7 +164,7 @@ def check_references(work: Workload) -> None:
     """Refuse dangling names between objects; the message names the referring object."""
     queues = {q.name for q in work.queues} | {DEFAULT_QUEUE}
     groups = {g.key for g in work.podgroups}
-    nodes = {n.name for n in work.nodes}
+    nodes = {n.name for n in work.nodes} | {name for name, _ in work.scoria.get("NodeReport", ())}
     classes = {c.name for c in work.priority_classes} | set(BUILTIN_PRIORITY_CLASSES)
     defaults = [c.name for c in work.priority_classes if c.global_default]
     if len(defaults) > 1:
