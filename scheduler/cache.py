@@ -90,6 +90,8 @@ class ClusterCache:
         self.stale_intervals = 3  # a node's telemetry is stale after this many of its report intervals
         # Evictions agents reported (each once: a report carries those since the last acknowledged one).
         self.node_evictions: deque[tuple[str, Eviction]] = deque(maxlen=10_000)
+        # Online load learned by time of week from the reports (scheduler.history.LoadHistory), or None.
+        self.history = None
         self.ensure_default_queue()
 
     # -- sources write ------------------------------------------------------------------

@@ -287,13 +287,17 @@ class Snapshot:
     """Everything one session schedules over."""
 
     def __init__(self, index: ResourceIndex, nodes: NodeTable, jobs: dict[str, JobInfo],
-                 queues: dict[str, QueueInfo], foreign: list[Pod] | None = None):
+                 queues: dict[str, QueueInfo], foreign: list[Pod] | None = None, *,
+                 telemetry: dict | None = None, history=None, now: float | None = None):
         self.index = index
         self.nodes = nodes
         self.jobs = jobs
         self.queues = queues
         self.total = nodes.total()
         self.foreign = foreign or []  # pending pods that name another scheduler: left alone
+        self.telemetry = telemetry or {}  # node name -> its last accepted report (stale ones included)
+        self.history = history  # the cache's LoadHistory (learned online load by time of week), or None
+        self.now = now  # Unix seconds the snapshot was taken at (the scheduler's clock)
 
 
 DEFAULT_SCHEDULER_NAMES = frozenset({"scoria"})
@@ -326,13 +330,14 @@ def take_snapshot(cache: ClusterCache, scheduler_names: frozenset[str] = DEFAULT
             names.update(group.min_resources or ())
         index = ResourceIndex(names)
         table = NodeTable(nodes, index)
-        table.load_telemetry(dict(cache.telemetry), now, cache.stale_intervals)
+        telemetry = dict(cache.telemetry)
+        table.load_telemetry(telemetry, now, cache.stale_intervals)
         queues = {name: QueueInfo(q, index) for name, q in cache.queues.items()}
         for q in queues.values():
             if q.parent in queues:
                 queues[q.parent].children.append(q.name)
         jobs = _jobs(cache, pods, index, table)
-    return Snapshot(index, table, jobs, queues, foreign)
+    return Snapshot(index, table, jobs, queues, foreign, telemetry=telemetry, history=cache.history, now=now)
 
 
 def _jobs(cache: ClusterCache, pods: list[Pod], index: ResourceIndex, table: NodeTable) -> dict[str, JobInfo]:
