@@ -64,11 +64,6 @@ class PodFacts:
     preemptable: bool | None = None  # volcano.sh/preemptable
 
 
-def _device_health(report: Any) -> tuple:
-    return (tuple(g.healthy for g in report.devices.gpus),
-            tuple((n.model, n.healthy) for n in report.devices.npus))
-
-
 class ClusterCache:
     """Nodes, pods, groups, queues and priority classes, guarded by one lock."""
 
@@ -138,11 +133,11 @@ class ClusterCache:
         (``capacity_key``) or device health changed.
         """
         name = view.identity.node_name
-        telemetry = NodeTelemetry(view, received, decode)
+        telemetry = NodeTelemetry(view, received, decode, capacity_key)
         if name not in self.nodes or name in self.registered:
             if not register:
                 return False
-            key = (capacity_key, _device_health(view))
+            key = telemetry.inventory_key
             if self.registered.get(name) != key or name not in self.nodes:
                 allocatable = node_allocatable(telemetry.report)
                 node = self.nodes.get(name)

@@ -52,10 +52,17 @@ class NodeTelemetry:
     """A node's last accepted report: the figures scheduling reads, and the whole report on demand."""
 
     __slots__ = ("node", "received", "sample_time_ns", "interval", "cpu_used_cores", "memory_used_bytes",
-                 "batch_cpu_millis", "batch_memory_bytes", "evicting", "_report", "_decode")
+                 "batch_cpu_millis", "batch_memory_bytes", "evicting", "_report", "_decode", "inventory_key",
+                 "capacity", "devices")
 
-    def __init__(self, view, received: float, decode: Callable[[], NodeReport] | None = None):
-        """``view`` is a NodeReport or anything with its field names; ``decode`` builds the NodeReport."""
+    def __init__(self, view, received: float, decode: Callable[[], NodeReport] | None = None,
+                 capacity_key: object = None):
+        """``view`` is a NodeReport or anything with its field names; ``decode`` builds the NodeReport.
+
+        ``capacity_key`` changes when the capacity does; with the devices' identity
+        and health it keys what placement derives from the node's hardware
+        (:attr:`inventory_key`), which is rebuilt only when that changes.
+        """
         ident, load, co = view.identity, view.load, view.colocation
         self.node = ident.node_name
         self.received = received  # scheduler clock, Unix seconds
@@ -69,6 +76,11 @@ class NodeTelemetry:
         self.evicting = co.evicting
         self._report = view if decode is None else None
         self._decode = decode
+        devices = view.devices
+        self.capacity, self.devices = view.capacity, devices  # as received (message or model): read lazily
+        self.inventory_key = (capacity_key if capacity_key is not None else id(view.capacity),
+                              tuple((g.uuid, g.healthy) for g in devices.gpus),
+                              tuple((n.id, n.chip, n.model, n.healthy) for n in devices.npus))
 
     @property
     def report(self) -> NodeReport:
