@@ -11,6 +11,14 @@ MIG mode ``[current, pending]``.  Like the real module, every call before ``nvml
 after ``nvmlShutdown`` raises ``NVMLError_Uninitialized``.
 
     nvml = make_fake_nvml(gpus=[FakeGpu(uuid="GPU-0")], failing={0: {"nvmlDeviceGetMemoryInfo": pynvml.NVMLError_Unknown}})
+
+Interconnect, as NVML shows it: ``FakeGpu.nvlinks`` lists the GPU's NVLinks by link number
+(``nvmlDeviceGetNvLinkState`` / ``...RemotePciInfo`` / ``...RemoteDeviceType``; a link number
+past the list raises ``NVMLError_InvalidArgument`` as for links a GPU does not have, and
+``nvlinks=None`` — a GPU without NVLink — raises ``NVMLError_NotSupported`` for every link).
+``make_fake_nvml(topology=...)`` gives ``nvmlDeviceGetTopologyCommonAncestor`` per pair of
+device indices (NVML_TOPOLOGY_* values; pairs not named are NVML_TOPOLOGY_SYSTEM).
+:func:`links_to` and :func:`switch_links` build link lists.
 """
 
 from __future__ import annotations
@@ -31,6 +39,29 @@ class FakeProcess:
 
 
 @dataclass
+class FakeNvLink:
+    """One NVLink of a GPU: the PCI bus id and kind of the device at its other end."""
+
+    remote_bus_id: str
+    active: bool = True
+    remote_type: int = _real.NVML_NVLINK_DEVICE_TYPE_GPU
+
+
+NVSWITCH_BUS_IDS = ("00000000:05:00.0", "00000000:06:00.0", "00000000:07:00.0", "00000000:08:00.0")
+
+
+def links_to(bus_id: str, count: int) -> list[FakeNvLink]:
+    """``count`` active NVLinks to the GPU at ``bus_id``."""
+    return [FakeNvLink(bus_id) for _ in range(count)]
+
+
+def switch_links(count: int = 18) -> list[FakeNvLink]:
+    """``count`` active NVLinks spread over four NVSwitches, as on an HGX H100 board (18 links a GPU)."""
+    return [FakeNvLink(NVSWITCH_BUS_IDS[i % len(NVSWITCH_BUS_IDS)], remote_type=_real.NVML_NVLINK_DEVICE_TYPE_SWITCH)
+            for i in range(count)]
+
+
+@dataclass
 class FakeGpu:
     uuid: str = "GPU-00000000-0000-0000-0000-000000000000"
     name: str = "NVIDIA A100-SXM4-80GB"
@@ -42,6 +73,7 @@ class FakeGpu:
     mig_mode: list[int] | None = field(default_factory=lambda: [_real.NVML_DEVICE_MIG_DISABLE] * 2)
     compute: list[FakeProcess] = field(default_factory=list)
     graphics: list[FakeProcess] = field(default_factory=list)
+    nvlinks: list[FakeNvLink] | None = None  # None: no NVLink on this GPU (NVMLError_NotSupported)
 
 
 @dataclass
@@ -59,7 +91,8 @@ def _raise(error: Any) -> None:
 
 
 def make_fake_nvml(gpus: list[FakeGpu] = (), fail_init: Any = None,
-                   failing: dict[int, dict[str, Any]] | None = None, bytes_strings: bool = False) -> types.ModuleType:
+                   failing: dict[int, dict[str, Any]] | None = None, bytes_strings: bool = False,
+                   topology: dict[tuple[int, int], int] | None = None) -> types.ModuleType:
     """A module object standing in for ``pynvml``.
 
     ``fail_init``: an error class or instance that ``nvmlInit`` raises (the attribute of the
@@ -68,6 +101,8 @@ def make_fake_nvml(gpus: list[FakeGpu] = (), fail_init: Any = None,
     the key None is for calls that name no device (``nvmlDeviceGetCount``, ``nvmlShutdown``).
     ``bytes_strings``: return names, UUIDs and bus ids as bytes, as pynvml releases before
     11.5 did; newer ones return str.  The module records ``calls`` (names, in order).
+    ``topology``: (index, index) -> NVML_TOPOLOGY_* level (or an error to raise), either
+    order; unnamed pairs are NVML_TOPOLOGY_SYSTEM.
     """
     m = types.ModuleType("pynvml", "fake pynvml (tests/fake_pynvml.py)")
     for name in dir(_real):
@@ -75,6 +110,7 @@ def make_fake_nvml(gpus: list[FakeGpu] = (), fail_init: Any = None,
             setattr(m, name, getattr(_real, name))
     m.gpus, m.fail_init, m.failing = list(gpus), fail_init, dict(failing or {})
     m.initialised, m.calls = 0, []
+    m.topology = {frozenset(pair): level for pair, level in (topology or {}).items()}
 
     def text(value: str) -> str | bytes:
         return value.encode() if bytes_strings else value
@@ -149,9 +185,41 @@ def make_fake_nvml(gpus: list[FakeGpu] = (), fail_init: Any = None,
     def nvmlDeviceGetGraphicsRunningProcesses(handle: FakeHandle) -> list[Any]:
         return processes("nvmlDeviceGetGraphicsRunningProcesses", handle, "graphics")
 
+    def nvmlDeviceGetTopologyCommonAncestor(device1: FakeHandle, device2: FakeHandle) -> int:
+        enter("nvmlDeviceGetTopologyCommonAncestor", device1)
+        if device1.index == device2.index:
+            return _real.NVML_TOPOLOGY_INTERNAL
+        level = m.topology.get(frozenset((device1.index, device2.index)), _real.NVML_TOPOLOGY_SYSTEM)
+        if not isinstance(level, int):
+            _raise(level)
+        return level
+
+    def nvlink(name: str, device: FakeHandle, link: int) -> FakeNvLink:
+        gpu = enter(name, device)
+        if gpu.nvlinks is None:
+            raise _real.NVMLError_NotSupported()
+        if not 0 <= link < min(len(gpu.nvlinks), _real.NVML_NVLINK_MAX_LINKS):
+            raise _real.NVMLError_InvalidArgument()
+        return gpu.nvlinks[link]
+
+    def nvmlDeviceGetNvLinkState(device: FakeHandle, link: int) -> int:
+        active = nvlink("nvmlDeviceGetNvLinkState", device, link).active
+        return _real.NVML_FEATURE_ENABLED if active else _real.NVML_FEATURE_DISABLED
+
+    def nvmlDeviceGetNvLinkRemotePciInfo(device: FakeHandle, link: int) -> Any:
+        bus_id = nvlink("nvmlDeviceGetNvLinkRemotePciInfo", device, link).remote_bus_id
+        domain, bus, rest = bus_id.split(":")
+        return types.SimpleNamespace(busId=text(bus_id), domain=int(domain, 16), bus=int(bus, 16),
+                                     device=int(rest.split(".")[0], 16), pciDeviceId=0, pciSubSystemId=0)
+
+    def nvmlDeviceGetNvLinkRemoteDeviceType(handle: FakeHandle, link: int) -> int:
+        return nvlink("nvmlDeviceGetNvLinkRemoteDeviceType", handle, link).remote_type
+
     for fn in (nvmlInit, nvmlShutdown, nvmlDeviceGetCount, nvmlDeviceGetHandleByIndex, nvmlDeviceGetUUID,
                nvmlDeviceGetName, nvmlDeviceGetMemoryInfo, nvmlDeviceGetUtilizationRates, nvmlDeviceGetPciInfo,
-               nvmlDeviceGetMigMode, nvmlDeviceGetComputeRunningProcesses, nvmlDeviceGetGraphicsRunningProcesses):
+               nvmlDeviceGetMigMode, nvmlDeviceGetComputeRunningProcesses, nvmlDeviceGetGraphicsRunningProcesses,
+               nvmlDeviceGetTopologyCommonAncestor, nvmlDeviceGetNvLinkState, nvmlDeviceGetNvLinkRemotePciInfo,
+               nvmlDeviceGetNvLinkRemoteDeviceType):
         setattr(m, fn.__name__, fn)
     return m
 

@@ -12,8 +12,10 @@ import pytest
 
 from agent.collectors.gpu import NO_DRIVER_MESSAGE, GpuCollector, normalise_bus_id, pod_of_pid_from_cgroup
 from agent.hostpaths import HostPaths
-from proto.model import DeviceProcess, Gpu, MigMode
-from tests.fake_pynvml import NOT_SUPPORTED, FakeGpu, FakeProcess, make_fake_nvml
+from proto.model import DeviceProcess, Gpu, GpuLink, GpuTopologyLevel as Level, MigMode
+from tests.fake_pynvml import (
+    NOT_SUPPORTED, FakeGpu, FakeNvLink, FakeProcess, links_to, make_fake_nvml, switch_links,
+)
 
 LOGGER = "agent.collectors.gpu"
 UID = "3f2a9c1e-7b4d-4e8a-9c0f-1a2b3c4d5e6f"
@@ -312,6 +314,181 @@ def test_pod_of_pid_from_cgroup(tmp_path, text, want):
 def test_pod_of_pid_from_cgroup_without_the_process(tmp_path):
     lookup = pod_of_pid_from_cgroup(HostPaths.under(tmp_path))
     assert lookup(999) is None and lookup(0) is None
+
+
+# -- interconnect --------------------------------------------------------------------------
+
+PIX, PXB, PHB = pynvml.NVML_TOPOLOGY_SINGLE, pynvml.NVML_TOPOLOGY_MULTIPLE, pynvml.NVML_TOPOLOGY_HOSTBRIDGE
+NODE, SYS = pynvml.NVML_TOPOLOGY_NODE, pynvml.NVML_TOPOLOGY_SYSTEM
+
+
+def bus(i: int) -> str:
+    return gpu(i).bus_id
+
+
+def links_of(g: Gpu) -> list[tuple[int, int, Level]]:
+    return [(k.peer_index, k.nvlinks, k.level) for k in g.links]
+
+
+def two_quads() -> tuple[list[FakeGpu], dict]:
+    """Eight GPUs: 0-3 and 4-7 each fully NVLinked (4 links a pair, plus an idle link), none between
+    the quads; PCIe pairs (0,1), (2,3), ... behind one switch, a quad on one NUMA node, SYSTEM across."""
+    gpus = []
+    for i in range(8):
+        quad = range(4 * (i // 4), 4 * (i // 4) + 4)
+        links = [link for peer in quad if peer != i for link in links_to(bus(peer), 4)]
+        gpus.append(gpu(i, nvlinks=links + [FakeNvLink(bus(quad[0] ^ 1), active=False)]))
+    topology = {(i, j): PIX if i // 2 == j // 2 else NODE if i // 4 == j // 4 else SYS
+                for i in range(8) for j in range(i + 1, 8)}
+    return gpus, topology
+
+
+def test_eight_gpus_in_two_nvlink_quads(tmp_path):
+    gpus, topology = two_quads()
+    got = collector(tmp_path, make_fake_nvml(gpus=gpus, topology=topology)).collect()
+    assert links_of(got[0]) == [(1, 4, Level.SINGLE), (2, 4, Level.NODE), (3, 4, Level.NODE),
+                                (4, 0, Level.SYSTEM), (5, 0, Level.SYSTEM), (6, 0, Level.SYSTEM), (7, 0, Level.SYSTEM)]
+    assert links_of(got[6]) == [(0, 0, Level.SYSTEM), (1, 0, Level.SYSTEM), (2, 0, Level.SYSTEM), (3, 0, Level.SYSTEM),
+                                (4, 4, Level.NODE), (5, 4, Level.NODE), (7, 4, Level.SINGLE)]
+    for g in got:
+        assert [k.peer_index for k in g.links] == [i for i in range(8) if i != g.index]
+        assert sum(k.nvlinks for k in g.links) == 12 and g.healthy
+    for a in got:  # symmetric
+        for k in a.links:
+            (back,) = [b for b in got[k.peer_index].links if b.peer_index == a.index]
+            assert (back.nvlinks, back.level) == (k.nvlinks, k.level)
+
+
+def test_pcie_only_node_has_levels_and_no_nvlinks(tmp_path):
+    nvml = make_fake_nvml(gpus=[gpu(i) for i in range(3)], topology={(0, 1): PHB, (0, 2): SYS, (1, 2): SYS})
+    got = collector(tmp_path, nvml).collect()
+    assert [links_of(g) for g in got] == [
+        [(1, 0, Level.HOSTBRIDGE), (2, 0, Level.SYSTEM)],
+        [(0, 0, Level.HOSTBRIDGE), (2, 0, Level.SYSTEM)],
+        [(0, 0, Level.SYSTEM), (1, 0, Level.SYSTEM)]]
+    assert all(g.healthy for g in got)
+    assert "nvmlDeviceGetNvLinkRemotePciInfo" not in nvml.calls, "no link is active, none is followed"
+
+
+def test_a_gpu_without_nvlink_beside_an_nvlinked_pair(tmp_path):
+    gpus = [gpu(0, nvlinks=links_to(bus(1), 2)), gpu(1, nvlinks=links_to(bus(0), 2)), gpu(2, nvlinks=NOT_SUPPORTED)]
+    got = collector(tmp_path, make_fake_nvml(gpus=gpus, topology={(0, 1): PXB, (0, 2): NODE, (1, 2): NODE})).collect()
+    assert links_of(got[0]) == [(1, 2, Level.MULTIPLE), (2, 0, Level.NODE)]
+    assert links_of(got[2]) == [(0, 0, Level.NODE), (1, 0, Level.NODE)]
+    assert all(g.healthy for g in got)
+
+
+def test_a_single_gpu_has_no_links(tmp_path):
+    (g,) = collector(tmp_path, make_fake_nvml(gpus=[gpu(0, nvlinks=switch_links(18))])).collect()
+    assert g.links == []
+
+
+def test_nvswitch_gpus_reach_every_other_gpu(tmp_path):
+    gpus = [gpu(i, nvlinks=switch_links(18)) for i in range(4)]
+    gpus[3].nvlinks[5].active = gpus[3].nvlinks[6].active = False  # two links down on GPU 3
+    got = collector(tmp_path, make_fake_nvml(gpus=gpus, topology={(0, 1): NODE, (2, 3): NODE})).collect()
+    assert links_of(got[0]) == [(1, 18, Level.NODE), (2, 18, Level.SYSTEM), (3, 16, Level.SYSTEM)]
+    assert links_of(got[3]) == [(0, 16, Level.SYSTEM), (1, 16, Level.SYSTEM), (2, 16, Level.NODE)]
+
+
+@pytest.mark.parametrize("error", [pynvml.NVMLError_NotSupported, pynvml.NVMLError_FunctionNotFound])
+def test_nvswitch_recognised_without_the_remote_device_type(tmp_path, error):
+    """An older driver cannot say what is at the far end: a far end that is not one of our GPUs is a switch."""
+    gpus = [gpu(i, nvlinks=switch_links(12)) for i in range(2)]
+    failing = {i: {"nvmlDeviceGetNvLinkRemoteDeviceType": error} for i in range(2)}
+    got = collector(tmp_path, make_fake_nvml(gpus=gpus, failing=failing)).collect()
+    assert links_of(got[0]) == [(1, 12, Level.SYSTEM)] and all(g.healthy for g in got)
+
+
+def test_a_link_to_a_gpu_we_do_not_see_is_not_counted(tmp_path):
+    hidden = "00000000:99:00.0"
+    gpus = [gpu(0, nvlinks=links_to(bus(1), 2) + links_to(hidden, 3)), gpu(1, nvlinks=links_to(bus(0), 2))]
+    got = collector(tmp_path, make_fake_nvml(gpus=gpus)).collect()
+    assert links_of(got[0]) == [(1, 2, Level.SYSTEM)]
+
+
+def test_remote_bus_ids_as_bytes(tmp_path):
+    gpus = [gpu(0, nvlinks=links_to(bus(1), 6)), gpu(1, nvlinks=links_to(bus(0), 6))]
+    got = collector(tmp_path, make_fake_nvml(gpus=gpus, bytes_strings=True)).collect()
+    assert links_of(got[1]) == [(0, 6, Level.SYSTEM)]
+
+
+def test_topology_is_read_once_and_again_when_the_devices_change(tmp_path):
+    gpus, topology = two_quads()
+    nvml = make_fake_nvml(gpus=gpus, topology=topology)
+    c = collector(tmp_path, nvml)
+    first = c.collect()
+    reads = nvml.calls.count("nvmlDeviceGetTopologyCommonAncestor"), nvml.calls.count("nvmlDeviceGetNvLinkState")
+    assert reads == (28, 8 * pynvml.NVML_NVLINK_MAX_LINKS)
+    assert c.collect() == first
+    again = nvml.calls.count("nvmlDeviceGetTopologyCommonAncestor"), nvml.calls.count("nvmlDeviceGetNvLinkState")
+    assert again == reads, "static: not read per sample"
+    first[0].links[0].nvlinks = 99
+    assert c.collect()[0].links[0].nvlinks == 4, "a report's links are its own, not the cache"
+    nvml.gpus = nvml.gpus[:4]  # half the board went away
+    got = c.collect()
+    assert nvml.calls.count("nvmlDeviceGetTopologyCommonAncestor") == 28 + 6
+    assert links_of(got[0]) == [(1, 4, Level.SINGLE), (2, 4, Level.NODE), (3, 4, Level.NODE)]
+
+
+def test_topology_is_read_again_after_close(tmp_path):
+    nvml = make_fake_nvml(gpus=[gpu(0), gpu(1)])
+    c = collector(tmp_path, nvml)
+    c.collect()
+    c.close()
+    c.collect()
+    assert nvml.calls.count("nvmlDeviceGetTopologyCommonAncestor") == 2, "handles of a closed session are not reused"
+
+
+def test_common_ancestor_failure_is_unknown_and_warned_once(tmp_path, caplog):
+    nvml = make_fake_nvml(gpus=[gpu(i) for i in range(3)], topology={(0, 1): pynvml.NVMLError_Unknown, (1, 2): PIX})
+    c = collector(tmp_path, nvml)
+    got = c.collect()
+    c.collect()
+    assert links_of(got[0]) == [(1, 0, Level.UNKNOWN), (2, 0, Level.SYSTEM)]
+    assert links_of(got[1]) == [(0, 0, Level.UNKNOWN), (2, 0, Level.SINGLE)]
+    assert all(g.healthy for g in got), "interconnect errors are not device faults"
+    (warning,) = messages(caplog, logging.WARNING)
+    assert "GPUs 0 and 1" in warning and "nvmlDeviceGetTopologyCommonAncestor" in warning
+
+
+def test_an_nvml_level_we_do_not_know_is_unknown(tmp_path, caplog):
+    (a, _) = collector(tmp_path, make_fake_nvml(gpus=[gpu(0), gpu(1)], topology={(0, 1): 35})).collect()
+    assert links_of(a) == [(1, 0, Level.UNKNOWN)]
+    assert "35" in messages(caplog, logging.WARNING)[0]
+
+
+def test_a_failing_nvlink_read_counts_from_the_other_end(tmp_path, caplog):
+    gpus = [gpu(0, nvlinks=links_to(bus(1), 4)), gpu(1, nvlinks=links_to(bus(0), 4))]
+    nvml = make_fake_nvml(gpus=gpus, failing={0: {"nvmlDeviceGetNvLinkRemotePciInfo": pynvml.NVMLError_Unknown}})
+    got = collector(tmp_path, nvml).collect()
+    assert links_of(got[0]) == [(1, 4, Level.SYSTEM)] and all(g.healthy for g in got)
+    (warning,) = messages(caplog, logging.WARNING)
+    assert "GPU 0" in warning and "NVLink 0" in warning
+
+
+def test_links_to_a_lost_gpu_are_unknown_and_it_is_not_asked(tmp_path):
+    gpus = [gpu(i, nvlinks=links_to(bus(1 - i), 4)) for i in range(2)] + [gpu(2)]
+    nvml = make_fake_nvml(gpus=gpus, topology={(0, 1): PIX, (0, 2): PIX},
+                          failing={1: {"nvmlDeviceGetMemoryInfo": pynvml.NVMLError_GpuIsLost}})
+    got = collector(tmp_path, nvml).collect()
+    assert not got[1].healthy and got[0].healthy
+    assert links_of(got[0]) == [(1, 0, Level.UNKNOWN), (2, 0, Level.SINGLE)], "its bus id was never read"
+    assert links_of(got[1]) == [(0, 0, Level.UNKNOWN), (2, 0, Level.UNKNOWN)]
+    assert nvml.calls.count("nvmlDeviceGetNvLinkState") == 2 * pynvml.NVML_NVLINK_MAX_LINKS, "GPUs 0 and 2 only"
+    assert nvml.calls.count("nvmlDeviceGetTopologyCommonAncestor") == 1, "only the pair (0, 2)"
+
+
+def test_links_pass_the_schedulers_report_check(tmp_path):
+    from proto.model import Devices, Identity, NodeReport
+    from scheduler.telemetry import check_report
+
+    gpus, topology = two_quads()
+    got = collector(tmp_path, make_fake_nvml(gpus=gpus, topology=topology)).collect()
+    report = NodeReport(identity=Identity("n1", sample_time_ns=1), devices=Devices(gpus=got))
+    assert check_report(report, now_ns=1, capacity_checked=True) is None
+    got[2].links[1].peer_index = 2
+    assert "devices.gpus[2].links[1].peer_index" in check_report(report, now_ns=1, capacity_checked=True)
 
 
 # -- the fake stays shaped like the real module ---------------------------------------------

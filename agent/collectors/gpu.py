@@ -12,6 +12,24 @@ field at its default (a MIG-enabled GPU, for one, reports no utilisation of its 
 The NUMA node comes from sysfs, ``<sys>/bus/pci/devices/<bus id>/numa_node``.  Processes on a
 GPU are mapped to pods by an injected ``pod_of_pid``; :func:`pod_of_pid_from_cgroup` is the
 usual one, reading ``<proc>/<pid>/cgroup``.
+
+Interconnect (``Gpu.links``, one entry per other GPU, by peer index) is static, so it is read
+once and again only when the device set changes (another UUID or bus id at an index):
+
+* ``level`` is ``nvmlDeviceGetTopologyCommonAncestor`` mapped onto :class:`GpuTopologyLevel`
+  (an error, or a value NVML did not document, is UNKNOWN and warned about once);
+* ``nvlinks`` counts the GPU's active links (``nvmlDeviceGetNvLinkState``) whose far end
+  (``nvmlDeviceGetNvLinkRemotePciInfo``) is the peer's PCI bus id, taking the larger count
+  of the two ends.  ``NotSupported`` (a GPU without NVLink) and ``InvalidArgument`` (a link
+  number the GPU does not have) mean no NVLink there, not a fault.
+* NVSwitch: a link whose far end is an NVSwitch (``nvmlDeviceGetNvLinkRemoteDeviceType`` says
+  SWITCH; where NVML cannot say, any far end that is not a GPU of this node) reaches every
+  GPU on the same switches.  A pair of switch-attached GPUs is given the smaller of their two
+  switch-link counts, on top of any direct links — what ``nvidia-smi topo -m`` shows as
+  ``NV18`` between every pair of an HGX H100 board.  This assumes one NVLink fabric per node
+  (no Fabric Manager partitions splitting the node's GPUs).
+
+Interconnect errors never mark a device unhealthy: the sample's own calls decide health.
 """
 
 from __future__ import annotations
@@ -20,10 +38,13 @@ import importlib
 import logging
 import re
 import time
+from collections import Counter
+from dataclasses import dataclass
+from itertools import combinations
 from typing import Any, Callable
 
 from agent.hostpaths import HostPaths
-from proto.model import DeviceProcess, Gpu, MigMode
+from proto.model import DeviceProcess, Gpu, GpuLink, GpuTopologyLevel, MigMode
 
 PodOfPid = Callable[[int], tuple[str, str] | None]
 
@@ -31,6 +52,10 @@ NO_DRIVER_MESSAGE = "no NVIDIA driver: this node reports no GPUs"
 _NO_DRIVER_ERRORS = ("NVMLError_LibraryNotFound", "NVMLError_DriverNotLoaded")
 _PROCESS_CALLS = ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses")
 _MAX_REMEMBERED_WARNINGS = 256
+# NVML's nvmlGpuTopologyLevel_t constants (INTERNAL=0 ... SYSTEM=50) -> ours; NODE is also NVML_TOPOLOGY_CPU.
+_LEVELS = {"NVML_TOPOLOGY_INTERNAL": GpuTopologyLevel.INTERNAL, "NVML_TOPOLOGY_SINGLE": GpuTopologyLevel.SINGLE,
+           "NVML_TOPOLOGY_MULTIPLE": GpuTopologyLevel.MULTIPLE, "NVML_TOPOLOGY_HOSTBRIDGE": GpuTopologyLevel.HOSTBRIDGE,
+           "NVML_TOPOLOGY_NODE": GpuTopologyLevel.NODE, "NVML_TOPOLOGY_SYSTEM": GpuTopologyLevel.SYSTEM}
 
 
 class _GpuLost(Exception):
@@ -39,6 +64,23 @@ class _GpuLost(Exception):
 
 class _NeverRaised(Exception):
     """Stands in for an error class that this pynvml release does not have."""
+
+
+@dataclass
+class _Device:
+    """One sample of a device, with what reading its interconnect needs."""
+
+    gpu: Gpu
+    handle: Any = None          # None once lost, or when NVML gave none
+    bus_id: str | None = None   # sysfs form (0000:3b:00.0)
+
+
+@dataclass(frozen=True)
+class _Nvlinks:
+    """A GPU's active NVLinks: how many reach each peer GPU directly, and how many an NVSwitch."""
+
+    to_gpu: Counter
+    to_switch: int = 0
 
 
 class GpuCollector:
@@ -55,6 +97,8 @@ class GpuCollector:
         self._last_attempt: float | None = None
         self._said_no_driver = False
         self._warned: set[str] = set()
+        self._links_key: tuple | None = None  # the device set the cached links were read for
+        self._links: dict[int, list[GpuLink]] = {}
 
     def collect(self) -> list[Gpu]:
         if not self._ensure_initialised():
@@ -65,11 +109,14 @@ class GpuCollector:
         except nvml.NVMLError as e:
             self._warn_once(f"nvmlDeviceGetCount failed: {e}; reporting no GPUs")
             return []
-        return [self._read_device(index) for index in range(count)]
+        devices = [self._read_device(index) for index in range(count)]
+        self._attach_links(devices)
+        return [d.gpu for d in devices]
 
     def close(self) -> None:
         if self._nvml is None:
             return
+        self._links_key, self._links = None, {}  # handles die with the NVML session
         nvml, self._nvml = self._nvml, None
         try:
             nvml.nvmlShutdown()
@@ -124,21 +171,21 @@ class GpuCollector:
 
     # -- one device ----------------------------------------------------------------------
 
-    def _read_device(self, index: int) -> Gpu:
-        gpu = Gpu(index=index, uuid="")
+    def _read_device(self, index: int) -> _Device:
+        device = _Device(Gpu(index=index, uuid=""))
         failures: list[str] = []
         try:
-            self._read_fields(gpu, index, failures)
+            self._read_fields(device, index, failures)
         except _GpuLost:
-            pass
+            device.handle = None
         if failures:
-            gpu.healthy = False
-            gpu.health_detail = "; ".join(failures)
-        return gpu
+            device.gpu.healthy = False
+            device.gpu.health_detail = "; ".join(failures)
+        return device
 
-    def _read_fields(self, gpu: Gpu, index: int, failures: list[str]) -> None:
-        call = self._caller(failures)
-        handle = call("nvmlDeviceGetHandleByIndex", index)
+    def _read_fields(self, device: _Device, index: int, failures: list[str]) -> None:
+        call, gpu = self._caller(failures), device.gpu
+        handle = device.handle = call("nvmlDeviceGetHandleByIndex", index)
         if handle is None:
             return
         gpu.uuid = _text(call("nvmlDeviceGetUUID", handle) or "")
@@ -152,7 +199,8 @@ class GpuCollector:
             gpu.memory_utilization_percent = float(rates.memory)
         pci = call("nvmlDeviceGetPciInfo", handle)
         if pci is not None:
-            gpu.numa_node = self._numa_node(getattr(pci, "busId", "") or getattr(pci, "busIdLegacy", ""))
+            device.bus_id = normalise_bus_id(getattr(pci, "busId", "") or getattr(pci, "busIdLegacy", ""))
+            gpu.numa_node = self._numa_node(device.bus_id)
         gpu.mig_mode = self._mig_mode(call("nvmlDeviceGetMigMode", handle))
         gpu.processes = self._processes(call, handle)
 
@@ -178,8 +226,7 @@ class GpuCollector:
 
         return call
 
-    def _numa_node(self, bus_id: str | bytes) -> int:
-        device = normalise_bus_id(bus_id)
+    def _numa_node(self, device: str | None) -> int:
         if device is None:
             return -1
         node = self._paths.read_int(self._paths.sys / "bus" / "pci" / "devices" / device / "numa_node")
@@ -203,6 +250,81 @@ class GpuCollector:
                 pod_uid, container = self._pod_of_pid(pid) or ("", "")
                 by_pid[pid] = DeviceProcess(pid=pid, memory_bytes=used, pod_uid=pod_uid, container=container)
         return list(by_pid.values())
+
+    # -- interconnect (static: read once per device set) --------------------------------------
+
+    def _attach_links(self, devices: list[_Device]) -> None:
+        key = tuple((d.gpu.uuid, d.bus_id, d.handle is not None) for d in devices)
+        if key != self._links_key:
+            self._links, self._links_key = self._read_links(devices), key
+        for d in devices:  # fresh objects per sample: a report never shares them with the cache
+            d.gpu.links = [GpuLink(k.peer_index, k.nvlinks, k.level) for k in self._links.get(d.gpu.index, [])]
+
+    def _read_links(self, devices: list[_Device]) -> dict[int, list[GpuLink]]:
+        """Every GPU's link to every other: common ancestor level and NVLink count (see the module doc)."""
+        levels = {getattr(self._nvml, name): level for name, level in _LEVELS.items() if hasattr(self._nvml, name)}
+        gpu_at = {d.bus_id: d.gpu.index for d in devices if d.bus_id is not None}
+        nvlinks = {d.gpu.index: self._nvlinks(d, gpu_at) for d in devices}
+        links: dict[int, list[GpuLink]] = {d.gpu.index: [] for d in devices}
+        for a, b in combinations(devices, 2):
+            i, j = a.gpu.index, b.gpu.index
+            ends_a, ends_b = nvlinks[i], nvlinks[j]
+            count = max(ends_a.to_gpu[j], ends_b.to_gpu[i]) + min(ends_a.to_switch, ends_b.to_switch)
+            level = self._common_ancestor(a, b, levels)
+            links[i].append(GpuLink(j, count, level))
+            links[j].append(GpuLink(i, count, level))
+        return links
+
+    def _common_ancestor(self, a: _Device, b: _Device, levels: dict[int, GpuTopologyLevel]) -> GpuTopologyLevel:
+        if a.handle is None or b.handle is None:
+            return GpuTopologyLevel.UNKNOWN
+        nvml = self._nvml
+        try:
+            value = nvml.nvmlDeviceGetTopologyCommonAncestor(a.handle, b.handle)
+        except nvml.NVMLError as e:
+            self._warn_once(f"GPUs {a.gpu.index} and {b.gpu.index}: nvmlDeviceGetTopologyCommonAncestor failed: {e}; "
+                            "their topology level is unknown")
+            return GpuTopologyLevel.UNKNOWN
+        level = levels.get(value)
+        if level is None:
+            self._warn_once(f"GPUs {a.gpu.index} and {b.gpu.index}: NVML topology level {value!r} is not one we know")
+            return GpuTopologyLevel.UNKNOWN
+        return level
+
+    def _nvlinks(self, device: _Device, gpu_at: dict[str | None, int]) -> _Nvlinks:
+        """Where this GPU's active NVLinks go; links NVML says it lacks are skipped, other errors end the walk."""
+        to_gpu: Counter = Counter()
+        to_switch = 0
+        if device.handle is None:
+            return _Nvlinks(to_gpu)
+        nvml, index = self._nvml, device.gpu.index
+        absent = (nvml.NVMLError_NotSupported, nvml.NVMLError_InvalidArgument)
+        for link in range(nvml.NVML_NVLINK_MAX_LINKS):
+            try:
+                if nvml.nvmlDeviceGetNvLinkState(device.handle, link) != nvml.NVML_FEATURE_ENABLED:
+                    continue
+                remote = normalise_bus_id(nvml.nvmlDeviceGetNvLinkRemotePciInfo(device.handle, link).busId)
+            except absent:
+                continue
+            except nvml.NVMLError as e:
+                self._warn_once(f"GPU {index}: reading NVLink {link} failed: {e}; its NVLink count may be short")
+                break
+            peer = gpu_at.get(remote)
+            if peer is not None and peer != index:
+                to_gpu[peer] += 1
+            elif peer is None and self._is_switch(device.handle, link):
+                to_switch += 1
+        return _Nvlinks(to_gpu, to_switch)
+
+    def _is_switch(self, handle: Any, link: int) -> bool:
+        """Whether the far end of ``link`` (not a GPU of this node) is an NVSwitch; if NVML cannot say, assume so."""
+        nvml = self._nvml
+        try:
+            kind = nvml.nvmlDeviceGetNvLinkRemoteDeviceType(handle, link)
+        except (AttributeError, nvml.NVMLError):  # an older pynvml or driver: only switches lead off the node's GPUs
+            return True
+        return kind not in (getattr(nvml, "NVML_NVLINK_DEVICE_TYPE_GPU", 0),
+                            getattr(nvml, "NVML_NVLINK_DEVICE_TYPE_IBMNPU", 1))
 
 
 def _text(value: str | bytes) -> str:
