@@ -11,7 +11,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
@@ -28,7 +28,8 @@ Clock = Callable[[], datetime]
 
 
 def system_clock() -> datetime:
-    return datetime.now(timezone.utc)
+    """Now, in the scheduler's local time (aware): time windows (tdm's revocable zones) are read in it."""
+    return datetime.now().astimezone()
 
 
 @dataclass(frozen=True)

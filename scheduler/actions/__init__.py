@@ -1,3 +1,3 @@
 """Built-in actions; importing this package registers them."""
 
-from . import allocate, backfill, enqueue, preempt, reclaim  # noqa: F401
+from . import allocate, backfill, enqueue, preempt, reclaim, shuffle  # noqa: F401
