@@ -32,6 +32,7 @@ from .api.placement import (
     device_requests, expected_duration, numa_policy, preemptable,
 )
 from .api.qos import BATCH_RESOURCES, qos_level
+from .framework.inventory import InventoryMemo
 from .telemetry import NodeTelemetry, node_allocatable
 
 log = logging.getLogger(__name__)
@@ -87,6 +88,7 @@ class ClusterCache:
         self.node_evictions: deque[tuple[str, Eviction]] = deque(maxlen=10_000)
         # Online load learned by time of week from the reports (scheduler.history.LoadHistory), or None.
         self.history = None
+        self.inventories = InventoryMemo()  # nodes' hardware as placement reads it, rebuilt when a report's changes
         self.ensure_default_queue()
 
     # -- sources write ------------------------------------------------------------------

@@ -8,10 +8,15 @@ Scenario files may use the compact forms below instead of full manifests:
 ``pods:``      ``{prefix, count, namespace, group, queue, cpu, memory, extra, nodeName, phase,
                priorityClassName, priority, nodeSelector, tolerations, affinity, annotations}``
 ``priorityclass:`` ``{name, value, globalDefault}``
+``report:``    a NodeReport (JSON form) ``{name, zones: [cpus, ...], zoneMemory: "16Gi", policy, gpus: [{memory,
+               zone, healthy, links: {peer: nvlinks}}], npus: [{model, zone, healthy}], cpuUsed, memoryUsed,
+               batchCpu, batchMemory, evicting, age}`` (``age``: seconds before the clock it was sampled,
+               needs ``at``)
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 PG_API = "scheduling.volcano.sh/v1beta1"
@@ -139,4 +144,43 @@ def expand(item: dict) -> list[dict]:
         return [pod(args.pop("name"), **args)]
     if kind == "priorityclass":
         return [priority_class(args.pop("name"), **args)]
+    if kind == "report":
+        return [report(args.pop("name"), **args)]
     raise ValueError(f"unknown scenario object kind {kind!r}")
+
+
+def report(name: str, *, zones: list[int] | None = None, zoneMemory: str = "16Gi", policy: str = "",
+           gpus: list[dict] | None = None, npus: list[dict] | None = None, cpuUsed: float = 0.0,
+           memoryUsed: str = "0", batchCpu: int = 0, batchMemory: str = "0", evicting: bool = False,
+           sampleTime: str | None = None, pods: list[dict] | None = None) -> dict:
+    """A NodeReport document: ``zones`` lists the CPUs of each NUMA zone (default one zone of 8)."""
+    from proto.codec import report_to_json
+    from proto.model import (Capacity, Colocation, Devices, Gpu, GpuLink, GpuTopologyLevel, Identity, Load,
+                             NodeReport, Npu, NumaZone, PodUsage, QosLevel)
+    from scheduler.api.quantity import to_canonical
+
+    zones = zones or [8]
+    zone_memory = to_canonical("memory", zoneMemory)
+    numa, first = [], 0
+    for zid, count in enumerate(zones):
+        numa.append(NumaZone(zid, list(range(first, first + count)), zone_memory,
+                             [10 if j == zid else 21 for j in range(len(zones))]))
+        first += count
+    gpu_list = []
+    for i, g in enumerate(gpus or []):
+        links = [GpuLink(int(peer), int(n), GpuTopologyLevel.SYSTEM) for peer, n in (g.get("links") or {}).items()]
+        gpu_list.append(Gpu(i, g.get("uuid", f"GPU-{name}-{i}"), "NVIDIA H100",
+                            to_canonical("memory", g.get("memory", "80Gi")), 0, 0.0, 0.0, g.get("zone", -1),
+                            g.get("healthy", True), "" if g.get("healthy", True) else "XID 79", links=links))
+    npu_list = [Npu(i, 0, n.get("model", "Ascend910B3"), 64 * 2**30, 0, 0.0, n.get("healthy", True), "",
+                    n.get("zone", -1)) for i, n in enumerate(npus or [])]
+    sample_ns = int(datetime.fromisoformat(sampleTime).timestamp() * 1e9) if sampleTime else 0
+    usage = [PodUsage(p["uid"], qos=QosLevel[p.get("qos", "LS")], cpu_used_cores=p.get("cpu", 0.0),
+                      memory_used_bytes=to_canonical("memory", p.get("memory", "0"))) for p in pods or []]
+    r = NodeReport(
+        identity=Identity(name, "test", "boot", 1, sample_ns, 1000),
+        capacity=Capacity(sum(zones) * 1000, zone_memory * len(zones), numa, topology_policy=policy),
+        devices=Devices(gpu_list, npu_list),
+        load=Load(cpuUsed, to_canonical("memory", memoryUsed), pods=usage),
+        colocation=Colocation(batchCpu, to_canonical("memory", batchMemory), evicting=evicting))
+    return report_to_json(r)

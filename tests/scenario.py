@@ -20,6 +20,8 @@ A scenario file (``tests/fixtures/scenarios/*.yaml``)::
       bound_count: {"default/q1-": 3}   # pods bound whose key starts with the prefix
       pending_count: {"default/q1-": 1}
       evicted_count: {"default/low-": 2}
+      numa: {default/web-0: [0]}        # the NUMA zones a pod was placed in (null: not pinned)
+      devices: {default/train-0: [4, 5, 6, 7]}   # indices of the devices it was given, in any order
 
 The harness writes the manifests to a file and runs the real simulator on it,
 so every scenario also exercises parsing and loading.
@@ -101,4 +103,11 @@ def check(result: dict, expect: dict[str, Any]) -> list[str]:
         got = sum(1 for k, p in pods.items() if k.startswith(prefix) and not p["node"] and not p["evicted"])
         if got != n:
             problems.append(f"pending pods {prefix}*: expected {n}, got {got}")
+    for key, zones in (expect.get("numa") or {}).items():
+        if pods[key]["numaNodes"] != zones:
+            problems.append(f"{key}: expected NUMA zones {zones}, got {pods[key]['numaNodes']} ({pods[key]['reason']})")
+    for key, indices in (expect.get("devices") or {}).items():
+        got = sorted(d["index"] for d in pods[key]["devices"])
+        if got != sorted(indices):
+            problems.append(f"{key}: expected devices {sorted(indices)}, got {got} ({pods[key]['reason']})")
     return problems

@@ -65,9 +65,10 @@ class DeviceRequest:
     memory_mib: int | None = None
     cores: int = 100
     exclusive: bool = True
+    shared: bool = False  # asked for as a shared GPU (volcano.sh/vgpu-*): only nodes that report GPUs can give it
 
     def describe(self) -> str:
-        if self.resource == GPU and not (self.exclusive and self.memory_mib is None and self.cores == 100):
+        if self.shared:
             memory = "all memory" if self.memory_mib is None else f"{self.memory_mib} MiB"
             return f"{self.count} shared GPU(s) with {memory} and {self.cores}% cores each"
         return f"{self.count} {self.resource}"
@@ -92,7 +93,7 @@ def device_requests(requests: Mapping[str, int]) -> tuple[DeviceRequest, ...]:
     if requests.get(GPU):
         raise ValueError(f"a pod asks for whole GPUs ({GPU}) or shared ones ({VGPU_NUMBER}), not both")
     out.append(DeviceRequest(GPU, _count(VGPU_NUMBER, number), memory_mib=memory or None, cores=cores or 0,
-                             exclusive=cores == 100))
+                             exclusive=cores == 100, shared=True))
     return tuple(out)
 
 

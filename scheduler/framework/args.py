@@ -30,7 +30,10 @@ class Arg:
     ``kind`` is one of ``int``, ``float``, ``bool``, ``str``, ``duration``
     (seconds, from ``90s``/``1h30m``) or ``list`` (comma-separated strings).
     With ``prefix=True`` the key is a prefix (``binpack.resources.``) and the
-    value is a mapping from the rest of the key to typed values.
+    value is a mapping from the rest of the key to typed values.  With
+    ``fields`` the value is a nested mapping (``thresholds: {cpu: 80, mem: 80}``)
+    whose keys must be among ``fields``; ``default`` is then a dict giving
+    every field's default, and each given value is converted and bounded as ``kind``.
     """
 
     key: str
@@ -43,6 +46,7 @@ class Arg:
     prefix: bool = False
     unsupported: str = ""  # accepted only at its default; any other value is refused with this reason
     ignored: str = ""  # accepted for compatibility but without effect; a non-default value is warned about
+    fields: tuple[str, ...] | None = None  # a nested mapping with these keys
 
 
 class Args:
@@ -116,6 +120,19 @@ _CONVERT: dict[str, Callable[[Any], Any]] = {
 
 
 def _convert(arg: Arg, key: str, value: Any) -> Any:
+    if arg.fields is not None:
+        if not isinstance(value, Mapping):
+            raise ArgError(f"argument {key!r}: expected a mapping with keys {', '.join(arg.fields)}, got {value!r}")
+        out = dict(arg.default)
+        for field, item in value.items():
+            if field not in arg.fields:
+                raise ArgError(f"argument {key!r}: unknown key {field!r}; known: {', '.join(arg.fields)}")
+            out[field] = _convert_one(arg, f"{key}.{field}", item)
+        return MappingProxyType(out)
+    return _convert_one(arg, key, value)
+
+
+def _convert_one(arg: Arg, key: str, value: Any) -> Any:
     try:
         out = _CONVERT[arg.kind](value)
     except ValueError as exc:

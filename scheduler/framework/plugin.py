@@ -109,6 +109,9 @@ class Plugin:
         flag = HOOK_FLAGS[hook]
         return flag is None or self.flags.get(flag, True)
 
+    def adjust_nodes(self, ssn: "Session") -> None:
+        """Change what nodes offer (``NodeTable.set_capacity``) before any plugin opens and totals are taken."""
+
     def open(self, ssn: "Session") -> None:
         """Prepare per-session state (shares, attributes)."""
 

@@ -13,6 +13,8 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
+from ..api.placement import VGPU_RESOURCES
+
 CPU, MEMORY, PODS = 0, 1, 2
 BASE = ("cpu", "memory", "pods")
 EPS = 1e-6  # float slack when comparing sums of integer amounts
@@ -26,9 +28,13 @@ class ResourceIndex:
         self.names: tuple[str, ...] = tuple(names)
         self.column = {name: i for i, name in enumerate(names)}
         self.size = len(names)
-        # Queues and shares ignore the pod count: no queue is limited in pods.
+        # Queues and shares ignore the pod count (no queue is limited in pods) and shared-GPU amounts,
+        # which are per GPU (volcano.sh/vgpu-memory is MiB on each of vgpu-number GPUs), not cluster totals.
         self.share_mask = np.ones(self.size, dtype=bool)
         self.share_mask[PODS] = False
+        for name in VGPU_RESOURCES:
+            if name in self.column:
+                self.share_mask[self.column[name]] = False
         self._cache: dict[tuple, np.ndarray] = {}
         self._shapes: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
 

@@ -25,6 +25,7 @@ from .plugin import HOOK_FLAGS, Plugin, Vote, VoteKind
 from .scores import ScoreCache
 from .status import write_status
 from .snapshot import JobInfo, QueueInfo, Snapshot, TaskInfo, TaskStatus
+from .topology import Topology
 
 log = logging.getLogger(__name__)
 
@@ -70,12 +71,28 @@ class Session:
         self.bound: set[str] = set()
         self.nominated: set[str] = set()
         self.held: list = []  # statements of pipelined jobs: reserved for this session, not bound
+        self._topology: Topology | None = None
 
     # -- lifecycle ----------------------------------------------------------------------
     def open(self) -> None:
-        for tier in self.tiers:
-            for plugin in tier:
-                plugin.open(self)
+        plugins = [p for tier in self.tiers for p in tier]
+        adjusting = [p for p in plugins if type(p).adjust_nodes is not Plugin.adjust_nodes]
+        for plugin in adjusting:
+            plugin.adjust_nodes(self)
+        if adjusting:
+            self.total = self.snapshot.total = self.nodes.total()
+        for plugin in plugins:
+            plugin.open(self)
+        if self._topology is not None:  # plugins said what they count; now count what is already placed
+            self._topology.load(self.nodes.topology_tasks)
+
+    @property
+    def topology(self) -> Topology:
+        """NUMA zones and devices, built when a plugin first asks (only numa-aware and deviceshare do)."""
+        if self._topology is None:
+            snap = self.snapshot
+            self._topology = Topology(snap.inventories.static(self.nodes.names, snap.telemetry))
+        return self._topology
 
     def close(self) -> None:
         for tier in self.tiers:
@@ -272,9 +289,13 @@ class Session:
         task.job.set_status(task, TaskStatus.ALLOCATED)
         task.node = node
         self.nodes.place(task, node)
+        if self._topology is not None:
+            self._topology.place(task, node)
         self._fire("on_allocate", task)
 
     def _unallocate(self, task: TaskInfo) -> None:
+        if self._topology is not None:
+            self._topology.release(task)
         self.nodes.unplace(task, task.node)
         task.job.set_status(task, TaskStatus.PENDING)
         task.node = -1
@@ -286,9 +307,13 @@ class Session:
         task.job.set_status(task, TaskStatus.PIPELINED)
         task.node = node
         self.nodes.add_pipelined(task, node, +1)
+        if self._topology is not None:
+            self._topology.place(task, node)
         self._fire("on_allocate", task)
 
     def _unpipeline(self, task: TaskInfo) -> None:
+        if self._topology is not None:
+            self._topology.release(task)
         self.nodes.add_pipelined(task, task.node, -1)
         task.job.set_status(task, TaskStatus.PENDING)
         task.node = -1

@@ -188,6 +188,10 @@ class NodeTable:
         self.reserved = np.zeros_like(self.alloc)
         self.reserved_count = 0
         self.tasks: list[dict[str, TaskInfo]] = [dict() for _ in range(n)]
+        # Tasks on nodes whose NUMA zones or devices count (recorded decisions, device requests), and tasks
+        # this scheduler bound recently (their usage may not be in the node's report yet), as (node, task).
+        self.topology_tasks: list[TaskInfo] = []
+        self.recent_binds: list[tuple[int, TaskInfo]] = []
         # Every change appends the node it touched; ``version`` is the log's length.  Score caches
         # use it to recompute only the nodes that changed since they were filled.
         self.changes: list[int] = []
@@ -262,6 +266,15 @@ class NodeTable:
     def total(self) -> np.ndarray:
         return self.alloc.sum(axis=1)
 
+    def set_capacity(self, col: int, values: np.ndarray | float) -> None:
+        """Replace what nodes offer of one resource (a plugin that knows better than node allocatable:
+        the agents' live batch allocatable, per-device accounting that makes a sum meaningless)."""
+        self.alloc[col] = values
+        np.subtract(self.alloc[col], self.used[col], out=self.idle[col])
+        with np.errstate(divide="ignore"):
+            alloc = self.alloc[col]
+            self.inv_alloc[col] = np.where((alloc > 0) & np.isfinite(alloc), 1.0 / np.where(alloc > 0, alloc, 1.0), 0.0)
+
     def load_telemetry(self, telemetry: dict, now: float | None, stale_intervals: int) -> None:
         """Reported usage and batch allocatable per node; NaN where unknown or stale — never zero."""
         n = self.count
@@ -288,7 +301,7 @@ class Snapshot:
 
     def __init__(self, index: ResourceIndex, nodes: NodeTable, jobs: dict[str, JobInfo],
                  queues: dict[str, QueueInfo], foreign: list[Pod] | None = None, *,
-                 telemetry: dict | None = None, history=None, now: float | None = None):
+                 telemetry: dict | None = None, history=None, now: float | None = None, inventories=None):
         self.index = index
         self.nodes = nodes
         self.jobs = jobs
@@ -298,6 +311,7 @@ class Snapshot:
         self.telemetry = telemetry or {}  # node name -> its last accepted report (stale ones included)
         self.history = history  # the cache's LoadHistory (learned online load by time of week), or None
         self.now = now  # Unix seconds the snapshot was taken at (the scheduler's clock)
+        self.inventories = inventories  # the cache's InventoryMemo: nodes' zones and devices
 
 
 DEFAULT_SCHEDULER_NAMES = frozenset({"scoria"})
@@ -336,11 +350,16 @@ def take_snapshot(cache: ClusterCache, scheduler_names: frozenset[str] = DEFAULT
         for q in queues.values():
             if q.parent in queues:
                 queues[q.parent].children.append(q.name)
-        jobs = _jobs(cache, pods, index, table)
-    return Snapshot(index, table, jobs, queues, foreign, telemetry=telemetry, history=cache.history, now=now)
+        jobs = _jobs(cache, pods, index, table, now)
+    return Snapshot(index, table, jobs, queues, foreign, telemetry=telemetry, history=cache.history, now=now,
+                    inventories=cache.inventories)
 
 
-def _jobs(cache: ClusterCache, pods: list[Pod], index: ResourceIndex, table: NodeTable) -> dict[str, JobInfo]:
+RECENT_BIND_S = 600.0  # binds this recent are listed for plugins comparing them with report times
+
+
+def _jobs(cache: ClusterCache, pods: list[Pod], index: ResourceIndex, table: NodeTable,
+          now: float | None) -> dict[str, JobInfo]:
     jobs: dict[str, JobInfo] = {}
     placed_nodes: list[int] = []
     placed_reqs: list[np.ndarray] = []
@@ -369,6 +388,10 @@ def _jobs(cache: ClusterCache, pods: list[Pod], index: ResourceIndex, table: Nod
                 placed_reqs.append(req)
                 if task.status == TaskStatus.RELEASING:
                     table.add_releasing(task, node, +1)
+                if facts.zones or facts.grants or facts.devices:
+                    table.topology_tasks.append(task)
+                if pod.bound_at is not None and (now is None or now - pod.bound_at < RECENT_BIND_S):
+                    table.recent_binds.append((node, task))
         elif task.status == TaskStatus.PENDING and pod.nominated_node in table.pos:
             task.nominated = table.pos[pod.nominated_node]
             table.reserve(task, +1)

@@ -1,10 +1,13 @@
-"""Small shared helpers: a priority queue ordered by a comparison function."""
+"""Small shared helpers: a priority queue ordered by a comparison function; counting predicate refusals."""
 
 from __future__ import annotations
 
 import heapq
 import itertools
+from collections import Counter
 from typing import Callable, Generic, Iterable, TypeVar
+
+import numpy as np
 
 T = TypeVar("T")
 
@@ -48,3 +51,10 @@ class PriorityQueue(Generic[T]):
 
     def items(self) -> list[T]:
         return [e.item for e in self._heap]
+
+
+def count_reason(reasons: Counter, label: str, mask: np.ndarray) -> None:
+    """Add the nodes in ``mask`` under ``label`` (for ``predicate_reasons``); nothing when there are none."""
+    n = int(np.count_nonzero(mask))
+    if n:
+        reasons[label] += n

@@ -1,5 +1,6 @@
 """Built-in plugins; importing this package registers them."""
 
 from . import (  # noqa: F401
-    binpack, capacity, conformance, drf, gang, nodeorder, overcommit, predicates, priority, proportion, sla, tdm,
+    binpack, capacity, colocation, conformance, deviceshare, drf, gang, nodeorder, numaaware, overcommit,
+    predicates, priority, proportion, sla, tdm, usage,
 )

@@ -21,6 +21,7 @@ from ..framework.args import Arg
 from ..framework.plugin import Plugin, register_plugin
 from ..framework.resources import EPS, PODS
 from ..framework.snapshot import TaskInfo
+from ..framework.util import count_reason
 
 _UNSUPPORTED = ("GPUSharingEnable", "CacheEnable", "ProportionalEnable", "PodAffinityEnable",
                 "NodeVolumeLimitsEnable", "VolumeZoneEnable", "PodTopologySpreadEnable", "NodePortsEnable")
@@ -74,7 +75,7 @@ class Predicates(Plugin):
         reasons: Counter = Counter()
         left = among.copy()
         schedulable = self.index.schedulable_mask(tolerations)
-        _count(reasons, "node(s) were unschedulable", left & ~schedulable)
+        count_reason(reasons, "node(s) were unschedulable", left & ~schedulable)
         left &= schedulable
         if self.args.taint_toleration:
             tolerated = self.index.tolerated_mask(tolerations)
@@ -82,20 +83,14 @@ class Predicates(Plugin):
             left &= tolerated
         if self.args.node_affinity:
             matched = self.index.affinity_mask(selector, terms)
-            _count(reasons, "node(s) didn't match Pod's node affinity/selector", left & ~matched)
+            count_reason(reasons, "node(s) didn't match Pod's node affinity/selector", left & ~matched)
             left &= matched
         if avail is not None:
             for col in task.cols:
                 short = left & (avail[col] + EPS < task.req[col])
                 label = "Too many pods" if col == PODS else f"Insufficient {self.names[col]}"
-                _count(reasons, label, short)
+                count_reason(reasons, label, short)
         return reasons
 
     def close(self, ssn) -> None:
         self._static.clear()
-
-
-def _count(reasons: Counter, label: str, mask: np.ndarray) -> None:
-    n = int(np.count_nonzero(mask))
-    if n:
-        reasons[label] += n

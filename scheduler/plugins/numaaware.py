@@ -1,0 +1,83 @@
+"""numa-aware: place pods where their NUMA policy can be met, and pin them to the zones chosen.
+
+A pod's policy is its annotation ``volcano.sh/numa-topology-policy``; for a
+Guaranteed pod the node's kubelet policy (from the agent's report) applies
+too when it is stricter, because the kubelet enforces it for such pods.
+
+* ``single-numa-node``: one zone must hold the pod's CPU, memory and devices.
+* ``restricted``: the pod must fit in as few zones as it could on an empty node.
+* ``best-effort``: anywhere, pinned to the fewest zones that fit now; nodes
+  where it fits in fewer zones score higher.
+
+Free capacity per zone is the scheduler's own count of what pinned pods hold
+(:mod:`scheduler.framework.topology`), so a zone freed by a finished pod can
+be used at once.  Nodes that report no topology cannot take restricted or
+single-numa-node pods.  The chosen zones are written on the pod
+(``scoria.io/numa-nodes``) and the agent pins the pod's cgroups to them.
+
+Unlike Volcano, the pod's own policy is honoured on any node (Scoria's agent
+applies the pinning itself) rather than only where the kubelet's policy is
+the same.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from ..framework.args import Arg
+from ..framework.plugin import Plugin, register_plugin
+from ..framework.snapshot import TaskInfo
+from ..framework.util import count_reason
+from ..framework.topology import BEST_EFFORT, RESTRICTED, SINGLE
+
+
+@register_plugin
+class NumaAware(Plugin):
+    name = "numa-aware"
+    hooks = ("predicate", "predicate_reasons", "node_order")
+    arguments = {"weight": Arg("weight", "float", 1.0, minimum=0, help="multiplies the 0-100 zone score")}
+
+    def open(self, ssn) -> None:
+        self.topology = ssn.topology
+        self.topology.numa = True
+
+    def _applies(self, task: TaskInfo) -> bool:
+        return bool(task.facts.numa_policy not in ("", "none") or
+                    (task.pod.qos_class == "Guaranteed" and self.topology.s.policy.any()))
+
+    def predicate(self, task: TaskInfo, avail: np.ndarray | None) -> np.ndarray:
+        if not self._applies(task):
+            return np.ones(self.topology.s.known.size, dtype=bool)
+        return self.topology.numa_fit(task)[0]
+
+    def predicate_reasons(self, task: TaskInfo, avail: np.ndarray | None, among: np.ndarray) -> Counter:
+        reasons: Counter = Counter()
+        if not self._applies(task):
+            return reasons
+        fits, policy = self.topology.numa_fit(task)
+        failed = among & ~fits
+        no_report = failed & ~self.topology.s.has_zones
+        count_reason(reasons, "node(s) reported no NUMA topology", no_report)
+        failed &= ~no_report
+        count_reason(reasons, "node(s) had no single NUMA node with room for the pod (single-numa-node)",
+               failed & (policy == SINGLE))
+        count_reason(reasons, "node(s) could not fit the pod in its fewest NUMA nodes (restricted)",
+               failed & (policy == RESTRICTED))
+        return reasons
+
+    def score_key(self, task: TaskInfo) -> tuple:
+        return (id(task.req), task.facts.numa_policy, task.pod.qos_class, task.facts.devices)
+
+    def node_order(self, task: TaskInfo, nodes: np.ndarray | None) -> np.ndarray:
+        t = self.topology
+        count = t.s.known.size if nodes is None else nodes.size
+        if not self.args.weight or not self._applies(task):
+            return np.zeros(count)
+        sel = slice(None) if nodes is None else nodes
+        policy = t.policy(task)[sel]
+        fewest = t.fewest_free_zones(task)[sel].astype(float)
+        best = t.min_zones(task)[sel].astype(float)
+        score = np.where((policy >= BEST_EFFORT) & (fewest <= t.s.zones), 100.0 * best / np.maximum(fewest, 1), 0.0)
+        return self.args.weight * np.minimum(score, 100.0)
