@@ -68,13 +68,14 @@ class Agent:
                  publish: Callable[[NodeReport], None] | None = None, clock: Callable[[], float] = time.time,
                  monotonic: Callable[[], float] = time.monotonic,
                  node_labels: Callable[[], dict[str, str]] | None = None,
-                 taint: Callable[[bool], bool] | None = None):
+                 taint: Callable[[bool], bool] | None = None, topology_policy: Callable[[], str] | None = None):
         self.config = config
         self.paths, self.backend, self.layout = paths, backend, layout
         self.pods, self.profiles, self.evictor = pods, profiles, evictor
         self.metrics = metrics or AgentMetrics()
         self.executor = Executor(backend, on_error=self.metrics.write_error)
         self.read_capacity = read_capacity or _default_capacity
+        self.topology_policy = topology_policy or str  # the kubelet's topology manager policy ("" unknown)
         self.devices = devices or (lambda: Devices())
         self.publish = publish or (lambda report: None)
         self.node_labels = node_labels or dict  # labels selecting the profile's node overrides
@@ -82,7 +83,7 @@ class Agent:
         self._tainted: bool | None = None  # what the node is known to carry; None: not known yet
         self.clock, self.monotonic = clock, monotonic
         self.boot_id = boot_id(paths)
-        self.capacity = self.read_capacity(paths)
+        self.capacity = self._read_capacity()
         self._capacity_at = monotonic()
         self._devices = self.devices()
         self._devices_at = monotonic()
@@ -194,9 +195,14 @@ class Agent:
 
     def _refresh_slow_collectors(self, now: float) -> None:
         if now - self._capacity_at >= self.config.topology_interval:
-            self.capacity, self._capacity_at = self.read_capacity(self.paths), now
+            self.capacity, self._capacity_at = self._read_capacity(), now
         if now - self._devices_at >= self.config.device_interval:
             self._devices, self._devices_at = self.devices(), now
+
+    def _read_capacity(self) -> Capacity:
+        capacity = self.read_capacity(self.paths)
+        capacity.topology_policy = self.topology_policy()
+        return capacity
 
     def _apply(self, writes: list[CgroupWrite]) -> None:
         self.metrics.cgroup_writes.inc(len(self.executor.apply(writes)))

@@ -20,6 +20,8 @@ from pathlib import Path
 
 from proto import codec
 
+from .kubelet import TOPOLOGY_POLICIES, topology_policy_source
+
 EXIT_BAD_INPUT = 2
 
 
@@ -40,6 +42,11 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--node-labels", default="", metavar="K=V,...",
                        help="labels selecting the profile's node overrides (added to the Node's own with "
                             "--pods-from kubernetes)")
+        p.add_argument("--kubelet-config", metavar="PATH",
+                       help="the kubelet's KubeletConfiguration file, read for topologyManagerPolicy "
+                            "(default: <host-root>/var/lib/kubelet/config.yaml)")
+        p.add_argument("--topology-policy", choices=TOPOLOGY_POLICIES,
+                       help="the kubelet's topology manager policy, overriding the kubelet configuration file")
 
     rep = sub.add_parser("report", help="print this node's report")
     rep.add_argument("--once", action="store_true", required=True)
@@ -109,8 +116,10 @@ def make_agent(args, *, enforce: bool, publish=None):
     devices = None if args.no_devices else _devices(paths)
     pace = {"fast_interval": args.fast_interval, "slow_interval": args.interval} if args.command == "run" else {}
     config = AgentConfig(args.node_name, enforce=enforce, **pace)
+    policy = topology_policy_source(args.host_root, args.kubelet_config, args.topology_policy)
     return Agent(config, paths=paths, backend=backend, layout=layout, pods=pods, profiles=profiles, evictor=evictor,
-                 metrics=metrics, devices=devices, publish=publish, node_labels=labels, taint=taint)
+                 metrics=metrics, devices=devices, publish=publish, node_labels=labels, taint=taint,
+                 topology_policy=policy)
 
 
 def _kubernetes(kubeconfig: str | None):

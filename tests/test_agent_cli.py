@@ -57,11 +57,32 @@ def test_report_once_reads_a_mounted_host(tmp_path: Path) -> None:
     assert doc["load"]["cpuPressure"]["someAvg10"] == 1.5
 
 
+def test_report_carries_the_kubelets_topology_policy(tmp_path: Path) -> None:
+    host = fixture_host(tmp_path)
+    kubelet = host / "var" / "lib" / "kubelet"
+    kubelet.mkdir(parents=True)
+    (kubelet / "config.yaml").write_text("kind: KubeletConfiguration\ntopologyManagerPolicy: single-numa-node\n")
+    (tmp_path / "other.yaml").write_text("kind: KubeletConfiguration\ntopologyManagerPolicy: best-effort\n")
+    common = ("report", "--once", "--sample", "0.05", "--host-root", str(host), "--no-devices")
+    policies = []
+    for extra in ((), ("--kubelet-config", str(tmp_path / "other.yaml")), ("--topology-policy", "restricted")):
+        out = agent(*common, *extra)
+        assert out.returncode == 0, out.stderr
+        policies.append(json.loads(out.stdout)["capacity"]["topologyPolicy"])
+    assert policies == ["single-numa-node", "best-effort", "restricted"]
+    (kubelet / "config.yaml").write_text("topologyManagerPolicy: [\n")
+    out = agent(*common)
+    assert out.returncode == 0 and json.loads(out.stdout)["capacity"]["topologyPolicy"] == ""
+    assert "not YAML" in out.stderr and "reported as unknown" in out.stderr
+
+
 def test_bad_arguments_exit_2_with_a_message() -> None:
     out = agent("report", "--once", "--node-labels", "pool=batch,zone")
     assert out.returncode == 2 and "--node-labels: 'zone' is not key=value" in out.stderr
     out = agent("run", "--scheduler", "127.0.0.1:1", "--metrics-port", "0")
     assert out.returncode == 2 and "--scheduler needs --ca (TLS) or --insecure" in out.stderr
+    out = agent("report", "--once", "--topology-policy", "strict")
+    assert out.returncode == 2 and "--topology-policy: invalid choice: 'strict'" in out.stderr
 
 
 def _get(url: str) -> str:
