@@ -53,6 +53,8 @@ KNOBS = [
     ("memory.limit", 2**30, "memory/memory.limit_in_bytes", str(2**30), "memory.max", str(2**30)),
     ("memory.limit", None, "memory/memory.limit_in_bytes", "-1", "memory.max", "max"),
     ("cpuset.cpus", "0-3", "cpuset/cpuset.cpus", "0-3", "cpuset.cpus", "0-3"),
+    ("cpuset.cpus", "0-3,8", "cpuset/cpuset.cpus", "0-3,8", "cpuset.cpus", "0-3,8"),
+    ("cpuset.mems", "1", "cpuset/cpuset.mems", "1", "cpuset.mems", "1"),
 ]
 
 
@@ -69,6 +71,23 @@ def test_knobs_map_to_each_versions_file(tmp_path: Path, knob, value, v1file, v1
         written = (root / ctl / rel / name) if version == 1 else (root / rel / file)
         assert written.read_text().strip() == text
         assert backend.read(rel, knob) == value
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_cpusets_are_written_and_compared_in_the_kernels_list_format(tmp_path: Path, version: int) -> None:
+    paths = make_tree(tmp_path, version=version, pods=[FakePod(UID)])
+    backend = detect_backend(paths)
+    rel = pod_dir(version, "cgroupfs", FakePod(UID))
+    backend.write(rel, "cpuset.cpus", [8, 0, 1, 2, 3])
+    backend.write(rel, "cpuset.mems", "0,1")
+    file = (tmp_path / "cpuset" / rel) if version == 1 else (tmp_path / rel)
+    assert (file / "cpuset.cpus").read_text() == "0-3,8" and (file / "cpuset.mems").read_text() == "0-1"
+    (file / "cpuset.cpus").write_text("0-3,8\n")  # as the kernel shows it
+    executor = Executor(backend)
+    assert executor.apply([CgroupWrite(rel, "cpuset.cpus", "0,1,2,3,8"), CgroupWrite(rel, "cpuset.mems", [1, 0])]) == []
+    assert [(c.old, c.new) for c in executor.apply([CgroupWrite(rel, "cpuset.cpus", "4-5")])] == [("0-3,8", "4-5")]
+    with pytest.raises(ValueError):
+        backend.write(rel, "cpuset.cpus", "3-1")
 
 
 def test_v2_shares_round_trip_through_weights(tmp_path: Path) -> None:

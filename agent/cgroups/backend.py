@@ -19,7 +19,11 @@ cpuset.mems    cpuset/cpuset.mems                          cpuset.mems
 =============  ==========================================  ======================================
 
 Values are canonical integers (CPU in millicores, memory in bytes, ``None``
-for "no limit") or strings for cpusets.  v1 knobs go through cgroupspy's nodes
+for "no limit") or, for cpusets, the kernel's list format (``0-3,8``): a write
+takes that text or an iterable of ids, and a read gives the normalised text, so
+``0,1,2,3`` and ``0-3`` compare equal.  On v1 the cpuset files need the
+``cpuset`` hierarchy; a new v1 cpuset group starts with empty lists
+(:func:`agent.cgroups.tree.make_group` copies its parent's).  v1 knobs go through cgroupspy's nodes
 and controllers; v2 is plain files; the usage counters read every second are
 plain reads of paths joined once, on both.  A cgroup is named by its path relative to
 the hierarchy root (``kubepods/besteffort/pod…``).
@@ -34,9 +38,10 @@ from pathlib import Path
 
 from cgroupspy.nodes import Node
 
-from ..hostpaths import HostPaths
+from ..hostpaths import HostPaths, format_cpulist, parse_cpulist
 
 PERIOD_US = 100_000
+CPUSET_KNOBS = ("cpuset.cpus", "cpuset.mems")
 _UNLIMITED_V1 = 9223372036854771712  # what v1 memory.limit_in_bytes reads when unlimited
 
 
@@ -48,6 +53,14 @@ class KnobUnsupported(Exception):
 class KnobFile:
     controller: str  # v1 hierarchy ("cpu", "memory", "cpuset"); "" on v2
     filename: str
+
+
+def encode_cpuset(value) -> str:
+    """``"0-3,8"``, ``"0,1,2,3"`` or ``[0, 1, 2, 3]`` -> the kernel's form (``0-3``); ValueError if not a list."""
+    ids = parse_cpulist(value) if isinstance(value, str) else [int(v) for v in value]
+    if any(i < 0 for i in ids):
+        raise ValueError(f"cpuset ids must be non-negative, got {value!r}")
+    return format_cpulist(ids)
 
 
 def shares_to_weight(shares: int) -> int:
@@ -213,6 +226,8 @@ class V1Backend(Backend):
             return "-1" if value is None else str(int(value))
         if knob == "cpu.shares":
             return str(max(2, int(value)))
+        if knob in CPUSET_KNOBS:
+            return encode_cpuset(value)
         return str(value)
 
     def decode(self, knob: str, text: str):
@@ -222,8 +237,8 @@ class V1Backend(Backend):
         if knob == "memory.limit":
             v = int(text)
             return None if v < 0 or v >= _UNLIMITED_V1 else v
-        if knob in ("cpuset.cpus", "cpuset.mems"):
-            return text
+        if knob in CPUSET_KNOBS:
+            return encode_cpuset(text)
         return int(text)
 
     COUNTERS = {"cpu": ("cpuacct", "cpuacct.usage"), "memory": ("memory", "memory.usage_in_bytes"),
@@ -266,6 +281,8 @@ class V2Backend(Backend):
             return "max" if value is None else str(int(value))
         if knob == "cpu.burst":
             return str(int(value))
+        if knob in CPUSET_KNOBS:
+            return encode_cpuset(value)
         return str(value)
 
     def decode(self, knob: str, text: str):
@@ -274,8 +291,8 @@ class V2Backend(Backend):
             return None if quota == "max" else int(quota) * 1000 // int(period or PERIOD_US)
         if knob in ("memory.limit", "memory.high"):
             return None if text == "max" else int(text)
-        if knob in ("cpuset.cpus", "cpuset.mems"):
-            return text
+        if knob in CPUSET_KNOBS:
+            return encode_cpuset(text)
         if knob == "cpu.shares":  # canonical unit is v1 shares; weights map back onto their band
             return 2 + (int(text) - 1) * 262142 // 9999
         return int(text)
