@@ -40,6 +40,7 @@ from .pods import PodInfo, PodSource
 from .policies.cpu import cpu_intents, offline_quota, quota_write
 from .policies.eviction import EvictionState, decide_evictions
 from .policies.memory import memory_intents
+from .policies.numa import REASONS as UNPINNED_REASONS, PinProblem, numa_intents, pinned
 from .policies.overcommit import OvercommitState, batch_allocatable
 from .policies.state import NodeState, PodSample
 from .profile import ProfileSpec, ProfileWatcher
@@ -104,6 +105,7 @@ class Agent:
         self._offline_busy = True  # until the fast loop has measured otherwise
         self._system_cpu = 0.0     # CPU used outside pods, from the last slow sample
         self._offline_cpu = 0.0    # CPU used by offline pods, from the last slow sample
+        self._unpinned: set[tuple[str, str]] = set()  # (pod uid, problem) warned about and still so
         self._fast_last = monotonic()
         self.metrics.profile_in_force(profiles.current.name, profiles.current.digest)
         self._fast_seconds = self.metrics.loop_seconds.labels("fast")
@@ -129,7 +131,8 @@ class Agent:
         return NodeState(cpu_capacity=self.capacity.cpu_millis, memory_capacity=mem_total or self.capacity.memory_bytes,
                          cpu_used=node_cpu, memory_used=mem_used, pods=tuple(samples),
                          offline_parent=self.layout.offline_parent, cgroup_version=self.backend.version,
-                         has_cpu_idle=self.has_cpu_idle, has_cpu_burst=self.has_cpu_burst)
+                         has_cpu_idle=self.has_cpu_idle, has_cpu_burst=self.has_cpu_burst,
+                         numa_zones=tuple(self.capacity.numa_zones))
 
     def _sample_pod(self, pod: PodInfo, seen: set[str], detail: bool) -> PodSample:
         path = self.layout.pod_path(pod.uid, pod.qos_class)
@@ -140,7 +143,9 @@ class Agent:
         if detail:
             self._detail[path] = self._sample_detail(path, seen)
         containers, cpu_psi, memory_psi = self._detail.get(path, ((), None, None))
-        return PodSample(pod, path, cpu, memory, containers, cpu_psi, memory_psi)
+        # listed every tick for pinned pods only, so a restarted container is pinned within a second
+        container_paths = tuple(self.layout.containers(path)) if pinned(pod) else ()
+        return PodSample(pod, path, cpu, memory, containers, cpu_psi, memory_psi, container_paths)
 
     def _sample_detail(self, path: str, seen: set[str]) -> tuple:
         """The pod's containers' usage (averaged over the detail interval) and its own PSI."""
@@ -180,8 +185,10 @@ class Agent:
         self._system_cpu, self._offline_cpu = state.system_cpu, state.offline_cpu
         self.metrics.observed(cpu_used=state.cpu_used, memory_used=state.memory_used, online_cpu=state.online_cpu)
         if self.config.enforce:
+            numa = numa_intents(state)
+            self._note_unpinned(numa.problems)
             writes = cpu_intents(state, self.spec.cpu, self.spec.burst) + memory_intents(state, self.spec.memory)
-            self._apply(writes)
+            self._apply(writes + numa.writes)
             self._evict(state)
         else:
             self.quota = quota_write(state, self.spec.cpu).value
@@ -210,6 +217,18 @@ class Agent:
             if w.path == self.layout.offline_parent and w.knob == "cpu.quota":
                 self.quota = w.value
                 self.metrics.quota.set(w.value)
+
+    def _note_unpinned(self, problems: list[PinProblem]) -> None:
+        """Warn once per pod and problem (again if it comes back after going away); count them by reason."""
+        now = {(p.uid, p.detail) for p in problems}
+        for p in problems:
+            if (p.uid, p.detail) not in self._unpinned:
+                log.warning("not pinning pod %s to its NUMA zones: %s", p.pod, p.detail)
+        self._unpinned = now
+        counts: dict[str, int] = {}
+        for p in problems:
+            counts[p.reason] = counts.get(p.reason, 0) + 1
+        self.metrics.unpinned(counts, UNPINNED_REASONS)
 
     def _evict(self, state: NodeState) -> None:
         evictions, self.eviction_state = decide_evictions(state, self.spec.eviction, self.eviction_state,

@@ -34,6 +34,9 @@ class AgentMetrics:
                              ["name", "digest"], registry=r)
         self.profile_reloads = Counter("scoria_agent_qos_profile_reloads_total", "QoS profile reloads by result",
                                        ["result"], registry=r)
+        self.numa_unpinned = Gauge("scoria_agent_numa_unpinned_pods",
+                                   "Pods placed in NUMA zones (scoria.io/numa-nodes) that the agent cannot pin, "
+                                   "by reason", ["reason"], registry=r)
 
     def observed(self, *, cpu_used: float, memory_used: int, online_cpu: float) -> None:
         self.cpu_used.set(cpu_used)
@@ -47,6 +50,10 @@ class AgentMetrics:
     def profile_in_force(self, name: str, digest: str) -> None:
         self.profile.clear()
         self.profile.labels(name, digest).set(1)
+
+    def unpinned(self, counts: dict[str, int], reasons: tuple[str, ...]) -> None:
+        for reason in reasons:
+            self.numa_unpinned.labels(reason).set(counts.get(reason, 0))
 
     def write_error(self, kind: str) -> None:
         self.cgroup_errors.labels(kind).inc()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from proto.model import ContainerUsage, Pressure
+from proto.model import ContainerUsage, NumaZone, Pressure
 
 from ..pods import PodInfo
 
@@ -19,6 +19,7 @@ class PodSample:
     containers: tuple[ContainerUsage, ...] = ()   # from the container cgroups below the pod's (for the report)
     cpu_pressure: Pressure | None = None           # the pod cgroup's PSI, where the kernel keeps it
     memory_pressure: Pressure | None = None
+    container_paths: tuple[str, ...] = ()         # its container cgroups, listed for pods that policies pin
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ class NodeState:
     cgroup_version: int = 1
     has_cpu_idle: bool = False
     has_cpu_burst: bool = False
+    numa_zones: tuple[NumaZone, ...] = ()   # the node's NUMA zones (online CPUs only)
     extras: dict = field(default_factory=dict, compare=False)
 
     @cached_property
