@@ -264,11 +264,17 @@ class NodeTable:
         self.changes.append(task.nominated)
 
     def total(self) -> np.ndarray:
-        return self.alloc.sum(axis=1)
+        """What all nodes offer; a node whose offer is unknown (NaN, see set_capacity) adds nothing."""
+        return np.nansum(self.alloc, axis=1)
 
     def set_capacity(self, col: int, values: np.ndarray | float) -> None:
         """Replace what nodes offer of one resource (a plugin that knows better than node allocatable:
-        the agents' live batch allocatable, per-device accounting that makes a sum meaningless)."""
+        the agents' live batch allocatable, per-device accounting that makes a sum meaningless).
+
+        NaN means unknown: the predicates plugin neither admits nor refuses on it
+        (it refuses only a known shortage), the plugin that set it decides and
+        says why, and totals leave it out.
+        """
         self.alloc[col] = values
         np.subtract(self.alloc[col], self.used[col], out=self.idle[col])
         with np.errstate(divide="ignore"):

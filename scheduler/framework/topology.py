@@ -93,7 +93,8 @@ class Topology:
             return np.zeros(s.dev_node.size, dtype=bool)
         ok = (s.dev_kind == kind) & s.dev_healthy
         if r.exclusive:
-            return ok & (self.dev_holders == 0)
+            ok &= self.dev_holders == 0
+            return ok if r.memory_mib is None else ok & (s.dev_memory + EPS >= r.memory_mib)
         ok &= ~self.dev_whole & (self.dev_cores_used + r.cores <= 100 + EPS)
         if r.memory_mib is None:
             return ok & (self.dev_memory_used <= EPS)

@@ -35,8 +35,8 @@ class Colocation(Plugin):
         nodes = ssn.nodes
         for resource, attr in _REPORTED.items():
             col = ssn.index.column.get(resource)
-            if col is not None:  # NaN (stale, never reported) offers nothing
-                nodes.set_capacity(col, np.nan_to_num(getattr(nodes, attr), nan=0.0))
+            if col is not None:  # NaN where the report is stale or missing: fits nothing, explained here
+                nodes.set_capacity(col, getattr(nodes, attr))
 
     def open(self, ssn) -> None:
         nodes = ssn.nodes

@@ -65,8 +65,8 @@ class Predicates(Plugin):
             return mask
         req = task.req
         mask = mask.copy()
-        for col in task.cols:
-            mask &= avail[col] + EPS >= req[col]
+        for col in task.cols:  # unknown (NaN) capacity is not refused here: the plugin that set it decides
+            mask &= ~(avail[col] + EPS < req[col])
         return mask
 
     # -- the explanation ---------------------------------------------------------------------
