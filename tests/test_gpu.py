@@ -452,6 +452,13 @@ def test_common_ancestor_failure_is_unknown_and_warned_once(tmp_path, caplog):
     assert "GPUs 0 and 1" in warning and "nvmlDeviceGetTopologyCommonAncestor" in warning
 
 
+def test_topology_not_supported_is_unknown_without_a_warning(tmp_path, caplog):
+    """As for GPUs passed through to a VM (seen on an H100 VM: NotSupported even for a GPU with itself)."""
+    nvml = make_fake_nvml(gpus=[gpu(0), gpu(1)], topology={(0, 1): pynvml.NVMLError_NotSupported})
+    got = collector(tmp_path, nvml).collect()
+    assert links_of(got[0]) == [(1, 0, Level.UNKNOWN)] and messages(caplog, logging.WARNING) == []
+
+
 def test_an_nvml_level_we_do_not_know_is_unknown(tmp_path, caplog):
     (a, _) = collector(tmp_path, make_fake_nvml(gpus=[gpu(0), gpu(1)], topology={(0, 1): 35})).collect()
     assert links_of(a) == [(1, 0, Level.UNKNOWN)]

@@ -17,7 +17,8 @@ Interconnect (``Gpu.links``, one entry per other GPU, by peer index) is static, 
 once and again only when the device set changes (another UUID or bus id at an index):
 
 * ``level`` is ``nvmlDeviceGetTopologyCommonAncestor`` mapped onto :class:`GpuTopologyLevel`
-  (an error, or a value NVML did not document, is UNKNOWN and warned about once);
+  (``NotSupported`` — as for GPUs passed through to a VM — is UNKNOWN; another error, or a
+  value NVML did not document, is UNKNOWN and warned about once);
 * ``nvlinks`` counts the GPU's active links (``nvmlDeviceGetNvLinkState``) whose far end
   (``nvmlDeviceGetNvLinkRemotePciInfo``) is the peer's PCI bus id, taking the larger count
   of the two ends.  ``NotSupported`` (a GPU without NVLink) and ``InvalidArgument`` (a link
@@ -281,6 +282,8 @@ class GpuCollector:
         nvml = self._nvml
         try:
             value = nvml.nvmlDeviceGetTopologyCommonAncestor(a.handle, b.handle)
+        except nvml.NVMLError_NotSupported:  # not a fault: e.g. GPUs passed through to a VM
+            return GpuTopologyLevel.UNKNOWN
         except nvml.NVMLError as e:
             self._warn_once(f"GPUs {a.gpu.index} and {b.gpu.index}: nvmlDeviceGetTopologyCommonAncestor failed: {e}; "
                             "their topology level is unknown")
