@@ -147,6 +147,8 @@ class ClusterCache:
                     self.upsert(Node(name=name, allocatable=allocatable, labels={"kubernetes.io/hostname": name}))
                 self.registered[name] = key
         self.telemetry[name] = telemetry
+        if self.history is not None:  # samples online load once a minute per node; a dict lookup otherwise
+            self.history.observe_report(telemetry)
         if len(view.colocation.evictions):
             self.node_evictions.extend((name, e) for e in telemetry.report.colocation.evictions)
         return True

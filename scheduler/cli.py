@@ -19,6 +19,7 @@ from .framework.snapshot import DEFAULT_SCHEDULER_NAMES
 from .simulator import load_config_or_default, render_table, simulate
 
 EXIT_BAD_INPUT = 2
+log = logging.getLogger(__name__)
 
 
 def parse_time(text: str | None) -> datetime:
@@ -67,7 +68,42 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--metrics-port", type=int, default=9090, metavar="PORT",
                      help="/metrics and /healthz over HTTP (0: off; default 9090)")
     srv.add_argument("--port-file", metavar="FILE", help="write the agent port here once listening")
+    srv.add_argument("--state-dir", metavar="DIR",
+                     help="keep what must survive a restart here (DIR/history.sqlite: online load learned by time "
+                          "of week); without it, that is kept in memory only")
+    srv.add_argument("--history-weeks", type=int, default=4, metavar="N",
+                     help="weeks of online load history kept per hour of the week (default 4)")
     return parser
+
+
+def open_history(args: argparse.Namespace):
+    """The load history the reports teach, restored from ``--state-dir`` and saved there from a thread.
+
+    A history file that cannot be read is refused (HistoryStoreError, exit 2)
+    and left as it is.  Returns the history and its saver, not yet started (None without a state dir).
+    """
+    import time
+    from pathlib import Path
+
+    from .history import HistorySaver, LoadHistory, SqliteHistoryStore
+    from .server import ServeError
+
+    if not 1 <= args.history_weeks <= 52:
+        raise ServeError("--history-weeks: must be 1-52")
+    history = LoadHistory(weeks=args.history_weeks)
+    if not args.state_dir:
+        log.warning("no --state-dir: the online load history learned from reports is kept in memory only "
+                    "and starts empty after a restart")
+        return history, None
+    state = Path(args.state_dir)
+    try:
+        state.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ServeError(f"--state-dir: cannot create {state}: {exc}") from None
+    store = SqliteHistoryStore(state / "history.sqlite")
+    kept = history.restore(store.load(), time.time())
+    log.info("load history: %d node-week(s) restored from %s", kept, store.location)
+    return history, HistorySaver(history, store)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -95,6 +131,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                    Path(args.tls_client_ca) if args.tls_client_ca else None) if args.tls_cert else None
     cache = ClusterCache()
     cache.stale_intervals = args.stale_intervals
+    cache.history, saver = open_history(args)
     scheduler = Scheduler(cache, config_path=args.config)
     profiles = ProfileSource(args.qos_profile) if args.qos_profile else None
     intake = ReportIntake(cache, scheduler.metrics, register_nodes=args.register_nodes, profiles=profiles)
@@ -112,11 +149,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if args.port_file:
             Path(args.port_file).write_text(f"{port}\n")
 
+    if saver is not None:
+        saver.start()
     try:
         asyncio.run(serve_forever(server, intake, on_started=started))
     finally:
         stop.set()
         loop_thread.join(timeout=5)
+        if saver is not None:
+            saver.stop()
     return 0
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable
 
@@ -22,6 +22,7 @@ from .api.quantity import format_quantity
 from .cache import ClusterCache
 from .framework.config import SchedulerConfig, default_config, load_config
 from .framework.snapshot import DEFAULT_SCHEDULER_NAMES
+from .history import LoadHistory
 from .scheduler import Scheduler
 from .telemetry import check_report
 
@@ -84,6 +85,7 @@ def simulate(paths: Iterable[str | Path], *, config: SchedulerConfig | None = No
     """
     work = load_workload(paths)
     cache = ClusterCache.from_workload(work)
+    feed_history(cache, work, at)
     feed_reports(cache, work, at)
     scheduler = Scheduler(cache, config=config or default_config(), clock=lambda: at,
                           scheduler_names=scheduler_names)
@@ -101,6 +103,31 @@ def simulate(paths: Iterable[str | Path], *, config: SchedulerConfig | None = No
             log.warning("stopped after %d cycles without settling", MAX_CYCLES)
     return Simulation(cache, [p.uid for p in work.pods], [g.key for g in work.podgroups], ran, scheduled,
                       time.perf_counter() - start)
+
+
+def feed_history(cache: ClusterCache, work: Workload, at: datetime) -> None:
+    """Learn each NodeLoadHistory document's samples as the live scheduler learns reports: one mechanism.
+
+    The samples go through ``LoadHistory.observe`` in time order (at most one
+    a minute per node kept) and every hour that ended before ``at`` is closed,
+    so a week of hourly samples is a week of history.  Without such documents
+    the cache keeps no history.  A sample after ``at`` is refused.
+    """
+    docs = work.scoria.get("NodeLoadHistory", ())
+    if not docs:
+        return
+    history = cache.history = LoadHistory()
+    now = at.timestamp()
+    for name, doc in docs:
+        samples = doc.samples()
+        late = [t for t, _, _ in samples if t > now]
+        if late:
+            stamp = datetime.fromtimestamp(late[0], timezone.utc).isoformat()
+            raise ManifestError(work.sources[("NodeLoadHistory", name)], f"NodeLoadHistory {name}",
+                                f"spec.series: a sample at {stamp} is after the simulated time {at.isoformat()}")
+        for t, cpu, memory in samples:
+            history.observe(name, t, cpu, memory)
+    history.close_finished(now)
 
 
 def feed_reports(cache: ClusterCache, work: Workload, at: datetime) -> None:

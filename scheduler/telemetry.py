@@ -19,9 +19,9 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
-from proto.model import NodeReport
+from proto.model import NodeReport, QosLevel
 
 from .api.objects import DEFAULT_MAX_PODS
 
@@ -53,7 +53,7 @@ class NodeTelemetry:
 
     __slots__ = ("node", "received", "sample_time_ns", "interval", "cpu_used_cores", "memory_used_bytes",
                  "batch_cpu_millis", "batch_memory_bytes", "evicting", "_report", "_decode", "inventory_key",
-                 "capacity", "devices")
+                 "capacity", "devices", "_pods", "_online")
 
     def __init__(self, view, received: float, decode: Callable[[], NodeReport] | None = None,
                  capacity_key: object = None):
@@ -78,6 +78,7 @@ class NodeTelemetry:
         self._decode = decode
         devices = view.devices
         self.capacity, self.devices = view.capacity, devices  # as received (message or model): read lazily
+        self._pods, self._online = load.pods, None  # online(): computed on first use
         self.inventory_key = (capacity_key if capacity_key is not None else id(view.capacity),
                               tuple((g.uuid, g.healthy) for g in devices.gpus),
                               tuple((n.id, n.chip, n.model, n.healthy) for n in devices.npus))
@@ -92,6 +93,38 @@ class NodeTelemetry:
     def stale(self, now: float, missed_intervals: int) -> bool:
         """No report for ``missed_intervals`` of the node's own report interval."""
         return now - self.received > missed_intervals * self.interval
+
+    def online(self) -> "OnlineLoad":
+        """What online (non-BE) work uses — the node's usage less its offline pods' — with the capacity.
+
+        Walks the report's pods, so it is computed on first use (the load
+        history samples a node once a minute, the forecast plugin only when a
+        pending pod needs it) and kept with this report.
+        """
+        if self._online is None:
+            cpu, memory, be = self.cpu_used_cores, self.memory_used_bytes, QosLevel.BE
+            for p in self._pods:
+                if p.qos == be:
+                    cpu -= p.cpu_used_cores
+                    memory -= p.memory_used_bytes
+            c = self.capacity
+            self._online = OnlineLoad(max(cpu, 0.0) * 1000, max(memory, 0), c.cpu_millis, c.memory_bytes)
+        return self._online
+
+
+class OnlineLoad(NamedTuple):
+    """A node's online usage and capacity, in the scheduler's units (millicores, bytes)."""
+
+    cpu_millis: float
+    memory_bytes: int
+    capacity_cpu_millis: int
+    capacity_memory_bytes: int
+
+    def percent(self) -> tuple[float, float]:
+        """Online CPU and memory as percentages of the capacity (NaN where the capacity is unknown)."""
+        cpu, memory = self.capacity_cpu_millis, self.capacity_memory_bytes
+        return (100.0 * self.cpu_millis / cpu if cpu > 0 else math.nan,
+                100.0 * self.memory_bytes / memory if memory > 0 else math.nan)
 
 
 class _Problem(Exception):

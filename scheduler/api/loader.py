@@ -17,6 +17,7 @@ import yaml
 
 from proto.codec import report_from_json
 
+from ..history import parse_node_load_history
 from .manifests import ManifestError, object_id, parse_object
 from .objects import DEFAULT_QUEUE, ROOT_QUEUE, Node, Pod, PodGroup, PriorityClass, Queue
 
@@ -36,7 +37,8 @@ def _node_report(doc: dict, source: str) -> tuple[str, Any]:
     return name, report
 
 
-SCORIA_KINDS: dict[str, Callable[[dict, str], tuple[str, Any]]] = {"NodeReport": _node_report}
+SCORIA_KINDS: dict[str, Callable[[dict, str], tuple[str, Any]]] = {"NodeReport": _node_report,
+                                                               "NodeLoadHistory": parse_node_load_history}
 BUILTIN_PRIORITY_CLASSES = {
     "system-cluster-critical": PriorityClass("system-cluster-critical", 2_000_000_000),
     "system-node-critical": PriorityClass("system-node-critical", 2_000_001_000),

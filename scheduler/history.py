@@ -1,0 +1,544 @@
+"""Online load learned by time of week: how long a node's room for offline work will last.
+
+*Online load* is what online (non-BE) work uses on a node — the node's usage
+less its offline pods' (``load.cpu_used_cores − Σ BE pods``, the same for
+memory) — as a percentage of the node's capacity.  :class:`LoadHistory`
+samples it at most once a minute per node (the report intake offers it every
+report; all but one a minute are turned away by one dict lookup), keeps the
+open hour's samples in a histogram of whole percents, and when the hour ends
+stores that hour's high quantile (p90 by default) as a byte in an
+hour-of-week ring of the last K weeks (4 by default).  A future hour is
+predicted from the same hour of the week in the K weeks before it — their
+maximum, or a chosen quantile; an hour no kept week saw is unknown (NaN).
+
+Time is absolute UTC hours throughout: ``unix_hour = floor(t / 3600)``,
+``week = (unix_hour + 72) // 168``, ``hour of week = (unix_hour + 72) % 168``
+(Unix hour 0 was a Thursday; +72 makes hour 0 of a week Monday 00:00 UTC).
+
+Memory per node, K weeks: the ring 2 × K × 168 bytes (1,344 at K=4), the week
+each ring slot holds 4 × K, the open hour's histograms 2 × 101 and its hour 8:
+about 1.6 KB of arrays at K=4 (they grow by doubling, so up to twice that
+between growths), plus about 200 bytes of dict entries — some 18–34 MB for
+10,000 nodes.
+
+Learned weeks survive restarts through a :class:`HistoryStore`;
+:class:`SqliteHistoryStore` keeps one row per node and week in one SQLite
+file.  :class:`NodeLoadHistory` is the ``scoria.io/v1`` document the
+simulator reads past load from.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import sqlite3
+import threading
+import time
+from abc import ABC, abstractmethod
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence
+
+import numpy as np
+
+from .api.duration import parse_duration
+from .api.manifests import ManifestError
+from .api.quantity import QuantityError, parse_quantity, to_canonical
+
+log = logging.getLogger(__name__)
+
+HOURS_PER_WEEK = 168
+WEEK_OFFSET_HOURS = 72  # Unix hour 0 was Thursday 00:00 UTC; hour of week 0 is Monday 00:00 UTC
+UNKNOWN = 255           # a ring cell no finished hour filled
+BINS = 101              # histogram of whole percents 0..100 (above 100 counts as 100)
+CPU, MEMORY = 0, 1
+
+
+def unix_hour(t: float) -> int:
+    return int(t // 3600)
+
+
+def week_of(hour: int) -> int:
+    return (hour + WEEK_OFFSET_HOURS) // HOURS_PER_WEEK
+
+
+def span_hours(start: float, duration: float) -> int:
+    """How many clock hours ``[start, start + duration)`` overlaps (at least 1)."""
+    return max(1, math.ceil((start + duration) / 3600) - unix_hour(start))
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """Predicted online load of some nodes over consecutive hours: percent of capacity, NaN where unknown."""
+
+    hours: np.ndarray   # (H,) Unix hours (UTC): hour j begins at hours[j] * 3600
+    cpu: np.ndarray     # (nodes, H)
+    memory: np.ndarray  # (nodes, H)
+
+    def peak(self) -> tuple[np.ndarray, np.ndarray]:
+        """The highest predicted CPU and memory percent per node; NaN where no hour is known."""
+        return np.fmax.reduce(self.cpu, axis=1), np.fmax.reduce(self.memory, axis=1)
+
+    def first_over(self, cpu_limit: Any, memory_limit: Any) -> np.ndarray:
+        """Per node, the index of the first hour predicted above the limits (percent; per node or one for all), -1: none."""
+        over = ((self.cpu > np.asarray(cpu_limit, dtype=float)[..., None])
+                | (self.memory > np.asarray(memory_limit, dtype=float)[..., None]))
+        return np.where(over.any(axis=1), over.argmax(axis=1), -1)
+
+
+class WeekRecord(NamedTuple):
+    """One node's learned week as stored: a byte per hour of the week (percent, 255 unknown) per resource."""
+
+    node: str
+    week: int
+    cpu: bytes
+    memory: bytes
+
+
+class LoadHistory:
+    """Per node: the open hour's samples, and each hour of the week's quantile over the last ``weeks`` weeks.
+
+    Thread-safe: the report intake observes, the scheduling loop forecasts and
+    a saver thread takes finished weeks, each under one lock (the once-a-minute
+    gate is read without it).
+    """
+
+    def __init__(self, *, weeks: int = 4, hour_quantile: float = 0.9, initial_nodes: int = 64):
+        if not 1 <= weeks <= 52:
+            raise ValueError(f"weeks: must be 1-52, got {weeks}")
+        if not 0 < hour_quantile <= 1:
+            raise ValueError(f"hour_quantile: must be in (0, 1], got {hour_quantile}")
+        self.weeks, self.hour_quantile = weeks, hour_quantile
+        self._lock = threading.Lock()
+        self.names: list[str] = []
+        self._rows: dict[str, int] = {}
+        self._minute: dict[str, int] = {}  # the last minute sampled, per node: the intake's cheap gate
+        n = max(1, initial_nodes)
+        self._open = np.full(n, -1, np.int64)                       # the Unix hour the histograms hold, -1 none
+        self._hist = np.zeros((n, 2, BINS), np.uint8)                # at most 60 samples an hour
+        self._ring = np.full((n, 2, weeks, HOURS_PER_WEEK), UNKNOWN, np.uint8)
+        self._held = np.full((n, weeks), -1, np.int32)               # the week each ring slot holds
+        self._dirty: set[tuple[int, int]] = set()                    # (row, slot) changed since taken for saving
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    # -- learning ----------------------------------------------------------------------------
+    def observe_report(self, t: Any) -> bool:
+        """Sample an accepted report (a NodeTelemetry) at its receive time; the intake's path, cheap unless a new minute."""
+        if self._minute.get(t.node, -1) >= t.received // 60:
+            return False
+        cpu, memory = t.online().percent()
+        return self.observe(t.node, t.received, cpu, memory)
+
+    def observe(self, node: str, at: float, cpu: float, memory: float) -> bool:
+        """Online CPU and memory (percent of capacity; NaN: not measured) at Unix time ``at``.
+
+        At most one sample per node and minute is kept, in time order: a sample
+        in a minute already sampled, or earlier, is dropped (False).  A sample
+        in a later hour than the open one first closes that hour.
+        """
+        minute = int(at // 60)
+        if self._minute.get(node, -1) >= minute:
+            return False
+        with self._lock:
+            row = self._row(node)
+            hour = minute // 60
+            if self._open[row] != hour:
+                if self._open[row] >= 0:
+                    self._close(np.array([row]))
+                self._open[row] = hour
+            for res, value in ((CPU, cpu), (MEMORY, memory)):
+                if math.isfinite(value):
+                    self._hist[row, res, min(BINS - 1, max(0, math.ceil(value)))] += 1
+            self._minute[node] = minute
+        return True
+
+    def close_finished(self, now: float) -> int:
+        """Close every open hour that ended before ``now`` (also of nodes that stopped reporting); how many."""
+        with self._lock:
+            n = len(self.names)
+            rows = np.flatnonzero((self._open[:n] >= 0) & (self._open[:n] < unix_hour(now)))
+            if rows.size:
+                self._close(rows)
+        return int(rows.size)
+
+    def _row(self, node: str) -> int:
+        row = self._rows.get(node)
+        if row is None:
+            row = self._rows[node] = len(self.names)
+            self.names.append(node)
+            if row == len(self._open):
+                self._grow(2 * row)
+        return row
+
+    def _grow(self, n: int) -> None:
+        def grown(a: np.ndarray, fill: int) -> np.ndarray:
+            out = np.full((n,) + a.shape[1:], fill, a.dtype)
+            out[: len(a)] = a
+            return out
+        self._open, self._hist = grown(self._open, -1), grown(self._hist, 0)
+        self._ring, self._held = grown(self._ring, UNKNOWN), grown(self._held, -1)
+
+    def _close(self, rows: np.ndarray) -> None:
+        """Store the open hour of ``rows`` — the nearest-rank quantile of its samples — and empty the histograms."""
+        counts = self._hist[rows].astype(np.int32)                    # (m, 2, BINS)
+        n = counts.sum(axis=2)
+        rank = np.maximum(1, np.ceil(self.hour_quantile * n - 1e-9))
+        value = (counts.cumsum(axis=2) < rank[..., None]).sum(axis=2)  # first bin whose count reaches the rank
+        self._store(rows, self._open[rows], np.where(n > 0, value, UNKNOWN).astype(np.uint8))
+        self._hist[rows] = 0
+        self._open[rows] = -1
+
+    def _store(self, rows: np.ndarray, hours: np.ndarray, values: np.ndarray) -> None:
+        """Write each row's hour (``values``: (m, 2)) into its ring, starting the slot afresh for a newer week."""
+        week = (hours + WEEK_OFFSET_HOURS) // HOURS_PER_WEEK
+        how = (hours + WEEK_OFFSET_HOURS) % HOURS_PER_WEEK
+        slot = week % self.weeks
+        held = self._held[rows, slot]
+        newer = held < week
+        if newer.any():
+            self._ring[rows[newer], :, slot[newer], :] = UNKNOWN
+            self._held[rows[newer], slot[newer]] = week[newer]
+        keep = held <= week  # an hour older than the week its slot now holds is dropped
+        r, s, h = rows[keep], slot[keep], how[keep]
+        for res in (CPU, MEMORY):
+            v = values[keep, res]
+            self._ring[r, res, s, h] = np.where(v == UNKNOWN, self._ring[r, res, s, h], v)
+        self._dirty.update(zip(r.tolist(), s.tolist()))
+
+    # -- predicting ----------------------------------------------------------------------------
+    def forecast(self, nodes: Sequence[str], start: float, duration: float, *, weeks: int | None = None,
+                 quantile: float = 1.0) -> Forecast:
+        """Predicted online load of ``nodes`` for every hour overlapping ``[start, start + duration)``.
+
+        Each hour is predicted from the same hour of the week in the ``weeks``
+        weeks before it (default: all kept): the nearest-rank ``quantile`` of
+        the known ones (1: their maximum).  A span longer than a week is cut to
+        one week, in which every hour of the week already appears.
+        """
+        first = unix_hour(start)
+        hour = np.arange(first, first + min(span_hours(start, duration), HOURS_PER_WEEK), dtype=np.int64)
+        week = (hour + WEEK_OFFSET_HOURS) // HOURS_PER_WEEK
+        how = (hour + WEEK_OFFSET_HOURS) % HOURS_PER_WEEK
+        use = min(weeks or self.weeks, self.weeks)
+        rows = np.fromiter((self._rows.get(n, -1) for n in nodes), np.intp, len(nodes))
+        out = np.full((len(nodes), 2, hour.size), np.nan)
+        known = rows >= 0
+        if known.any():
+            with self._lock:
+                cells = np.take(self._ring[rows[known]], how, axis=3)   # (m, 2, K, H)
+                held = self._held[rows[known]][:, :, None]              # (m, K, 1)
+            valid = (held >= week - use) & (held < week)                # (m, K, H)
+            out[known] = _nearest_rank(np.where(valid[:, None], cells, UNKNOWN), quantile)
+        return Forecast(hour, out[:, CPU], out[:, MEMORY])
+
+    # -- saving and restoring ---------------------------------------------------------------------
+    def take_dirty(self) -> list[WeekRecord]:
+        """The weeks changed since last taken, for saving (:meth:`requeue` them if the save fails)."""
+        with self._lock:
+            dirty, self._dirty = self._dirty, set()
+            return [WeekRecord(self.names[r], int(self._held[r, s]), self._ring[r, CPU, s].tobytes(),
+                               self._ring[r, MEMORY, s].tobytes()) for r, s in sorted(dirty)]
+
+    def requeue(self, records: Iterable[WeekRecord]) -> None:
+        with self._lock:
+            for rec in records:
+                row = self._rows[rec.node]
+                if self._held[row, rec.week % self.weeks] == rec.week:
+                    self._dirty.add((row, rec.week % self.weeks))
+
+    def restore(self, records: Iterable[WeekRecord], now: float) -> int:
+        """Put saved weeks back (those of the last ``weeks`` weeks before ``now``'s); how many were kept."""
+        oldest = week_of(unix_hour(now)) - self.weeks
+        kept = 0
+        with self._lock:
+            for rec in sorted(records, key=lambda r: r.week):
+                if rec.week < oldest:
+                    continue
+                row, slot = self._row(rec.node), rec.week % self.weeks
+                if self._held[row, slot] > rec.week:
+                    continue
+                self._held[row, slot] = rec.week
+                self._ring[row, CPU, slot] = np.frombuffer(rec.cpu, np.uint8)
+                self._ring[row, MEMORY, slot] = np.frombuffer(rec.memory, np.uint8)
+                kept += 1
+        return kept
+
+
+def _nearest_rank(cells: np.ndarray, q: float) -> np.ndarray:
+    """The nearest-rank ``q`` quantile along axis 2 of uint8 cells (UNKNOWN skipped), as floats; NaN: none known."""
+    count = (cells != UNKNOWN).sum(axis=2)                                # (m, 2, H)
+    ordered = np.sort(cells, axis=2)                                      # UNKNOWN (255) sorts last
+    idx = np.clip(np.ceil(q * count - 1e-9).astype(np.intp) - 1, 0, cells.shape[2] - 1)
+    out = np.take_along_axis(ordered, idx[:, :, None, :], axis=2)[:, :, 0, :].astype(float)
+    out[count == 0] = np.nan
+    return out
+
+
+# -- persistence ---------------------------------------------------------------------------------------
+class HistoryStoreError(ValueError):
+    """A history file that cannot be used (the message names it); it is left as it is."""
+
+
+class HistoryStore(ABC):
+    """Where learned weeks survive a restart: all of them read at start, changed ones written in batches."""
+
+    location: str
+
+    @abstractmethod
+    def load(self) -> list[WeekRecord]:
+        """Every stored week; HistoryStoreError when the store is not a readable history."""
+
+    @abstractmethod
+    def save(self, records: Iterable[WeekRecord], *, forget_before: int | None = None) -> None:
+        """Write ``records`` (and drop weeks before ``forget_before``) all at once or not at all."""
+
+    def close(self) -> None:
+        """Let go of the store."""
+
+
+APPLICATION_ID = 0x53434C48  # "SCLH": marks a SQLite file as a Scoria load history
+SCHEMA_VERSION = 1
+
+
+class SqliteHistoryStore(HistoryStore):
+    """One SQLite file: a row per node and week (two 168-byte blobs), each save one transaction.
+
+    A file that is not SQLite, is another program's database or comes from a
+    newer schema is refused with HistoryStoreError, never rewritten.
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.location = str(self.path)
+        self._lock = threading.Lock()
+        try:
+            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            self._open()
+        except sqlite3.Error as exc:
+            raise self._error(f"not a readable SQLite database ({exc})") from None
+
+    def _error(self, problem: str) -> HistoryStoreError:
+        return HistoryStoreError(f"{self.location}: {problem}; the file was left as it is — move it away or "
+                                 "choose another --state-dir")
+
+    def _open(self) -> None:
+        db = self._db
+        app = db.execute("PRAGMA application_id").fetchone()[0]
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        if app == 0 and not tables:
+            with self._transaction():
+                db.execute("CREATE TABLE weeks (node TEXT NOT NULL, week INTEGER NOT NULL, cpu BLOB NOT NULL, "
+                           "memory BLOB NOT NULL, PRIMARY KEY (node, week)) WITHOUT ROWID")
+                db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            return
+        if app != APPLICATION_ID:
+            raise self._error(f"a SQLite database of another program (application_id {app}, tables "
+                              f"{', '.join(tables) or 'none'}), not a Scoria load history")
+        if version != SCHEMA_VERSION:
+            raise self._error(f"load history schema {version}, this scheduler reads {SCHEMA_VERSION}")
+        check = db.execute("PRAGMA quick_check").fetchone()[0]
+        if check != "ok":
+            raise self._error(f"damaged ({check})")
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def load(self) -> list[WeekRecord]:
+        out = []
+        with self._lock:
+            try:
+                rows = self._db.execute("SELECT node, week, cpu, memory FROM weeks ORDER BY week").fetchall()
+            except sqlite3.Error as exc:
+                raise self._error(f"cannot read ({exc})") from None
+        for node, week, cpu, memory in rows:
+            if not isinstance(node, str) or not isinstance(week, int):
+                raise self._error(f"row {node!r} week {week!r}: not a node name and a week number")
+            for what, blob in (("cpu", cpu), ("memory", memory)):
+                if (not isinstance(blob, bytes) or len(blob) != HOURS_PER_WEEK
+                        or any(b > 100 and b != UNKNOWN for b in blob)):
+                    raise self._error(f"row {node!r} week {week}: {what} is not {HOURS_PER_WEEK} percentages")
+            out.append(WeekRecord(node, week, cpu, memory))
+        return out
+
+    def save(self, records: Iterable[WeekRecord], *, forget_before: int | None = None) -> None:
+        with self._lock:
+            try:
+                with self._transaction():
+                    self._db.executemany("INSERT OR REPLACE INTO weeks VALUES (?, ?, ?, ?)", records)
+                    if forget_before is not None:
+                        self._db.execute("DELETE FROM weeks WHERE week < ?", (forget_before,))
+            except sqlite3.Error as exc:
+                raise self._error(f"cannot save ({exc})") from None
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+class HistorySaver:
+    """Closes finished hours and saves changed weeks every ``every`` seconds from a thread, and at :meth:`stop`."""
+
+    def __init__(self, history: LoadHistory, store: HistoryStore, *, every: float = 60.0,
+                 clock: Callable[[], float] = time.time):
+        self.history, self.store, self.every, self.clock = history, store, every, clock
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="history-saver", daemon=True)
+
+    def flush(self) -> int:
+        """Close the hours that ended and save every changed week in one batch; how many weeks were written."""
+        now = self.clock()
+        self.history.close_finished(now)
+        records = self.history.take_dirty()
+        if records:
+            try:
+                self.store.save(records, forget_before=week_of(unix_hour(now)) - self.history.weeks)
+            except Exception:
+                self.history.requeue(records)
+                raise
+        return len(records)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            try:
+                self.flush()
+            except Exception:  # keep learning; the weeks stay queued for the next try
+                log.exception("saving the load history to %s failed", self.store.location)
+
+    def stop(self) -> None:
+        """Stop the thread, save what is finished once more and close the store."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        try:
+            saved = self.flush()
+            log.info("load history: saved %d node-week(s) to %s", saved, self.store.location)
+        except Exception:
+            log.exception("saving the load history to %s at shutdown failed", self.store.location)
+        finally:
+            self.store.close()
+
+
+# -- the scoria.io/v1 NodeLoadHistory document ---------------------------------------------------------
+MAX_SAMPLES = 10_000  # per series
+MAX_SERIES = 100
+_NODE_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+
+
+@dataclass(frozen=True)
+class Series:
+    start: float                           # Unix seconds of the first sample
+    step: float                            # seconds between samples
+    cpu: tuple[float, ...]                 # online CPU, millicores
+    memory: tuple[float, ...] | None       # online memory, bytes (None: not given)
+
+
+@dataclass(frozen=True)
+class NodeLoadHistory:
+    """A node's past online load (``kind: NodeLoadHistory``), fed to a LoadHistory by the simulator."""
+
+    node: str
+    cpu_millis: int
+    memory_bytes: int
+    series: tuple[Series, ...]
+
+    def samples(self) -> list[tuple[float, float, float]]:
+        """``(Unix time, cpu percent, memory percent or NaN)`` of every sample, in time order."""
+        out = []
+        for s in self.series:
+            memory = s.memory or (math.nan,) * len(s.cpu)
+            out.extend((s.start + i * s.step, 100.0 * c / self.cpu_millis, 100.0 * m / self.memory_bytes)
+                       for i, (c, m) in enumerate(zip(s.cpu, memory)))
+        out.sort(key=lambda sample: sample[0])
+        return out
+
+
+def parse_node_load_history(doc: dict, source: str) -> tuple[str, NodeLoadHistory]:
+    """Check a NodeLoadHistory document; ManifestError names the field that is wrong."""
+    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    name = meta.get("name")
+
+    def fail(path: str, problem: str) -> ManifestError:
+        return ManifestError(source, f"NodeLoadHistory {name or '<unnamed>'}", f"{path}: {problem}")
+
+    if not isinstance(name, str) or not _NODE_NAME.fullmatch(name):
+        raise fail("metadata.name", f"expected a node name, got {name!r}")
+    spec = _mapping(doc.get("spec"), "spec", {"capacity", "series"}, fail)
+    capacity = _mapping(spec.get("capacity"), "spec.capacity", {"cpu", "memory"}, fail)
+    amounts = {}
+    for resource in ("cpu", "memory"):
+        try:
+            amounts[resource] = to_canonical(resource, capacity.get(resource))
+        except QuantityError as exc:
+            raise fail(f"spec.capacity.{resource}", str(exc)) from None
+        if amounts[resource] <= 0:
+            raise fail(f"spec.capacity.{resource}", "must be more than 0")
+    raw = spec.get("series")
+    if not isinstance(raw, list) or not raw or len(raw) > MAX_SERIES:
+        raise fail("spec.series", f"expected a list of 1-{MAX_SERIES} series")
+    series = tuple(_series(item, f"spec.series[{i}]", amounts, fail) for i, item in enumerate(raw))
+    return name, NodeLoadHistory(name, amounts["cpu"], amounts["memory"], series)
+
+
+def _mapping(value: Any, path: str, keys: set[str], fail) -> dict:
+    if not isinstance(value, dict):
+        raise fail(path, f"expected a mapping, got {value!r}")
+    unknown = sorted(set(map(str, value)) - keys)
+    if unknown:
+        raise fail(f"{path}.{unknown[0]}", f"unknown field; known: {', '.join(sorted(keys))}")
+    return value
+
+
+def _series(item: Any, path: str, capacity: dict[str, int], fail) -> Series:
+    item = _mapping(item, path, {"start", "step", "onlineCpu", "onlineMemory"}, fail)
+    start = item.get("start")
+    try:
+        stamp = start if isinstance(start, datetime) else datetime.fromisoformat(str(start))
+    except ValueError:
+        raise fail(f"{path}.start", f"expected an RFC 3339 time like 2026-01-05T00:00:00Z, got {start!r}") from None
+    if stamp.tzinfo is None:
+        raise fail(f"{path}.start", f"{start} has no offset (add Z or +hh:mm)")
+    try:
+        step = parse_duration(item.get("step"))
+    except ValueError as exc:
+        raise fail(f"{path}.step", str(exc)) from None
+    if not step > 0:
+        raise fail(f"{path}.step", f"must be longer than 0, got {item.get('step')!r}")
+    cpu = _values(item.get("onlineCpu"), f"{path}.onlineCpu", 1000, capacity["cpu"], "cores", fail)
+    memory = None
+    if item.get("onlineMemory") is not None:
+        memory = _values(item["onlineMemory"], f"{path}.onlineMemory", 1, capacity["memory"], "bytes", fail)
+        if len(memory) != len(cpu):
+            raise fail(f"{path}.onlineMemory", f"{len(memory)} samples but onlineCpu has {len(cpu)}")
+    return Series(stamp.timestamp(), step, cpu, memory)
+
+
+def _values(raw: Any, path: str, scale: int, limit: int, unit: str, fail) -> tuple[float, ...]:
+    if not isinstance(raw, list) or not raw or len(raw) > MAX_SAMPLES:
+        raise fail(path, f"expected a list of 1-{MAX_SAMPLES} samples")
+    out = []
+    for i, value in enumerate(raw):
+        try:
+            amount = float(parse_quantity(value)) * scale
+        except QuantityError as exc:
+            raise fail(f"{path}[{i}]", str(exc)) from None
+        if amount < 0 or amount > limit:
+            raise fail(f"{path}[{i}]", f"{value!r} is outside 0 and the capacity ({limit / scale:g} {unit})")
+        out.append(amount)
+    return tuple(out)
