@@ -8,7 +8,16 @@ wave is followed by one scheduling cycle of the real scheduler (built-in
 configuration: enqueue, allocate, preempt, reclaim, backfill), then cycles
 run until nothing changes.
 
-    python hack/bench/scheduler.py [--nodes N] [--pods N] [--waves N] [--seed N]
+    python hack/bench/scheduler.py [--nodes N] [--pods N] [--waves N] [--seed N] [--profile full]
+
+``--profile full`` turns every placement plugin on (numa-aware, deviceshare,
+usage, colocation, tdm and forecast beside the default ones) and gives every
+node an agent report: two NUMA zones, real usage and batch allocatable, and on
+a tenth of the nodes 8 GPUs in two NVLink quads.  A quarter of the pods are
+offline (``kubernetes.io/batch-cpu``/``batch-memory``, some declaring
+``scoria.io/expected-duration``), a tenth of the online jobs carry a NUMA
+policy, and the GPU-pool jobs ask for whole or shared GPUs.  Reports are
+refreshed before every cycle, as agents would.
 
 Figures: ``pods_per_second`` = binds / total time spent in cycles
 (snapshot, session, actions and close included; building the synthetic
@@ -32,7 +41,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import numpy as np  # noqa: E402
 
+from proto.model import (  # noqa: E402
+    Capacity, Colocation, Devices, Gpu, GpuLink, GpuTopologyLevel, Identity, Load, NodeReport, NumaZone,
+)
 from scheduler.api.objects import Node, Pod, PodGroup, Queue, Taint, Toleration  # noqa: E402
+from scheduler.framework.config import parse_config  # noqa: E402
 from scheduler.cache import ClusterCache  # noqa: E402
 from scheduler.framework.config import default_config, load_config  # noqa: E402
 from scheduler.scheduler import Scheduler  # noqa: E402
@@ -41,23 +54,76 @@ GI = 2**30
 EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 
-def make_nodes(count: int, rng: random.Random, scale: float) -> list[Node]:
+def make_nodes(count: int, rng: random.Random, scale: float, full: bool = False) -> list[Node]:
     nodes = []
     for i in range(count):
         cpu = max(1, round(rng.choice((32, 48, 64)) * scale))
         labels = {"kubernetes.io/hostname": f"node-{i}", "topology.kubernetes.io/zone": f"zone-{i % 4}"}
         taints: tuple[Taint, ...] = ()
-        if i % 10 == 0:
+        allocatable = {"cpu": cpu * 1000, "memory": cpu * 4 * GI, "pods": 110}
+        if i % GPU_NODE == 0:
             taints = (Taint("dedicated", "gpu", "NoSchedule"),)
             labels["pool"] = "gpu"
+            if full:
+                allocatable["nvidia.com/gpu"] = 8
         elif i % 5 == 1:
             labels["pool"] = rng.choice(("highmem", "fast-disk"))
-        nodes.append(Node(name=f"node-{i}", labels=labels, taints=taints,
-                          allocatable={"cpu": cpu * 1000, "memory": cpu * 4 * GI, "pods": 110}))
+        if full and i % 50 == 3:
+            labels["volcano.sh/revocable-zone"] = "rz1"
+        nodes.append(Node(name=f"node-{i}", labels=labels, taints=taints, allocatable=allocatable))
     return nodes
 
 
-def make_jobs(pods: int, queues: int, rng: random.Random) -> list[tuple[PodGroup, list[Pod]]]:
+FULL_CONFIG = """
+actions: "enqueue, allocate, preempt, reclaim, backfill, shuffle"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: overcommit
+  - name: drf
+    enablePreemptable: false
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+  - name: binpack
+  - name: numa-aware
+  - name: deviceshare
+    arguments: {deviceshare.VGPUEnable: true, deviceshare.SchedulePolicy: binpack}
+  - name: usage
+  - name: colocation
+  - name: tdm
+    arguments: {tdm.revocable-zone.rz1: "00:00-23:59", tdm.evict.period: 1m}
+  - name: forecast
+"""
+GPU_NODE = 10  # every tenth node has GPUs (and the gpu taint)
+
+
+def make_report(node: Node, rng: random.Random, at: float) -> NodeReport:
+    """An agent's report for ``node``: two zones, usage, batch allocatable, GPUs on GPU nodes."""
+    cpus = node.allocatable["cpu"] // 1000
+    half = cpus // 2
+    zones = [NumaZone(0, list(range(half)), node.allocatable["memory"] // 2, [10, 21]),
+             NumaZone(1, list(range(half, cpus)), node.allocatable["memory"] // 2, [21, 10])]
+    gpus = []
+    if "nvidia.com/gpu" in node.allocatable:
+        for i in range(8):
+            quad = range(4) if i < 4 else range(4, 8)
+            links = [GpuLink(j, 4 if j in quad else 0, GpuTopologyLevel.NODE if j in quad else GpuTopologyLevel.SYSTEM)
+                     for j in range(8) if j != i]
+            gpus.append(Gpu(i, f"GPU-{node.name}-{i}", "NVIDIA H100", 80 * GI, 0, 0.0, 0.0, i // 4, True, links=links))
+    used = cpus * rng.uniform(0.1, 0.6)
+    return NodeReport(
+        identity=Identity(node.name, "bench", "boot", 1, int(at * 1e9), 1000),
+        capacity=Capacity(cpus * 1000, node.allocatable["memory"], zones),
+        devices=Devices(gpus),
+        load=Load(used, int(node.allocatable["memory"] * rng.uniform(0.1, 0.5))),
+        colocation=Colocation(int((cpus * 0.8 - used) * 1000), int(node.allocatable["memory"] * 0.3)))
+
+
+def make_jobs(pods: int, queues: int, rng: random.Random, full: bool = False) -> list[tuple[PodGroup, list[Pod]]]:
     jobs = []
     made = 0
     j = 0
@@ -78,8 +144,12 @@ def make_jobs(pods: int, queues: int, rng: random.Random) -> list[tuple[PodGroup
             selector = {"pool": rng.choice(("highmem", "fast-disk"))}
         cpu = rng.choice((500, 1000, 2000, 4000))
         mem = rng.choice((1, 2, 4, 8)) * GI
-        members = [Pod(namespace=ns, name=f"{name}-{k}", uid=f"{ns}/{name}-{k}", requests={"cpu": cpu, "memory": mem},
-                       annotations={"scheduling.k8s.io/group-name": name}, node_selector=dict(selector),
+        requests: dict[str, int] = {"cpu": cpu, "memory": mem}
+        annotations = {"scheduling.k8s.io/group-name": name}
+        if full:
+            requests, annotations = full_profile(requests, annotations, rng, gpu=kind < 0.05)
+        members = [Pod(namespace=ns, name=f"{name}-{k}", uid=f"{ns}/{name}-{k}", requests=dict(requests),
+                       annotations=dict(annotations), node_selector=dict(selector),
                        tolerations=tolerations, created=created)
                    for k in range(size)]
         jobs.append((group, members))
@@ -88,16 +158,46 @@ def make_jobs(pods: int, queues: int, rng: random.Random) -> list[tuple[PodGroup
     return jobs
 
 
+def full_profile(requests: dict[str, int], annotations: dict[str, str], rng: random.Random,
+                 gpu: bool) -> tuple[dict[str, int], dict[str, str]]:
+    """Turn a job's pods into offline, NUMA-pinned or GPU pods for ``--profile full``."""
+    if gpu:
+        if rng.random() < 0.5:
+            requests["nvidia.com/gpu"] = rng.choice((1, 2, 4))
+        else:
+            requests.update({"volcano.sh/vgpu-number": rng.choice((1, 2)),
+                             "volcano.sh/vgpu-memory": rng.choice((4000, 10000, 20000)),
+                             "volcano.sh/vgpu-cores": rng.choice((10, 25, 50))})
+        return requests, annotations
+    roll = rng.random()
+    if roll < 0.25:  # offline: batch resources only
+        requests = {"kubernetes.io/batch-cpu": requests["cpu"], "kubernetes.io/batch-memory": requests["memory"]}
+        if rng.random() < 0.3:
+            annotations["scoria.io/expected-duration"] = rng.choice(("30m", "2h", "6h"))
+        if rng.random() < 0.2:
+            annotations["volcano.sh/preemptable"] = "true"
+    elif roll < 0.325:
+        annotations["volcano.sh/numa-topology-policy"] = rng.choice(("single-numa-node", "best-effort", "restricted"))
+    return requests, annotations
+
+
 def run(args: argparse.Namespace) -> dict:
     rng = random.Random(args.seed)
     cache = ClusterCache()
     for q in range(args.queues):
         cache.upsert(Queue(name=f"queue-{q}", weight=q + 1))
-    for node in make_nodes(args.nodes, rng, args.node_scale):
+    full = args.profile == "full"
+    nodes = make_nodes(args.nodes, rng, args.node_scale, full)
+    for node in nodes:
         cache.upsert(node)
-    jobs = make_jobs(args.pods, args.queues, rng)
-    config = load_config(args.config) if args.config else default_config()
-    sched = Scheduler(cache, config=config, clock=lambda: EPOCH + timedelta(hours=1))
+    jobs = make_jobs(args.pods, args.queues, rng, full)
+    if args.config:
+        config = load_config(args.config)
+    else:
+        config = parse_config(FULL_CONFIG, "full profile") if full else default_config()
+    clock = [EPOCH + timedelta(hours=1)]  # a second passes between waves
+    sched = Scheduler(cache, config=config, clock=lambda: clock[0])
+    reports = [make_report(node, rng, clock[0].timestamp()) for node in nodes] if full else []
     waves = [jobs[i::args.waves] for i in range(args.waves)]
     cycles: list[float] = []
     bound = evicted = 0
@@ -106,6 +206,10 @@ def run(args: argparse.Namespace) -> dict:
             cache.upsert(group)
             for pod in members:
                 cache.upsert(pod)
+        clock[0] += timedelta(seconds=1)
+        for report in reports:  # agents report every second; the capacity (and so the inventory) is unchanged
+            report.identity.sample_time_ns = int(clock[0].timestamp() * 1e9)
+            cache.accept_report(report, clock[0].timestamp(), register=False, capacity_key=report.identity.node_name)
         result = sched.run_once()
         cycles.append(result.seconds)
         bound += result.binds
@@ -128,7 +232,7 @@ def run(args: argparse.Namespace) -> dict:
         "max_cycle_seconds": round(max(cycles), 4),
         "cycles": len(cycles), "seconds_in_cycles": round(total, 3),
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-        "actions": list(config.actions), "seed": args.seed, "node_scale": args.node_scale,
+        "actions": list(config.actions), "seed": args.seed, "node_scale": args.node_scale, "profile": args.profile,
     }
 
 
@@ -144,6 +248,8 @@ def main() -> None:
     parser.add_argument("--node-scale", type=float, default=1.0,
                         help="scale node sizes (e.g. 0.15 makes the cluster too small, so many pods stay pending)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--profile", choices=("default", "full"), default="default",
+                        help="full: every placement plugin on, agent reports, GPUs, NUMA, offline and shared-GPU pods")
     print(json.dumps(run(parser.parse_args())))
 
 

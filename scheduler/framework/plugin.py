@@ -20,7 +20,7 @@ job_enqueued       (job) -> None                               event
 predicate          (task, avail) -> bool mask over nodes       AND
 predicate_reasons  (task, avail, among) -> Counter             explains the predicate's refusals
 node_order         (task, nodes: index array | None) -> scores sum (None: all nodes; a node's
-                                                               score may depend on that node only;
+                   (None: no opinion on this task)              score may depend on that node only;
                                                                optional ``score_key(task)`` lets
                                                                the session cache scores per shape)
 preemptable        (preemptor, candidates) -> list | None      intersect within the first tier

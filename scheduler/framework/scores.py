@@ -6,6 +6,10 @@ are computed once over all nodes, and after each placement only the nodes
 the node table's change log names are recomputed — placing the pods of a
 large job costs a few node updates and one ``argmax`` each, not a pass over
 ten thousand nodes per plugin.
+
+A plugin whose ``node_order`` returns None has no opinion about that task
+shape (no GPUs asked, no NUMA policy): that is cached too and costs nothing
+later.
 """
 
 from __future__ import annotations
@@ -26,8 +30,8 @@ class ScoreCache:
         self.nodes = nodes
         self.entries: OrderedDict[tuple, tuple[np.ndarray, int]] = OrderedDict()
 
-    def scores(self, plugin, task: TaskInfo) -> np.ndarray:
-        """All nodes' scores from ``plugin`` for ``task``; read-only, owned by the cache."""
+    def scores(self, plugin, task: TaskInfo) -> np.ndarray | None:
+        """All nodes' scores from ``plugin`` for ``task`` (None: no opinion); read-only, owned by the cache."""
         score_key = getattr(plugin, "score_key", None)
         if score_key is None:
             return plugin.node_order(task, None)
@@ -39,7 +43,7 @@ class ScoreCache:
         else:
             values, seen = entry
             self.entries.move_to_end(key)
-            if seen == version:
+            if seen == version or values is None:
                 return values
             if version - seen <= REFRESH_LIMIT:
                 changed = self.nodes.changed_since(seen)

@@ -266,7 +266,8 @@ class Session:
         total = None
         for plugin in self._flat["node_order"]:
             s = self.score_cache.scores(plugin, task)
-            total = s.copy() if total is None else total + s
+            if s is not None:
+                total = s.copy() if total is None else total + s
         return total
 
     def best_node(self, task: TaskInfo, mask: np.ndarray) -> int:

@@ -91,17 +91,15 @@ class DeviceShare(Plugin):
     def score_key(self, task: TaskInfo) -> tuple:
         return (task.facts.devices,)
 
-    def node_order(self, task: TaskInfo, nodes: np.ndarray | None) -> np.ndarray:
+    def node_order(self, task: TaskInfo, nodes: np.ndarray | None) -> np.ndarray | None:
         t = self.topology
-        n = t.s.known.size
         requests = self._requests(task)
-        score = np.zeros(n)
-        if requests and self.args.weight:
-            r = requests[0]
-            ok = t.suitable(r)
-            d = np.flatnonzero(ok)
-            used = np.minimum(t.dev_memory_used[d] / np.maximum(t.s.dev_memory[d], 1) + t.dev_cores_used[d] / 100, 1)
-            value = used if self.args.policy == "binpack" else 1.0 - used
-            np.maximum.at(score, t.s.dev_node[d], 100.0 * value)
-            score *= self.args.weight
+        if not requests or not self.args.weight:
+            return None
+        d = np.flatnonzero(t.suitable(requests[0]))
+        used = np.minimum(t.dev_memory_used[d] / np.maximum(t.s.dev_memory[d], 1) + t.dev_cores_used[d] / 100, 1)
+        value = used if self.args.policy == "binpack" else 1.0 - used
+        score = np.zeros(t.s.known.size)
+        np.maximum.at(score, t.s.dev_node[d], 100.0 * value)
+        score *= self.args.weight
         return score if nodes is None else score[nodes]

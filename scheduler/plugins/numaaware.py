@@ -70,11 +70,10 @@ class NumaAware(Plugin):
     def score_key(self, task: TaskInfo) -> tuple:
         return (id(task.req), task.facts.numa_policy, task.pod.qos_class, task.facts.devices)
 
-    def node_order(self, task: TaskInfo, nodes: np.ndarray | None) -> np.ndarray:
+    def node_order(self, task: TaskInfo, nodes: np.ndarray | None) -> np.ndarray | None:
         t = self.topology
-        count = t.s.known.size if nodes is None else nodes.size
         if not self.args.weight or not self._applies(task):
-            return np.zeros(count)
+            return None
         sel = slice(None) if nodes is None else nodes
         policy = t.policy(task)[sel]
         fewest = t.fewest_free_zones(task)[sel].astype(float)

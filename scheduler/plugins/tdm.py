@@ -168,7 +168,6 @@ class Tdm(Plugin):
         self.for_preemptable = _frozen(~self.revocable | self.open_nodes)
         self.for_others = _frozen(~self.revocable)
         self.scores = _frozen(np.where(self.open_nodes, MAX_SCORE, 0.0))
-        self.zeros = _frozen(np.zeros(n))
         self._group_preemptable: dict[str, bool] = {}
         self._offered: set[str] = set()  # tasks handed to shuffle this session
         self._offered_jobs: set[str] = set()
@@ -224,9 +223,10 @@ class Tdm(Plugin):
     def score_key(self, task: TaskInfo) -> bool:
         return self.preemptable(task)
 
-    def node_order(self, task: TaskInfo, nodes: np.ndarray | None) -> np.ndarray:
-        base = self.scores if self.preemptable(task) else self.zeros
-        return base.copy() if nodes is None else base[nodes]
+    def node_order(self, task: TaskInfo, nodes: np.ndarray | None) -> np.ndarray | None:
+        if not self.preemptable(task) or not self.scores.any():
+            return None  # no opinion: it is not lent capacity's to take, or no zone is open
+        return self.scores.copy() if nodes is None else self.scores[nodes]
 
     # -- evictions once a zone closes -------------------------------------------------------------
     def victim_tasks(self, ssn) -> list[tuple[TaskInfo, str]]:

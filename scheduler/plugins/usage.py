@@ -45,30 +45,34 @@ class Usage(Plugin):
         nodes = ssn.nodes
         self.nodes = nodes
         self.fresh = ~nodes.stale
-        column = ssn.index.column
-        # what a pod will use: its requests, batch ones included (offline pods load the node too)
-        self.cols = {"cpu": [c for c in (CPU, column.get(BATCH_CPU)) if c is not None],
-                     "memory": [c for c in (MEMORY, column.get(BATCH_MEMORY)) if c is not None]}
-        self.pending_cpu = np.zeros(nodes.count)  # estimates of pods not yet in the report
+        # what a pod will use: its requests (batch ones included: offline pods load the node too) scaled
+        # by the estimate factors, as one weight vector per resource over the request columns
+        e, column = self.args.estimate, ssn.index.column
+        self.cpu_weights, self.memory_weights = ssn.index.zeros(), ssn.index.zeros()
+        for names, weights, factor in ((("cpu", BATCH_CPU), self.cpu_weights, e["cpu"]),
+                                       (("memory", BATCH_MEMORY), self.memory_weights, e["memory"])):
+            for name in names:
+                if name in column:
+                    weights[column[name]] = factor / 100
+        self.pending_cpu = np.zeros(nodes.count)  # estimates of pods not yet in the node's report
         self.pending_memory = np.zeros(nodes.count)
         telemetry = ssn.snapshot.telemetry
-        for node, task in nodes.recent_binds:
-            report = telemetry.get(nodes.names[node])
-            if report is not None and task.pod.bound_at >= report.sample_time_ns / 1e9:
-                self._count(task, node, +1)
+        late = [(node, task) for node, task in nodes.recent_binds
+                if (t := telemetry.get(nodes.names[node])) is not None and task.pod.bound_at >= t.sample_time_ns / 1e9]
+        if late:
+            where = np.array([node for node, _ in late])
+            reqs = np.array([task.req for _, task in late])
+            np.add.at(self.pending_cpu, where, reqs @ self.cpu_weights)
+            np.add.at(self.pending_memory, where, reqs @ self.memory_weights)
         self.cpu_cap = nodes.alloc[CPU]
         self.memory_cap = nodes.alloc[MEMORY]
-
-    def _estimate(self, task: TaskInfo) -> tuple[float, float]:
-        e = self.args.estimate
-        req = task.req
-        return (sum(req[c] for c in self.cols["cpu"]) * e["cpu"] / 100,
-                sum(req[c] for c in self.cols["memory"]) * e["memory"] / 100)
+        self.over_cpu, self.over_memory = self._over(slice(None))  # kept up to date node by node
 
     def _count(self, task: TaskInfo, node: int, sign: int) -> None:
-        cpu, memory = self._estimate(task)
-        self.pending_cpu[node] += sign * cpu
-        self.pending_memory[node] += sign * memory
+        self.pending_cpu[node] += sign * float(task.req @ self.cpu_weights)
+        self.pending_memory[node] += sign * float(task.req @ self.memory_weights)
+        cpu, memory = self._over(node)
+        self.over_cpu[node], self.over_memory[node] = cpu, memory
 
     def on_allocate(self, task: TaskInfo) -> None:
         if task.status != TaskStatus.RUNNING:  # a placement of this session, not an undone eviction
@@ -78,25 +82,26 @@ class Usage(Plugin):
         if task.status == TaskStatus.PENDING:  # a placement undone (an evicted pod's usage stays until it is gone)
             self._count(task, task.node, -1)
 
-    def _percent(self, sel, extra_cpu: float = 0.0, extra_memory: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    def _percent(self, sel, extra_cpu: float = 0.0, extra_memory: float = 0.0):
         n = self.nodes
         with np.errstate(divide="ignore", invalid="ignore"):
             cpu = 100.0 * (n.usage_cpu[sel] + self.pending_cpu[sel] + extra_cpu) / self.cpu_cap[sel]
             mem = 100.0 * (n.usage_memory[sel] + self.pending_memory[sel] + extra_memory) / self.memory_cap[sel]
         return cpu, mem
 
-    def _over(self) -> tuple[np.ndarray, np.ndarray]:
-        cpu, mem = self._percent(slice(None))
+    def _over(self, sel):
+        """Above the thresholds (fresh reports only), for the nodes ``sel``."""
+        cpu, mem = self._percent(sel)
         t = self.args.thresholds
-        return self.fresh & (cpu > t["cpu"]), self.fresh & (mem > t["mem"])
+        fresh = self.fresh[sel]
+        return fresh & (cpu > t["cpu"]), fresh & (mem > t["mem"])
 
     def predicate(self, task: TaskInfo, avail: np.ndarray | None) -> np.ndarray:
-        cpu, mem = self._over()
-        return ~(cpu | mem)
+        return ~(self.over_cpu | self.over_memory)
 
     def predicate_reasons(self, task: TaskInfo, avail: np.ndarray | None, among: np.ndarray) -> Counter:
         reasons: Counter = Counter()
-        cpu, mem = self._over()
+        cpu, mem = self.over_cpu, self.over_memory
         t = self.args.thresholds
         count_reason(reasons, f"node(s) had CPU usage above {t['cpu']:g}%", among & cpu)
         count_reason(reasons, f"node(s) had memory usage above {t['mem']:g}%", among & mem & ~cpu)
@@ -111,7 +116,7 @@ class Usage(Plugin):
         weights = a.cpu_weight + a.memory_weight
         if not a.weight or not weights:
             return np.zeros(self.nodes.count if nodes is None else nodes.size)
-        cpu, mem = self._percent(sel, *self._estimate(task))
+        cpu, mem = self._percent(sel, float(task.req @ self.cpu_weights), float(task.req @ self.memory_weights))
         free = ((100.0 - np.clip(cpu, 0, 100)) * a.cpu_weight + (100.0 - np.clip(mem, 0, 100)) * a.memory_weight)
         score = free / weights * a.weight
         fresh = self.fresh[sel]
