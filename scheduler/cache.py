@@ -77,6 +77,7 @@ class ClusterCache:
         self.queues: dict[str, Queue] = {}
         self.priority_classes: dict[str, PriorityClass] = dict(BUILTIN_PRIORITY_CLASSES)
         self.generation = 0
+        self.node_generation = 0  # changes when a Node is added or replaced
         self._facts: dict[str, PodFacts] = {}
         # Latest accepted report per node. Entries are replaced whole (atomic under the GIL), so the
         # report stream updates it without the lock; readers copy the dict first.
@@ -104,6 +105,7 @@ class ClusterCache:
         with self.lock:
             if isinstance(obj, Node):
                 self.nodes[obj.name] = obj
+                self.node_generation += 1
             elif isinstance(obj, Pod):
                 self.pods[obj.uid] = obj
                 self._facts.pop(obj.uid, None)
@@ -147,6 +149,7 @@ class ClusterCache:
                     self.upsert(Node(name=name, allocatable=allocatable, labels={"kubernetes.io/hostname": name}))
                 self.registered[name] = key
         self.telemetry[name] = telemetry
+        self.inventories.note(name, telemetry)
         if self.history is not None:  # samples online load once a minute per node; a dict lookup otherwise
             self.history.observe_report(telemetry)
         if len(view.colocation.evictions):

@@ -1,9 +1,9 @@
 """What placement knows of a node's hardware: NUMA zones, devices and how GPUs are connected.
 
 Read from the node's last report (:class:`scheduler.telemetry.NodeTelemetry`
-keeps its capacity and devices as received) and rebuilt only when the
-report's hardware changes (its ``inventory_key``): at thousands of nodes the
-per-cycle cost is a dictionary lookup per node.  :class:`StaticTopology` lays
+keeps its capacity and devices as received) as it arrives, and rebuilt only
+when the report's hardware changes (its ``inventory_key``); a cycle reuses the
+arrays until a node or an inventory changes.  :class:`StaticTopology` lays
 the inventories of all nodes out as arrays once per change of the node set
 or of any inventory, for the session's :class:`scheduler.framework.topology.Topology`.
 """
@@ -85,24 +85,24 @@ class InventoryMemo:
         self.version = 0  # bumped whenever any inventory changes
         self._static: tuple[tuple, StaticTopology] | None = None
 
-    def get(self, name: str, telemetry: Any) -> Inventory:
+    def note(self, name: str, telemetry: Any) -> None:
+        """A report arrived: rebuild the node's inventory if its hardware changed (cheap when it did not)."""
         entry = self._by_node.get(name)
         if entry is not None and entry[0] == telemetry.inventory_key:
-            return entry[1]
+            return
         inv = build_inventory(telemetry.capacity, telemetry.devices)
         with self._lock:
             self._by_node[name] = (telemetry.inventory_key, inv)
             self.version += 1
-        return inv
 
-    def static(self, names: list[str], telemetry: dict) -> "StaticTopology":
-        """Arrays for ``names`` (in node-table order); reused while neither the nodes nor any inventory changed."""
-        inventories = [self.get(n, telemetry[n]) if n in telemetry else None for n in names]
-        key = (self.version, len(names), tuple(names) if len(names) < 64 else hash(tuple(names)))
+    def static(self, names: list[str], node_generation: int) -> "StaticTopology":
+        """Arrays for ``names`` (in node-table order), rebuilt only when a node or an inventory changed."""
+        key = (self.version, node_generation, len(names))
         cached = self._static
         if cached is not None and cached[0] == key:
             return cached[1]
-        static = StaticTopology(inventories)
+        by_node = self._by_node
+        static = StaticTopology([by_node[n][1] if n in by_node else None for n in names])
         self._static = (key, static)
         return static
 

@@ -195,6 +195,7 @@ class NodeTable:
         # Every change appends the node it touched; ``version`` is the log's length.  Score caches
         # use it to recompute only the nodes that changed since they were filled.
         self.changes: list[int] = []
+        self._changed_memo: tuple = (-1, -1, None)
         with np.errstate(divide="ignore"):
             self.inv_alloc = np.where(self.alloc > 0, 1.0 / np.where(self.alloc > 0, self.alloc, 1.0), 0.0)
 
@@ -203,10 +204,17 @@ class NodeTable:
         return len(self.changes)
 
     def changed_since(self, version: int) -> np.ndarray:
+        """Nodes changed since ``version``; score caches of several plugins ask with the same one in a row."""
+        memo = self._changed_memo
+        if memo[0] == version and memo[1] == len(self.changes):
+            return memo[2]
         recent = self.changes[version:]
         if len(recent) <= 16:  # the usual case: a placement or two
-            return np.array(sorted(set(recent)), dtype=np.intp)
-        return np.unique(np.fromiter(recent, dtype=np.intp))
+            out = np.array(sorted(set(recent)), dtype=np.intp)
+        else:
+            out = np.unique(np.fromiter(recent, dtype=np.intp))
+        self._changed_memo = (version, len(self.changes), out)
+        return out
 
     def place(self, task: TaskInfo, node: int) -> None:
         self.used[:, node] += task.req
@@ -307,7 +315,8 @@ class Snapshot:
 
     def __init__(self, index: ResourceIndex, nodes: NodeTable, jobs: dict[str, JobInfo],
                  queues: dict[str, QueueInfo], foreign: list[Pod] | None = None, *,
-                 telemetry: dict | None = None, history=None, now: float | None = None, inventories=None):
+                 telemetry: dict | None = None, history=None, now: float | None = None, inventories=None,
+                 node_generation: int = 0):
         self.index = index
         self.nodes = nodes
         self.jobs = jobs
@@ -318,6 +327,7 @@ class Snapshot:
         self.history = history  # the cache's LoadHistory (learned online load by time of week), or None
         self.now = now  # Unix seconds the snapshot was taken at (the scheduler's clock)
         self.inventories = inventories  # the cache's InventoryMemo: nodes' zones and devices
+        self.node_generation = node_generation  # the cache's: changes when a node does
 
 
 DEFAULT_SCHEDULER_NAMES = frozenset({"scoria"})
@@ -358,7 +368,7 @@ def take_snapshot(cache: ClusterCache, scheduler_names: frozenset[str] = DEFAULT
                 queues[q.parent].children.append(q.name)
         jobs = _jobs(cache, pods, index, table, now)
     return Snapshot(index, table, jobs, queues, foreign, telemetry=telemetry, history=cache.history, now=now,
-                    inventories=cache.inventories)
+                    inventories=cache.inventories, node_generation=cache.node_generation)
 
 
 RECENT_BIND_S = 600.0  # binds this recent are listed for plugins comparing them with report times
