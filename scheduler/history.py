@@ -149,7 +149,7 @@ class LoadHistory:
             hour = minute // 60
             if self._open[row] != hour:
                 if self._open[row] >= 0:
-                    self._close(np.array([row]))
+                    self._close_one(row)
                 self._open[row] = hour
             for res, value in ((CPU, cpu), (MEMORY, memory)):
                 if math.isfinite(value):
@@ -192,6 +192,28 @@ class LoadHistory:
         self._store(rows, self._open[rows], np.where(n > 0, value, UNKNOWN).astype(np.uint8))
         self._hist[rows] = 0
         self._open[rows] = -1
+
+    def _close_one(self, row: int) -> None:
+        """:meth:`_close` for one row with scalar steps (the observe path: a node's hour ends, once an hour)."""
+        hist = self._hist[row]
+        values = []
+        for res, n in enumerate(hist.sum(axis=1).tolist()):
+            rank = max(1, math.ceil(self.hour_quantile * n - 1e-9))
+            values.append(int(np.searchsorted(hist[res].cumsum(), rank)) if n else UNKNOWN)
+        hour = int(self._open[row])
+        week, how = divmod(hour + WEEK_OFFSET_HOURS, HOURS_PER_WEEK)
+        slot = week % self.weeks
+        held = int(self._held[row, slot])
+        if held <= week:
+            if held < week:
+                self._ring[row, :, slot, :] = UNKNOWN
+                self._held[row, slot] = week
+            for res, value in enumerate(values):
+                if value != UNKNOWN:
+                    self._ring[row, res, slot, how] = value
+            self._dirty.add((row, slot))
+        hist[:] = 0
+        self._open[row] = -1
 
     def _store(self, rows: np.ndarray, hours: np.ndarray, values: np.ndarray) -> None:
         """Write each row's hour (``values``: (m, 2)) into its ring, starting the slot afresh for a newer week."""
