@@ -1,0 +1,33 @@
+"""What daemonset/ ships loads, and the placement example schedules as its comments say."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+from scheduler.framework.config import load_config
+from scheduler.simulator import simulate
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_colocation_config_loads_with_every_placement_plugin() -> None:
+    config = load_config(ROOT / "daemonset" / "config" / "scheduler-colocation.conf")
+    names = set(config.plugin_names())
+    assert {"numa-aware", "deviceshare", "usage", "colocation", "forecast", "tdm"} <= names
+    assert "shuffle" in config.actions
+
+
+def test_the_placement_example_places_as_its_comments_say() -> None:
+    config = load_config(ROOT / "daemonset" / "config" / "scheduler-colocation.conf")
+    sim = simulate([ROOT / "daemonset" / "examples" / "placement"], config=config,
+                   at=datetime.fromisoformat("2026-11-23T10:00:00+00:00"))
+    pods = {p["name"]: p for p in sim.to_dict()["pods"]}
+    assert all(p["node"] for p in pods.values()), [(n, p["reason"]) for n, p in pods.items() if not p["node"]]
+    train = pods["train-0"]
+    quad = sorted(d["index"] for d in train["devices"])
+    assert quad in ([0, 1, 2, 3], [4, 5, 6, 7]) and train["numaNodes"] == [quad[0] // 4]
+    assert pods["db-0"]["numaNodes"] in ([0], [1])
+    assert pods["infer-0"]["devices"][0]["uuid"] == pods["infer-1"]["devices"][0]["uuid"]  # binpacked
+    assert pods["infer-0"]["devices"][0]["memoryMiB"] == 20000 and pods["infer-0"]["devices"][0]["cores"] == 30
+    assert all(pods[f"etl-{i}"]["node"] != "cpu-a" for i in range(3))
