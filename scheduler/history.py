@@ -293,10 +293,14 @@ class LoadHistory:
 
 def _nearest_rank(cells: np.ndarray, q: float) -> np.ndarray:
     """The nearest-rank ``q`` quantile along axis 2 of uint8 cells (UNKNOWN skipped), as floats; NaN: none known."""
-    count = (cells != UNKNOWN).sum(axis=2)                                # (m, 2, H)
-    ordered = np.sort(cells, axis=2)                                      # UNKNOWN (255) sorts last
-    idx = np.clip(np.ceil(q * count - 1e-9).astype(np.intp) - 1, 0, cells.shape[2] - 1)
-    out = np.take_along_axis(ordered, idx[:, :, None, :], axis=2)[:, :, 0, :].astype(float)
+    known = cells != UNKNOWN
+    count = known.sum(axis=2)                                             # (m, 2, H)
+    if q >= 1:  # the default, the maximum: no sort needed
+        out = np.where(known, cells, 0).max(axis=2).astype(float)
+    else:
+        ordered = np.sort(cells, axis=2)                                  # UNKNOWN (255) sorts last
+        idx = np.clip(np.ceil(q * count - 1e-9).astype(np.intp) - 1, 0, cells.shape[2] - 1)
+        out = np.take_along_axis(ordered, idx[:, :, None, :], axis=2)[:, :, 0, :].astype(float)
     out[count == 0] = np.nan
     return out
 
@@ -323,6 +327,7 @@ class HistoryStore(ABC):
         """Let go of the store."""
 
 
+_CELLS = bytes(range(101)) + bytes([UNKNOWN])  # what a stored hour may hold
 APPLICATION_ID = 0x53434C48  # "SCLH": marks a SQLite file as a Scoria load history
 SCHEMA_VERSION = 1
 
@@ -390,8 +395,7 @@ class SqliteHistoryStore(HistoryStore):
             if not isinstance(node, str) or not isinstance(week, int):
                 raise self._error(f"row {node!r} week {week!r}: not a node name and a week number")
             for what, blob in (("cpu", cpu), ("memory", memory)):
-                if (not isinstance(blob, bytes) or len(blob) != HOURS_PER_WEEK
-                        or any(b > 100 and b != UNKNOWN for b in blob)):
+                if not isinstance(blob, bytes) or len(blob) != HOURS_PER_WEEK or blob.translate(None, _CELLS):
                     raise self._error(f"row {node!r} week {week}: {what} is not {HOURS_PER_WEEK} percentages")
             out.append(WeekRecord(node, week, cpu, memory))
         return out
