@@ -17,7 +17,7 @@ import yaml
 
 from proto.codec import report_from_json
 
-from ..history import parse_node_load_history
+from .loadhistory import parse_node_load_history
 from .manifests import ManifestError, object_id, parse_object
 from .objects import DEFAULT_QUEUE, ROOT_QUEUE, Node, Pod, PodGroup, PriorityClass, Queue
 
