@@ -20,7 +20,7 @@ from typing import Callable
 
 import yaml
 
-TOPOLOGY_POLICIES = ("none", "best-effort", "restricted", "single-numa-node")
+from scheduler.api.placement import NUMA_POLICIES as TOPOLOGY_POLICIES  # the kubelet's names are Volcano's
 KUBELET_DEFAULT_POLICY = "none"
 DEFAULT_CONFIG = "var/lib/kubelet/config.yaml"  # below the host root
 _KEY = "topologyManagerPolicy"

@@ -24,10 +24,11 @@ from typing import Callable, NamedTuple
 from proto.model import NodeReport, QosLevel
 
 from .api.objects import DEFAULT_MAX_PODS
+from .api.placement import ASCEND_310P, ASCEND_910, GPU, NUMA_POLICIES
 
 DEFAULT_INTERVAL_S = 1.0
 # The kubelet's topology manager policies ("" where the agent does not know the node's).
-TOPOLOGY_POLICIES = ("", "none", "best-effort", "restricted", "single-numa-node")
+TOPOLOGY_POLICIES = ("",) + NUMA_POLICIES
 _NODE_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 
 
@@ -355,7 +356,7 @@ def node_allocatable(r: NodeReport) -> dict[str, int]:
     out = {"cpu": r.capacity.cpu_millis, "memory": r.capacity.memory_bytes, "pods": DEFAULT_MAX_PODS}
     healthy_gpus = sum(1 for g in r.devices.gpus if g.healthy)
     if healthy_gpus:
-        out["nvidia.com/gpu"] = healthy_gpus
+        out[GPU] = healthy_gpus
     for npu in r.devices.npus:
         if npu.healthy:
             name = npu_resource(npu.model)
@@ -365,4 +366,4 @@ def node_allocatable(r: NodeReport) -> dict[str, int]:
 
 def npu_resource(model: str) -> str:
     """Ascend resource names as the Ascend device plugin advertises them."""
-    return "huawei.com/Ascend310P" if model.startswith("Ascend310P") else "huawei.com/Ascend910"
+    return ASCEND_310P if model.startswith("Ascend310P") else ASCEND_910

@@ -16,11 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from ..api.placement import GPU
+from ..api.placement import GPU, NUMA_POLICIES
 from ..telemetry import npu_resource
 
 MIB = 2**20
-POLICY_CODES = {"": 0, "none": 0, "best-effort": 1, "restricted": 2, "single-numa-node": 3}
+POLICY_CODES = {"": 0, **{name: code for code, name in enumerate(NUMA_POLICIES)}}  # stricter is higher
 # What a pair of GPUs costs to use together, by how they are connected (lower is better).
 NVLINK_COST = 1.0
 LEVEL_COSTS = (70.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0)  # by GpuTopologyLevel: UNKNOWN, INTERNAL … SYSTEM
