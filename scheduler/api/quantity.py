@@ -83,12 +83,15 @@ def to_canonical(resource: str, value: object) -> int:
     return int(number.to_integral_value(rounding="ROUND_CEILING"))
 
 
+_BYTES = ("memory", "ephemeral-storage", "kubernetes.io/batch-memory")  # resources counted in bytes
+
+
 def format_quantity(resource: str, amount: float) -> str:
     """Human form of a canonical amount: ``1500m``/``2`` CPUs, ``4Gi`` memory."""
     if resource == "cpu":
         cores = amount / 1000
         return f"{cores:g}" if float(amount) % 1000 == 0 else f"{round(amount)}m"
-    if resource in ("memory", "ephemeral-storage") or resource.startswith("hugepages-"):
+    if resource in _BYTES or resource.startswith("hugepages-"):
         for unit, size in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
             if amount >= size and amount % size == 0:
                 return f"{int(amount // size)}{unit}"
