@@ -28,8 +28,9 @@ from .api.objects import (
     DEFAULT_QUEUE, QUEUE_NAME_ANNOTATION, Condition, Node, Pod, PodGroup, PriorityClass, Queue,
 )
 from .api.placement import (
-    DEVICES_ANNOTATION, NUMA_NODES_ANNOTATION, DeviceGrant, DeviceRequest, decode_devices, decode_zones,
-    device_requests, expected_duration, numa_policy, preemptable,
+    DEVICES_ANNOTATION, EXPECTED_DURATION_ANNOTATION, NUMA_NODES_ANNOTATION, NUMA_POLICY_ANNOTATION,
+    PREEMPTABLE_ANNOTATION, VGPU_RESOURCES, WHOLE_DEVICE_RESOURCES, DeviceGrant, DeviceRequest, decode_devices,
+    decode_zones, device_requests, expected_duration, numa_policy, preemptable,
 )
 from .api.qos import BATCH_RESOURCES, qos_level
 from .framework.inventory import InventoryMemo
@@ -270,20 +271,29 @@ def _placement_facts(pod: Pod) -> dict[str, Any]:
     decision on a running pod — is logged and read as unset, so one bad pod
     cannot stop scheduling.
     """
-    a = pod.annotations
-    out: dict[str, Any] = {
-        "offline": qos_level(a, pod.qos_class, any(pod.requests.get(r) for r in BATCH_RESOURCES)) == QosLevel.BE}
-    for key, read, field in ((None, numa_policy, "numa_policy"), (None, expected_duration, "duration"),
-                             (None, preemptable, "preemptable"), (NUMA_NODES_ANNOTATION, decode_zones, "zones"),
-                             (DEVICES_ANNOTATION, decode_devices, "grants")):
-        if key is not None and not a.get(key):
-            continue
+    a, requests = pod.annotations, pod.requests
+    batch = any(requests.get(r) for r in BATCH_RESOURCES)
+    out: dict[str, Any] = {"offline": qos_level(a, pod.qos_class, batch) == QosLevel.BE}
+    if not _PLACEMENT_KEYS.isdisjoint(a):
+        for key, read, field in _ANNOTATION_READERS:
+            if key in a:
+                try:
+                    out[field] = read(a[key]) if key in _DECISIONS else read(a)
+                except ValueError as exc:
+                    log.warning("pod %s: ignoring %s", pod.key, exc)
+    if not _DEVICE_RESOURCES.isdisjoint(requests):
         try:
-            out[field] = read(a[key]) if key else read(a)
+            out["devices"] = device_requests(requests)
         except ValueError as exc:
-            log.warning("pod %s: ignoring %s", pod.key, exc)
-    try:
-        out["devices"] = device_requests(pod.requests)
-    except ValueError as exc:
-        log.warning("pod %s: ignoring its device requests: %s", pod.key, exc)
+            log.warning("pod %s: ignoring its device requests: %s", pod.key, exc)
     return out
+
+
+# annotation -> (reader, PodFacts field); decisions are read from the value, requests from the annotations
+_ANNOTATION_READERS = (
+    (NUMA_POLICY_ANNOTATION, numa_policy, "numa_policy"), (EXPECTED_DURATION_ANNOTATION, expected_duration, "duration"),
+    (PREEMPTABLE_ANNOTATION, preemptable, "preemptable"), (NUMA_NODES_ANNOTATION, decode_zones, "zones"),
+    (DEVICES_ANNOTATION, decode_devices, "grants"))
+_DECISIONS = frozenset({NUMA_NODES_ANNOTATION, DEVICES_ANNOTATION})
+_PLACEMENT_KEYS = frozenset(key for key, _, _ in _ANNOTATION_READERS)
+_DEVICE_RESOURCES = frozenset(WHOLE_DEVICE_RESOURCES + VGPU_RESOURCES)
