@@ -16,6 +16,7 @@ from datetime import datetime
 from .api.manifests import ManifestError
 from .framework.config import ConfigError
 from .framework.snapshot import DEFAULT_SCHEDULER_NAMES
+from .scheduler import tune_gc
 from .simulator import load_config_or_default, render_table, simulate
 
 EXIT_BAD_INPUT = 2
@@ -180,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    tune_gc()
     try:
         if args.command == "simulate":
             return cmd_simulate(args)

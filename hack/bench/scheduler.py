@@ -48,7 +48,7 @@ from scheduler.api.objects import Node, Pod, PodGroup, Queue, Taint, Toleration 
 from scheduler.framework.config import parse_config  # noqa: E402
 from scheduler.cache import ClusterCache  # noqa: E402
 from scheduler.framework.config import default_config, load_config  # noqa: E402
-from scheduler.scheduler import Scheduler  # noqa: E402
+from scheduler.scheduler import Scheduler, tune_gc  # noqa: E402
 
 GI = 2**30
 EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -182,6 +182,7 @@ def full_profile(requests: dict[str, int], annotations: dict[str, str], rng: ran
 
 
 def run(args: argparse.Namespace) -> dict:
+    tune_gc()  # as python -m scheduler does
     rng = random.Random(args.seed)
     cache = ClusterCache()
     for q in range(args.queues):
