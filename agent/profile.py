@@ -30,7 +30,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
-import re
 from dataclasses import dataclass, field
 from datetime import datetime, time as dtime
 from pathlib import Path
@@ -39,7 +38,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 
-from scheduler.framework.args import parse_duration
+from scheduler.api.duration import DailyWindow, parse_daily_window, parse_duration
 
 log = logging.getLogger(__name__)
 LEVELS = ("LC", "HLS", "LS", "BE")
@@ -102,14 +101,11 @@ class OvercommitSettings:
 
 @dataclass(frozen=True)
 class Window:
-    start: dtime
-    end: dtime
+    span: DailyWindow  # may cross midnight
     overrides: dict = field(default_factory=dict, hash=False)
 
     def contains(self, t: dtime) -> bool:
-        if self.start < self.end:
-            return self.start <= t < self.end
-        return t >= self.start or t < self.end  # crosses midnight
+        return self.span.contains(t)
 
 
 @dataclass(frozen=True)
@@ -130,7 +126,6 @@ def _camel(name: str) -> str:
 
 _SECTIONS = {"cpu": CpuSettings, "burst": BurstSettings, "memory": MemorySettings, "eviction": EvictionSettings,
              "overcommit": OvercommitSettings}
-_WINDOW = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]):([0-5]\d)$")
 
 
 def _value(f: dataclasses.Field, raw: Any, where: str) -> Any:
@@ -181,18 +176,16 @@ def _section(cls, raw: Any, where: str):
 def _window(raw: Any, where: str) -> Window:
     if not isinstance(raw, dict) or "time" not in raw:
         raise ProfileError(f"{where}: a window needs time: \"HH:MM-HH:MM\"")
-    m = _WINDOW.match(str(raw["time"]).strip())
-    if not m:
-        raise ProfileError(f"{where}.time: expected \"HH:MM-HH:MM\" (00:00-23:59), got {raw['time']!r}")
-    start, end = dtime(int(m[1]), int(m[2])), dtime(int(m[3]), int(m[4]))
-    if start == end:
-        raise ProfileError(f"{where}.time: start and end are the same ({raw['time']})")
+    try:
+        span = parse_daily_window(raw["time"])
+    except ValueError as exc:
+        raise ProfileError(f"{where}.time: {exc}") from None
     overrides = {k: v for k, v in raw.items() if k != "time"}
     for key in overrides:
         if key not in _SECTIONS:
             raise ProfileError(f"{where}.{key}: unknown key; a window may set {', '.join(_SECTIONS)}")
     _spec(overrides, where)  # check what it sets now, not when the window opens
-    return Window(start, end, overrides)
+    return Window(span, overrides)
 
 
 def _spec(raw: Any, where: str) -> ProfileSpec:

@@ -31,14 +31,12 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 import sqlite3
 import threading
 import time
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence
 

@@ -9,7 +9,6 @@ an :class:`ArgError` that names the key and what is accepted.
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from types import MappingProxyType

@@ -40,13 +40,13 @@ import logging
 import math
 import re
 from collections import Counter
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from types import MappingProxyType
 from typing import Any, Mapping
 
 import numpy as np
 
+from ..api.duration import DailyWindow as Window, parse_daily_window as parse_window
 from ..api.placement import PREEMPTABLE_ANNOTATION, REVOCABLE_ZONE_LABEL, preemptable
 from ..framework.args import Arg, ArgError, Args
 from ..framework.plugin import Plugin, register_plugin
@@ -59,57 +59,6 @@ JDB_MIN_AVAILABLE = "volcano.sh/jdb-min-available"
 JDB_MAX_UNAVAILABLE = "volcano.sh/jdb-max-unavailable"
 MAX_SCORE = 100.0  # kube-scheduler's MaxNodeScore, what Volcano's tdm gives an open revocable node
 NOT_PREEMPTABLE = f"node(s) are revocable ({REVOCABLE_ZONE_LABEL}) and the pod is not preemptable"
-
-_WINDOW = re.compile(r"(\d{1,2}):(\d{2})-(\d{1,2}):(\d{2})")
-
-
-@dataclass(frozen=True)
-class Window:
-    """A daily window ``[start, end)`` in minutes after midnight; ``start > end`` crosses midnight."""
-
-    start: int
-    end: int
-
-    @property
-    def text(self) -> str:
-        return f"{_hhmm(self.start)}-{_hhmm(self.end)}"
-
-    @property
-    def closes(self) -> str:
-        return _hhmm(self.end)
-
-    def contains(self, now: datetime) -> bool:
-        """Is the window open at ``now``, read as wall-clock time in the timezone ``now`` carries?"""
-        t = now.hour * 3600 + now.minute * 60 + now.second + now.microsecond / 1e6
-        start, end = self.start * 60, self.end * 60
-        if start < end:
-            return start <= t < end
-        return t >= start or t < end
-
-
-def _hhmm(minutes: int) -> str:
-    return f"{minutes // 60:02d}:{minutes % 60:02d}"
-
-
-def parse_window(text: Any) -> Window:
-    """``"HH:MM-HH:MM"`` -> :class:`Window`; ValueError saying what is wrong."""
-    raw = str(text).strip()
-    match = _WINDOW.fullmatch(raw)
-    if not match:
-        raise ValueError(f'expected a daily window "HH:MM-HH:MM" (e.g. "22:00-06:00"), got {text!r}')
-    h1, m1, h2, m2 = (int(g) for g in match.groups())
-    for hour in (h1, h2):
-        if hour > 23:
-            raise ValueError(f"hour {hour} is out of range 0-23 in {raw!r}")
-    for minute in (m1, m2):
-        if minute > 59:
-            raise ValueError(f"minute {minute} is out of range 0-59 in {raw!r}")
-    window = Window(h1 * 60 + m1, h2 * 60 + m2)
-    if window.start == window.end:
-        raise ValueError(f"start and end are both {_hhmm(window.start)} in {raw!r}: a window needs two different "
-                         "times (it may cross midnight, as in 22:00-06:00)")
-    return window
-
 
 def parse_budget(value: str, total: int) -> int:
     """A PodGroup budget value (``2`` or ``30%`` of ``total``, rounded up, as Volcano does); ValueError if bad."""
