@@ -3,19 +3,37 @@ placed in a cgroup, and an agent managing pods under a parent of our own."""
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 from agent.agent import Agent, AgentConfig
 from agent.cgroups.layout import FixedLayout
-from agent.cgroups.tree import attach, make_group
+from agent.cgroups.tree import attach, make_group, remove_group
 from agent.evictor import RecordingEvictor
 from agent.hostpaths import HostPaths
 from agent.pods import PodInfo, StaticPodSource
 from agent.profile import ProfileWatcher
 
 BUSY = "while True:\n    pass\n"  # one core's worth of work
+
+
+@contextlib.contextmanager
+def sandbox(backend, controller: str):
+    """A uniquely named parent cgroup and a list for the processes started in it; both gone afterwards."""
+    parent = f"scoria-test-{uuid.uuid4().hex[:12]}"
+    procs: list[subprocess.Popen] = []
+    make_group(backend, parent)
+    try:
+        yield parent, procs
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+        remove_group(backend, parent)
+        assert not backend.directory(parent, controller).exists()
 
 
 def spawn(backend, group: str, procs: list) -> subprocess.Popen:

@@ -440,18 +440,12 @@ def serve(tmp_path: Path, *args: str):
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def test_serve_keeps_history_across_a_restart(tmp_path: Path) -> None:
+def serve_and_stop(tmp_path: Path, *args: str) -> tuple[int, str]:
+    """Start serve, wait until it listens, stop it with SIGTERM: (exit status, its log)."""
     import signal
-    import time
 
     from .processes import wait_port
-    state = tmp_path / "state"
-    state.mkdir()
-    week = week_of(unix_hour(time.time())) - 1
-    cpu = bytes([30] * 168)
-    SqliteHistoryStore(state / "history.sqlite").save([WeekRecord("n1", week, cpu, cpu),
-                                                       WeekRecord("n2", week, cpu, cpu)])
-    proc = serve(tmp_path, "--state-dir", str(state))
+    proc = serve(tmp_path, *args)
     try:
         wait_port(tmp_path / "port", proc, 20)
         proc.send_signal(signal.SIGTERM)
@@ -459,7 +453,20 @@ def test_serve_keeps_history_across_a_restart(tmp_path: Path) -> None:
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 0, err
+    return proc.returncode, err
+
+
+def test_serve_keeps_history_across_a_restart(tmp_path: Path) -> None:
+    import time
+
+    state = tmp_path / "state"
+    state.mkdir()
+    week = week_of(unix_hour(time.time())) - 1
+    cpu = bytes([30] * 168)
+    SqliteHistoryStore(state / "history.sqlite").save([WeekRecord("n1", week, cpu, cpu),
+                                                       WeekRecord("n2", week, cpu, cpu)])
+    returncode, err = serve_and_stop(tmp_path, "--state-dir", str(state))
+    assert returncode == 0, err
     assert "2 node-week(s) restored from" in err and "kept in memory only" not in err
     assert sorted(r.node for r in SqliteHistoryStore(state / "history.sqlite").load()) == ["n1", "n2"]
 
@@ -475,15 +482,6 @@ def test_serve_refuses_an_unreadable_history_file(tmp_path: Path) -> None:
 
 
 def test_serve_without_a_state_dir_says_so_once(tmp_path: Path) -> None:
-    import signal
 
-    from .processes import wait_port
-    proc = serve(tmp_path)
-    try:
-        wait_port(tmp_path / "port", proc, 20)
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=20)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    _, err = serve_and_stop(tmp_path)
     assert err.count("kept in memory only") == 1

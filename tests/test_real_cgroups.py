@@ -7,9 +7,7 @@ process it started, whatever happens.
 from __future__ import annotations
 
 import os
-import subprocess
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -20,7 +18,7 @@ from agent.hostpaths import HostPaths
 from agent.pods import PodInfo
 from proto.model import QosLevel
 
-from .real_cgroups import make_agent, spawn
+from .real_cgroups import make_agent, sandbox as cgroup_sandbox, spawn
 
 ROOT = HostPaths()
 pytestmark = pytest.mark.skipif(
@@ -30,17 +28,8 @@ pytestmark = pytest.mark.skipif(
 @pytest.fixture
 def sandbox():
     backend = detect_backend(ROOT)
-    parent = f"scoria-test-{uuid.uuid4().hex[:12]}"
-    procs: list[subprocess.Popen] = []
-    make_group(backend, parent)
-    try:
+    with cgroup_sandbox(backend, "cpu") as (parent, procs):
         yield backend, parent, procs
-    finally:
-        for p in procs:
-            p.kill()
-            p.wait()
-        remove_group(backend, parent)
-        assert not backend.directory(parent, "cpu").exists()
 
 
 def test_offline_group_gets_cpu_idle_and_a_quota(sandbox) -> None:

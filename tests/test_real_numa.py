@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import uuid
 from pathlib import Path
 
 import pytest
@@ -19,13 +18,15 @@ import pytest
 from agent.agent import Agent, AgentConfig
 from agent.cgroups.backend import detect_backend
 from agent.cgroups.layout import FixedLayout
-from agent.cgroups.tree import attach, make_group, remove_group
+from agent.cgroups.tree import attach, make_group
 from agent.evictor import RecordingEvictor
 from agent.hostpaths import HostPaths, parse_cpulist
 from agent.pods import PodInfo, StaticPodSource
 from agent.profile import ProfileWatcher
 from proto.model import Capacity, NumaZone, QosLevel
 from scheduler.api.placement import NUMA_NODES_ANNOTATION
+
+from .real_cgroups import sandbox as cgroup_sandbox
 
 CPUSET = Path("/sys/fs/cgroup/cpuset")
 CONTAINER = "0123456789abcdef0123"  # a container id, as the runtime names its cgroup
@@ -54,17 +55,8 @@ pytestmark = pytest.mark.skipif(REASON is not None, reason=REASON or "")
 @pytest.fixture
 def sandbox():
     backend = detect_backend(HostPaths())
-    parent = f"scoria-test-{uuid.uuid4().hex[:12]}"
-    procs: list[subprocess.Popen] = []
-    make_group(backend, parent)
-    try:
+    with cgroup_sandbox(backend, "cpuset") as (parent, procs):
         yield backend, parent, procs
-    finally:
-        for p in procs:
-            p.kill()
-            p.wait()
-        remove_group(backend, parent)
-        assert not backend.directory(parent, "cpuset").exists()
 
 
 def test_a_container_of_a_pod_placed_in_zone_0_runs_on_zone_0(sandbox) -> None:

@@ -10,8 +10,10 @@ run until nothing changes.
 
     python hack/bench/scheduler.py [--nodes N] [--pods N] [--waves N] [--seed N] [--profile full]
 
-``--profile full`` turns every placement plugin on (numa-aware, deviceshare,
-usage, colocation, tdm and forecast beside the default ones) and gives every
+``--profile full`` schedules with the shipped
+``daemonset/config/scheduler-colocation.conf`` (numa-aware, deviceshare, usage,
+colocation, forecast and tdm beside the default plugins; a fiftieth of the
+nodes in its revocable zone, open at the benchmark's clock) and gives every
 node an agent report: two NUMA zones, real usage and batch allocatable, and on
 a tenth of the nodes 8 GPUs in two NVLink quads.  A quarter of the pods are
 offline (``kubernetes.io/batch-cpu``/``batch-memory``, some declaring
@@ -31,13 +33,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import resource
 import sys
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
@@ -45,7 +48,6 @@ from proto.model import (  # noqa: E402
     Capacity, Colocation, Devices, Gpu, GpuLink, GpuTopologyLevel, Identity, Load, NodeReport, NumaZone,
 )
 from scheduler.api.objects import Node, Pod, PodGroup, Queue, Taint, Toleration  # noqa: E402
-from scheduler.framework.config import parse_config  # noqa: E402
 from scheduler.cache import ClusterCache  # noqa: E402
 from scheduler.framework.config import default_config, load_config  # noqa: E402
 from scheduler.scheduler import Scheduler, tune_gc  # noqa: E402
@@ -69,35 +71,12 @@ def make_nodes(count: int, rng: random.Random, scale: float, full: bool = False)
         elif i % 5 == 1:
             labels["pool"] = rng.choice(("highmem", "fast-disk"))
         if full and i % 50 == 3:
-            labels["volcano.sh/revocable-zone"] = "rz1"
+            labels["volcano.sh/revocable-zone"] = "night"  # the shipped config's zone, open 22:00-06:00
         nodes.append(Node(name=f"node-{i}", labels=labels, taints=taints, allocatable=allocatable))
     return nodes
 
 
-FULL_CONFIG = """
-actions: "enqueue, allocate, preempt, reclaim, backfill, shuffle"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-  - name: conformance
-- plugins:
-  - name: overcommit
-  - name: drf
-    enablePreemptable: false
-  - name: predicates
-  - name: proportion
-  - name: nodeorder
-  - name: binpack
-  - name: numa-aware
-  - name: deviceshare
-    arguments: {deviceshare.VGPUEnable: true, deviceshare.SchedulePolicy: binpack}
-  - name: usage
-  - name: colocation
-  - name: tdm
-    arguments: {tdm.revocable-zone.rz1: "00:00-23:59", tdm.evict.period: 1m}
-  - name: forecast
-"""
+FULL_CONFIG = ROOT / "daemonset" / "config" / "scheduler-colocation.conf"  # what operators apply
 GPU_NODE = 10  # every tenth node has GPUs (and the gpu taint)
 
 
@@ -195,7 +174,7 @@ def run(args: argparse.Namespace) -> dict:
     if args.config:
         config = load_config(args.config)
     else:
-        config = parse_config(FULL_CONFIG, "full profile") if full else default_config()
+        config = load_config(FULL_CONFIG) if full else default_config()
     clock = [EPOCH + timedelta(hours=1)]  # a second passes between waves
     sched = Scheduler(cache, config=config, clock=lambda: clock[0])
     reports = [make_report(node, rng, clock[0].timestamp()) for node in nodes] if full else []
