@@ -155,10 +155,15 @@ def load_config_or_default(path: str | None) -> SchedulerConfig:
 
 def render_table(sim: Simulation) -> str:
     data = sim.to_dict()
-    rows = [("NAMESPACE", "POD", "NODE", "STATUS", "REASON")]
+    placed = any(p["numaNodes"] is not None or p["devices"] for p in data["pods"])
+    rows = [("NAMESPACE", "POD", "NODE", "STATUS") + (("NUMA", "DEVICES") if placed else ()) + ("REASON",)]
     for p in data["pods"]:
         status = "Evicted" if p["evicted"] else ("Bound" if p["node"] else "Pending")
-        rows.append((p["namespace"], p["name"], p["node"] or "-", status, p["reason"] or ""))
+        where = ()
+        if placed:
+            zones = ",".join(map(str, p["numaNodes"])) if p["numaNodes"] is not None else "-"
+            where = (zones, ",".join(_device_label(d) for d in p["devices"]) or "-")
+        rows.append((p["namespace"], p["name"], p["node"] or "-", status, *where, p["reason"] or ""))
     out = [_table(rows)]
     if data["podGroups"]:
         out.append(_table([("NAMESPACE", "PODGROUP", "QUEUE", "PHASE")] +
@@ -173,6 +178,13 @@ def render_table(sim: Simulation) -> str:
     s = data["stats"]
     out.append(f"{s['pods_scheduled']} pod(s) scheduled in {s['cycles']} cycle(s), {s['seconds']:.3f}s")
     return "\n\n".join(out)
+
+
+def _device_label(d: dict) -> str:
+    """``gpu4`` for a whole device, ``gpu0:20000Mi/30%`` for a share of one."""
+    kind = "gpu" if d["resource"] == "nvidia.com/gpu" else "npu"
+    whole = d["cores"] == 100
+    return f"{kind}{d['index']}" if whole else f"{kind}{d['index']}:{d['memoryMiB']}Mi/{d['cores']}%"
 
 
 def _table(rows: list[tuple]) -> str:

@@ -31,3 +31,16 @@ def test_the_placement_example_places_as_its_comments_say() -> None:
     assert pods["infer-0"]["devices"][0]["uuid"] == pods["infer-1"]["devices"][0]["uuid"]  # binpacked
     assert pods["infer-0"]["devices"][0]["memoryMiB"] == 20000 and pods["infer-0"]["devices"][0]["cores"] == 30
     assert all(pods[f"etl-{i}"]["node"] != "cpu-a" for i in range(3))
+
+
+def test_the_table_shows_zones_and_devices(capsys) -> None:
+    from scheduler.cli import main
+
+    assert main(["simulate", "-f", str(ROOT / "daemonset" / "examples" / "placement"), "--config",
+                 str(ROOT / "daemonset" / "config" / "scheduler-colocation.conf"),
+                 "--at", "2026-11-23T10:00:00+00:00"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split() == ["NAMESPACE", "POD", "NODE", "STATUS", "NUMA", "DEVICES", "REASON"]
+    lines = {line.split()[1]: line for line in out.splitlines() if line.startswith(("ml ", "shop "))}
+    assert "gpu4,gpu5,gpu6,gpu7" in lines["train-0"] or "gpu0,gpu1,gpu2,gpu3" in lines["train-0"]
+    assert ":20000Mi/30%" in lines["infer-0"]
