@@ -10,14 +10,17 @@ or of any inventory, for the session's :class:`scheduler.framework.topology.Topo
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..api.placement import GPU, NUMA_POLICIES
+from ..api.placement import GPU, NUMA_POLICIES, NUMA_POLICY_ANNOTATION
 from ..telemetry import npu_resource
+
+log = logging.getLogger(__name__)
 
 MIB = 2**20
 POLICY_CODES = {"": 0, **{name: code for code, name in enumerate(NUMA_POLICIES)}}  # stricter is higher
@@ -95,16 +98,29 @@ class InventoryMemo:
             self._by_node[name] = (telemetry.inventory_key, inv)
             self.version += 1
 
-    def static(self, names: list[str], node_generation: int) -> "StaticTopology":
-        """Arrays for ``names`` (in node-table order), rebuilt only when a node or an inventory changed."""
-        key = (self.version, node_generation, len(names))
+    def static(self, nodes: list, node_generation: int) -> "StaticTopology":
+        """Arrays for ``nodes`` (in node-table order), rebuilt only when a node or an inventory changed."""
+        key = (self.version, node_generation, len(nodes))
         cached = self._static
         if cached is not None and cached[0] == key:
             return cached[1]
         by_node = self._by_node
-        static = StaticTopology([by_node[n][1] if n in by_node else None for n in names])
+        static = StaticTopology([by_node[n.name][1] if n.name in by_node else None for n in nodes],
+                                [label_policy(n) for n in nodes])
         self._static = (key, static)
         return static
+
+
+def label_policy(node: Any) -> str | None:
+    """The node label ``volcano.sh/numa-topology-policy``: an operator's word on the kubelet's policy."""
+    value = node.labels.get(NUMA_POLICY_ANNOTATION)
+    if value is None:
+        return None
+    if value not in NUMA_POLICIES:
+        log.warning("node %s: ignoring label %s=%r: not one of %s", node.name, NUMA_POLICY_ANNOTATION, value,
+                    ", ".join(NUMA_POLICIES))
+        return None
+    return value
 
 
 class StaticTopology:
@@ -115,7 +131,7 @@ class StaticTopology:
     device of the cluster, grouped by node (``dev_start``/``dev_count``).
     """
 
-    def __init__(self, inventories: list[Inventory | None]):
+    def __init__(self, inventories: list[Inventory | None], labelled: list[str | None] | None = None):
         n = len(inventories)
         self.inventories = inventories
         z = max((len(inv.zone_ids) for inv in inventories if inv is not None), default=1) or 1
@@ -126,6 +142,9 @@ class StaticTopology:
         self.zone_cpu = np.zeros((n, z))
         self.zone_memory = np.zeros((n, z))
         self.policy = np.zeros(n, dtype=np.int8)
+        for i, policy in enumerate(labelled or ()):
+            if policy is not None:
+                self.policy[i] = POLICY_CODES[policy]  # a label wins over the report
         resources: list[str] = []
         dev_rows: list[tuple] = []
         self.dev_start = np.zeros(n, dtype=np.intp)
@@ -139,7 +158,8 @@ class StaticTopology:
                 self.zone_exists[i, :k] = True
                 self.zone_cpu[i, :k] = inv.zone_cpu
                 self.zone_memory[i, :k] = inv.zone_memory
-            self.policy[i] = POLICY_CODES.get(inv.policy, 0)
+            if labelled is None or labelled[i] is None:
+                self.policy[i] = POLICY_CODES.get(inv.policy, 0)
             self.dev_start[i] = len(dev_rows)
             self.dev_count[i] = len(inv.devices)
             zone_pos = {zid: p for p, zid in enumerate(inv.zone_ids)}

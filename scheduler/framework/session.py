@@ -91,7 +91,7 @@ class Session:
         """NUMA zones and devices, built when a plugin first asks (only numa-aware and deviceshare do)."""
         if self._topology is None:
             snap = self.snapshot
-            self._topology = Topology(snap.inventories.static(self.nodes.names, snap.node_generation))
+            self._topology = Topology(snap.inventories.static(self.nodes.nodes, snap.node_generation))
         return self._topology
 
     def close(self) -> None:

@@ -1,8 +1,10 @@
 """numa-aware: place pods where their NUMA policy can be met, and pin them to the zones chosen.
 
 A pod's policy is its annotation ``volcano.sh/numa-topology-policy``; for a
-Guaranteed pod the node's kubelet policy (from the agent's report) applies
-too when it is stricter, because the kubelet enforces it for such pods.
+Guaranteed pod the node's kubelet policy applies too when it is stricter,
+because the kubelet enforces it for such pods.  The node's policy is its
+label ``volcano.sh/numa-topology-policy`` if it has one, else what its agent
+reports (``topologyManagerPolicy`` from the kubelet's configuration).
 
 * ``single-numa-node``: one zone must hold the pod's CPU, memory and devices.
 * ``restricted``: the pod must fit in as few zones as it could on an empty node.
