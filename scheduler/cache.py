@@ -218,8 +218,12 @@ class ClusterCache:
         with self.lock:
             pod = self.pods[uid]
             pod.node_name, pod.phase, pod.reason, pod.nominated_node = node, "Running", None, ""
-            if annotations:
-                pod.annotations.update(annotations)
+            # the decisions of this bind, and none left over from a manifest or an earlier life of the pod
+            stale = [k for k in _DECISIONS if k in pod.annotations and k not in (annotations or {})]
+            if annotations or stale:
+                for key in stale:
+                    del pod.annotations[key]
+                pod.annotations.update(annotations or {})
                 self._facts.pop(uid, None)
             pod.bound_at = at
             self.generation += 1

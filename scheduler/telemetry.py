@@ -81,8 +81,11 @@ class NodeTelemetry:
         self.capacity, self.devices = view.capacity, devices  # as received (message or model): read lazily
         self._pods, self._online = load.pods, None  # online(): computed on first use
         self.inventory_key = (capacity_key if capacity_key is not None else id(view.capacity),
-                              tuple((g.uuid, g.healthy) for g in devices.gpus),
-                              tuple((n.id, n.chip, n.model, n.healthy) for n in devices.npus))
+                              tuple((g.index, g.uuid, g.memory_total_bytes, g.numa_node, g.healthy,
+                                     tuple((k.peer_index, k.nvlinks, int(k.level)) for k in g.links))
+                                    for g in devices.gpus),
+                              tuple((n.id, n.chip, n.model, n.hbm_total_bytes, n.numa_node, n.healthy)
+                                    for n in devices.npus))
 
     @property
     def report(self) -> NodeReport:

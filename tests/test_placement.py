@@ -130,3 +130,139 @@ def test_devices_recorded_json_round_trips() -> None:
     sched.run_once()
     raw = json.loads(cache.pods["default/t"].annotations[DEVICES_ANNOTATION])
     assert [d["uuid"] for d in raw] == ["GPU-n1-0", "GPU-n1-1"] and all(d["cores"] == 100 for d in raw)
+
+
+# -- found in review: each of these failed before its fix ---------------------------------------------------
+def run_one(docs: list[dict], config: str | None = None) -> ClusterCache:
+    sched, cache = scheduler_with(docs)
+    if config:
+        sched._config = parse_config(config, "test")
+    sched.run_once()
+    return cache
+
+
+def granted(cache: ClusterCache, key: str) -> list[int]:
+    raw = cache.pods[key].annotations.get(DEVICES_ANNOTATION)
+    return sorted(g.index for g in decode_devices(raw)) if raw else []
+
+
+def test_a_gpu_without_numa_affinity_counts_once_when_zones_are_combined() -> None:
+    cache = run_one([report("n1", zones=[4, 4, 4], gpus=[{"zone": 0}, {"zone": -1}, {"zone": 2}]),
+                     pod("p", cpu=1, extra={"nvidia.com/gpu": 3},
+                         annotations={"volcano.sh/numa-topology-policy": "restricted"})])
+    assert granted(cache, "default/p") == [0, 1, 2]  # was: bound with zones 0,1 and no devices at all
+
+
+def test_restricted_counts_only_gpus_big_enough_for_the_share() -> None:
+    cache = run_one([report("n1", zones=[4, 4], gpus=[{"zone": 0, "memory": "16Gi"}, {"zone": 0, "memory": "40Gi"},
+                                                        {"zone": 1, "memory": "40Gi"}]),
+                     pod("p", cpu=1, extra={"volcano.sh/vgpu-number": 2, "volcano.sh/vgpu-memory": 20000},
+                         annotations={"volcano.sh/numa-topology-policy": "restricted"})])
+    assert cache.pods["default/p"].node_name == "n1" and granted(cache, "default/p") == [1, 2]
+
+
+def test_pods_without_recorded_devices_are_counted_after_those_with() -> None:
+    alone = {"volcano.sh/vgpu-number": 1, "volcano.sh/vgpu-cores": 100}
+    recorded = json.dumps([{"resource": "nvidia.com/gpu", "uuid": "GPU-n1-0", "index": 0, "memoryMiB": 81920,
+                            "cores": 100}])
+    cache = run_one([report("n1", zones=[8], gpus=[{}, {}]),
+                     pod("unrecorded", cpu=1, extra=alone, nodeName="n1"),
+                     pod("recorded", cpu=1, extra=alone, nodeName="n1", annotations={DEVICES_ANNOTATION: recorded}),
+                     pod("new", cpu=1, extra=alone)])
+    assert not cache.pods["default/new"].node_name  # both GPUs are taken: one recorded, one guessed
+
+
+def test_offline_batch_requests_count_in_numa_zones() -> None:
+    config = """
+actions: "enqueue, allocate"
+tiers:
+- plugins: [{name: priority}, {name: gang}]
+- plugins: [{name: predicates}, {name: colocation}, {name: numa-aware}, {name: nodeorder}]
+"""
+    cache = run_one([report("n1", zones=[4, 4], batchCpu=8000, batchMemory="8Gi"),
+                     pod("be", cpu=None, memory=None, extra={"kubernetes.io/batch-cpu": 6000},
+                         annotations={"volcano.sh/numa-topology-policy": "single-numa-node"})], config)
+    assert not cache.pods["default/be"].node_name  # 6 cores of batch-cpu do not fit a 4-CPU zone
+
+
+def test_a_bind_drops_decisions_left_over_on_the_pod() -> None:
+    stale = json.dumps([{"resource": "nvidia.com/gpu", "uuid": "GPU-gone", "index": 7, "memoryMiB": 1, "cores": 1}])
+    cache = run_one([report("n1", zones=[8]), pod("p", cpu=1, annotations={DEVICES_ANNOTATION: stale,
+                                                                           "scoria.io/numa-nodes": "3"})])
+    p = cache.pods["default/p"]
+    assert p.node_name == "n1" and DEVICES_ANNOTATION not in p.annotations and "scoria.io/numa-nodes" not in p.annotations
+
+
+def test_an_inventory_is_rebuilt_when_a_gpu_changes_but_keeps_its_uuid() -> None:
+    sched, cache = scheduler_with([report("n1", zones=[8], gpus=[{"uuid": "GPU-A", "memory": "16Gi"}])])
+    add(cache, report("n1", zones=[8], gpus=[{"uuid": "GPU-A", "memory": "40Gi", "zone": 0}]))
+    cache.pods  # noqa: B018
+    sched.run_once()
+    (device,) = cache.inventories._by_node["n1"][1].devices
+    assert device.memory_mib == 40960 and device.zone == 0
+
+
+def test_preemption_frees_gpus_and_zones_for_a_higher_priority_pod() -> None:
+    config = """
+actions: "enqueue, allocate, preempt"
+tiers:
+- plugins: [{name: priority}, {name: gang}, {name: conformance}]
+- plugins: [{name: predicates}, {name: numa-aware}, {name: deviceshare}, {name: nodeorder}]
+"""
+    whole = json.dumps([{"resource": "nvidia.com/gpu", "uuid": "GPU-n1-0", "index": 0, "memoryMiB": 81920,
+                         "cores": 100}])
+    cache = run_one([report("n1", zones=[4, 4], gpus=[{"zone": 0}]), report("n2", zones=[4, 4]),
+                     {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high"},
+                      "value": 1000},
+                     pod("holder", cpu=1, nodeName="n1", extra={"nvidia.com/gpu": 1},
+                         annotations={DEVICES_ANNOTATION: whole, "scoria.io/numa-nodes": "0"}),
+                     pod("filler", cpu=4, nodeName="n1", annotations={"scoria.io/numa-nodes": "1"}),
+                     pod("zone", cpu=4, nodeName="n2", annotations={"scoria.io/numa-nodes": "1"}),
+                     pod("other", cpu=2, nodeName="n2", annotations={"scoria.io/numa-nodes": "0"}),
+                     pod("gpu", cpu=1, extra={"nvidia.com/gpu": 1}, priorityClassName="high"),
+                     pod("pinned", cpu=3, priorityClassName="high", nodeSelector={"kubernetes.io/hostname": "n2"},
+                         annotations={"volcano.sh/numa-topology-policy": "single-numa-node"})], config)
+    # each frees what the preemptor needs: the GPU's holder, the zone's occupant (n2 has 2 CPUs free in
+    # zone 0 and 2 on the node: without the zone's view of it, a 3-CPU single-numa-node pod has nowhere to go)
+    assert cache.pods["default/holder"].evicted and cache.pods["default/zone"].evicted
+    assert not cache.pods["default/other"].evicted
+    assert cache.pods["default/gpu"].nominated_node == "n1" and cache.pods["default/pinned"].nominated_node == "n2"
+
+
+def test_usage_estimates_of_a_discarded_gang_leave_every_node(monkeypatch) -> None:
+    from scheduler.plugins.usage import Usage
+
+    from .builders import podgroup
+    seen = []
+    monkeypatch.setattr(Usage, "close", lambda self, ssn: seen.append(self.pending_cpu.copy()), raising=False)
+    config = """
+actions: "enqueue, allocate"
+tiers:
+- plugins: [{name: priority}, {name: gang}]
+- plugins: [{name: predicates}, {name: usage}, {name: nodeorder}]
+"""
+    # a gang of 4 pods of 3 CPUs on three 4-CPU nodes: three fit, the fourth does not, all are undone
+    run_one([report(f"n{i}", zones=[4]) for i in range(3)] + [podgroup("g", minMember=4)]
+            + [pod(f"g{i}", cpu=3, group="g") for i in range(4)], config)
+    assert seen and not seen[-1].any(), seen  # was: the undone estimates taken off the last node instead
+
+
+def test_a_pod_that_found_no_room_under_a_numa_policy_does_not_stop_one_without() -> None:
+    config = """
+actions: "enqueue, allocate, preempt"
+tiers:
+- plugins: [{name: priority}, {name: gang}, {name: conformance}]
+- plugins: [{name: predicates}, {name: numa-aware}, {name: nodeorder}]
+"""
+    high = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high"}, "value": 9}
+    # n1's zones are each held by one protected pod (critical), and a victim floats on the node: a
+    # single-numa-node pod finds no room by evicting it; the same shape without a policy does
+    cache = run_one([report("n1", zones=[4, 4]), high,
+                     pod("a", cpu=2, nodeName="n1", namespace="kube-system", annotations={"scoria.io/numa-nodes": "0"}),
+                     pod("b", cpu=2, nodeName="n1", namespace="kube-system", annotations={"scoria.io/numa-nodes": "1"}),
+                     pod("victim", cpu=4, nodeName="n1"),
+                     pod("x", cpu=3, priorityClassName="high", creationTimestamp="2026-01-01T00:00:00Z",
+                         annotations={"volcano.sh/numa-topology-policy": "single-numa-node"}),
+                     pod("y", cpu=3, priorityClassName="high", creationTimestamp="2026-01-01T00:01:00Z")], config)
+    assert cache.pods["default/victim"].evicted and cache.pods["default/y"].nominated_node == "n1"
+    assert not cache.pods["default/x"].nominated_node

@@ -50,7 +50,7 @@ def place_task(ssn: Session, stmt: Statement, task: TaskInfo) -> bool:
         stmt.allocate(task, ssn.best_node(task, mask))
         return True
     if nodes.releasing_count:  # resources being released: reserve them (pipeline) for this task
-        mask = ssn.feasible(task, nodes.future_idle(task))
+        mask = ssn.feasible(task, nodes.future_idle(task), mode="future")
         if mask.any():
             stmt.pipeline(task, ssn.best_node(task, mask))
             return True

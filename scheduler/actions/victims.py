@@ -80,7 +80,9 @@ class RoomSearch:
         self._failed: dict[tuple, int] = {}
 
     def _shape(self, task: TaskInfo) -> tuple:
-        return (id(task.req), task.sig, task.job.queue, self.ssn.victim_key(task, self.hook))
+        facts = task.facts
+        placement = (facts.numa_policy, task.pod.qos_class, facts.devices) if facts is not None else None
+        return (id(task.req), task.sig, placement, task.job.queue, self.ssn.victim_key(task, self.hook))
 
     def make_room(self, stmt: Statement, task: TaskInfo, reason: str) -> bool:
         """Pipeline ``task`` onto a node, evicting victims there if needed; False if no node works.
@@ -95,11 +97,11 @@ class RoomSearch:
             return False
         nodes = ssn.nodes
         future = nodes.future_idle(task)
-        mask = ssn.feasible(task, future)
+        mask = ssn.feasible(task, future, mode="future")
         if mask.any() and not (admit and admit(task)):  # earlier evictions may already have made room
             stmt.pipeline(task, ssn.best_node(task, mask))
             return True
-        reachable = ssn.feasible(task, future + self.freeable)
+        reachable = ssn.feasible(task, future + self.freeable, mode="reach")
         for node in _by_score(ssn, task, reachable):
             mark = stmt.mark()
             if _evict_on(ssn, stmt, task, int(node), self.candidate, self.select, reason, admit):
@@ -139,6 +141,6 @@ def _evict_on(ssn: Session, stmt: Statement, task: TaskInfo, node: int, candidat
     for victim in victims:
         stmt.evict(victim, reason)
         avail = avail + victim.req
-        if fits(avail, task) and not (admit and admit(task)):
+        if fits(avail, task) and ssn.fits_after_evictions(task, node) and not (admit and admit(task)):
             return True
     return False

@@ -87,11 +87,17 @@ def reject(reason: str) -> Vote:
 
 
 class Plugin:
-    """Base class: subclasses set ``name``, ``hooks`` and ``arguments``."""
+    """Base class: subclasses set ``name``, ``hooks`` and ``arguments``.
+
+    A plugin that counts resources of its own (NUMA zones, devices) sets
+    ``predicate_modes``: its ``predicate`` then takes ``mode`` (``now``,
+    ``future``, ``reach``; see ``Session.feasible``).
+    """
 
     name: ClassVar[str] = ""
     hooks: ClassVar[tuple[str, ...]] = ()
     arguments: ClassVar[dict[str, Arg]] = {}
+    predicate_modes: ClassVar[bool] = False
 
     def __init__(self, args: Args, flags: dict[str, bool] | None = None):
         self.args = args

@@ -91,7 +91,7 @@ class Session:
         """NUMA zones and devices, built when a plugin first asks (only numa-aware and deviceshare do)."""
         if self._topology is None:
             snap = self.snapshot
-            self._topology = Topology(snap.inventories.static(self.nodes.nodes, snap.node_generation))
+            self._topology = Topology(snap.inventories.static(self.nodes.nodes, snap.node_generation), self.index)
         return self._topology
 
     def close(self) -> None:
@@ -256,13 +256,23 @@ class Session:
         return self._victims("reclaimable", reclaimer, candidates)
 
     # -- nodes ----------------------------------------------------------------------------
-    def feasible(self, task: TaskInfo, avail: np.ndarray) -> np.ndarray:
-        """Boolean mask of nodes where every predicate admits ``task`` given ``avail``."""
+    def feasible(self, task: TaskInfo, avail: np.ndarray, mode: str = "now") -> np.ndarray:
+        """Boolean mask of nodes where every predicate admits ``task`` given ``avail``.
+
+        ``mode`` says what ``avail`` is, for plugins that count resources of
+        their own (NUMA zones, devices): ``now`` what allocation may use,
+        ``future`` once evictions under way finish, ``reach`` an upper bound
+        (``avail`` includes what evicting possible victims would free).
+        """
         mask = None
         for plugin in self._flat["predicate"]:
-            m = plugin.predicate(task, avail)
+            m = plugin.predicate(task, avail, mode=mode) if plugin.predicate_modes else plugin.predicate(task, avail)
             mask = m if mask is None else mask & m
         return np.ones(self.nodes.count, dtype=bool) if mask is None else mask
+
+    def fits_after_evictions(self, task: TaskInfo, node: int) -> bool:
+        """Do the plugins counting resources of their own admit ``task`` on ``node`` once evictions finish?"""
+        return all(p.predicate(task, None, mode="future")[node] for p in self._flat["predicate"] if p.predicate_modes)
 
     def explain(self, task: TaskInfo, avail: np.ndarray) -> str:
         """Why no node fits, kube-scheduler style: ``0/5 nodes are available: 3 Insufficient cpu, …``."""
@@ -338,11 +348,15 @@ class Session:
         previous = task.status
         task.job.set_status(task, TaskStatus.RELEASING)
         self.nodes.add_releasing(task, task.node, +1)
+        if self._topology is not None:
+            self._topology.mark_releasing(task, +1)
         self._fire("on_deallocate", task)
         return previous
 
     def _unevict(self, task: TaskInfo, previous: TaskStatus) -> None:
         self.nodes.add_releasing(task, task.node, -1)
+        if self._topology is not None:
+            self._topology.mark_releasing(task, -1)
         task.job.set_status(task, previous)
         self._fire("on_allocate", task)
 

@@ -12,8 +12,13 @@ session places and releases through :meth:`Topology.place` and
 :meth:`Topology.release`, so a statement's rollback undoes device and zone
 choices exactly like node resources.
 
-Pods on resources being released (evictions under way) keep their zones and
-devices until they are gone: a pod needing them waits for the next cycle.
+Three views answer "does it fit?" (``mode``):
+
+* ``now`` — what allocation may use: pods being evicted still hold theirs;
+* ``future`` — once evictions under way have finished: their zones and
+  devices count as free (pipelining, and making room by eviction);
+* ``reach`` — on an empty node: an upper bound for the nodes worth trying
+  when looking for victims.
 """
 
 from __future__ import annotations
@@ -28,43 +33,83 @@ import numpy as np
 from ..api.placement import (
     DEVICES_ANNOTATION, NUMA_NODES_ANNOTATION, DeviceGrant, DeviceRequest, encode_devices, encode_zones,
 )
+from ..api.qos import BATCH_CPU, BATCH_MEMORY
 from .inventory import POLICY_CODES, UNLINKED_COST, StaticTopology
-from .resources import CPU, EPS, MEMORY
+from .resources import CPU, EPS, MEMORY, ResourceIndex
 from .snapshot import TaskInfo, TaskStatus
 
 log = logging.getLogger(__name__)
 
 NONE, BEST_EFFORT, RESTRICTED, SINGLE = 0, 1, 2, 3
+NOW, FUTURE, REACH = "now", "future", "reach"
 MAX_DEVICE_SETS = 2000  # device subsets tried exhaustively for one pod; beyond, a greedy nearest-first pick
+_warned: set[tuple] = set()  # (pod, what) already warned about: once, not every cycle
 
 
 @dataclass(slots=True)
 class Assignment:
     node: int
     zones: tuple[int, ...]  # zone positions on the node (empty: not pinned)
-    cpu: float  # per zone
-    memory: float  # per zone
-    devices: list[tuple[int, float, float, bool]]  # (device, memory MiB, cores %, whole)
+    cpu: tuple[float, ...]  # what it takes of each of those zones (millicores, batch-cpu included)
+    memory: tuple[float, ...]  # bytes per zone
+    devices: list[tuple[int, float, float, bool]]  # (device, memory MiB, cores %, alone on it)
+
+
+class Usage:
+    """What placed pods hold: per zone (nodes, Z) and per device (flat)."""
+
+    def __init__(self, nodes: int, zones: int, devices: int):
+        self.zone_cpu = np.zeros((nodes, zones))
+        self.zone_memory = np.zeros((nodes, zones))
+        self.dev_memory = np.zeros(devices)
+        self.dev_cores = np.zeros(devices)
+        self.dev_holders = np.zeros(devices, dtype=np.int32)
+        self.dev_alone = np.zeros(devices, dtype=np.int32)  # holders that must be alone (whole, cores 100)
+
+    def apply(self, a: Assignment, sign: int) -> None:
+        if a.zones:
+            cols = list(a.zones)
+            self.zone_cpu[a.node, cols] += sign * np.asarray(a.cpu)
+            self.zone_memory[a.node, cols] += sign * np.asarray(a.memory)
+        for d, memory, cores, alone in a.devices:
+            self.dev_memory[d] += sign * memory
+            self.dev_cores[d] += sign * cores
+            self.dev_holders[d] += sign
+            self.dev_alone[d] += sign * alone
 
 
 class Topology:
-    def __init__(self, static: StaticTopology):
+    def __init__(self, static: StaticTopology, index: ResourceIndex):
         self.s = static
-        n, z = static.known.size, static.zones
-        self.zone_cpu_used = np.zeros((n, z))
-        self.zone_memory_used = np.zeros((n, z))
-        d = static.dev_node.size
-        self.dev_memory_used = np.zeros(d)
-        self.dev_cores_used = np.zeros(d)
-        self.dev_holders = np.zeros(d, dtype=np.int32)
-        self.dev_whole = np.zeros(d, dtype=bool)  # held by a pod that may be alone on it
+        n, z, d = static.known.size, static.zones, static.dev_node.size
+        self.used = Usage(n, z, d)  # every placed pod
+        self.releasing = Usage(n, z, d)  # the part of it held by pods being evicted
         self.numa = False  # numa-aware is on: policies are honoured and pods pinned
         self.devices = False  # deviceshare is on: devices are counted and chosen
         self.binpack = True  # deviceshare.SchedulePolicy
         self.assigned: dict[str, Assignment] = {}
-        self.version = 0
         self._uuid_pos: dict[int, dict[str, int]] = {}
         self._kind = {name: k for k, name in enumerate(static.resources)}
+        # what a pod takes of a zone: CPU and memory, batch ones included (offline pods run there too)
+        self.cpu_weights, self.memory_weights = index.zeros(), index.zeros()
+        for name, weights in (("cpu", self.cpu_weights), (BATCH_CPU, self.cpu_weights),
+                              ("memory", self.memory_weights), (BATCH_MEMORY, self.memory_weights)):
+            if name in index.column:
+                weights[index.column[name]] = 1.0
+
+    # -- views ---------------------------------------------------------------------------------
+    def _held(self, mode: str) -> tuple:
+        """(zone cpu, zone memory, device memory, device cores, holders, alone) held, as ``mode`` counts."""
+        u = self.used
+        if mode == NOW:
+            return u.zone_cpu, u.zone_memory, u.dev_memory, u.dev_cores, u.dev_holders, u.dev_alone
+        if mode == FUTURE:
+            r = self.releasing
+            return (u.zone_cpu - r.zone_cpu, u.zone_memory - r.zone_memory, u.dev_memory - r.dev_memory,
+                    u.dev_cores - r.dev_cores, u.dev_holders - r.dev_holders, u.dev_alone - r.dev_alone)
+        zeros = np.zeros_like(u.dev_memory)
+        return (np.zeros_like(u.zone_cpu), np.zeros_like(u.zone_memory), zeros, zeros,
+                np.zeros_like(u.dev_holders), np.zeros_like(u.dev_alone))
 
     # -- what a pod asks ---------------------------------------------------------------------
     def policy(self, task: TaskInfo) -> np.ndarray:
@@ -84,38 +129,42 @@ class Topology:
     def requests(self, task: TaskInfo) -> tuple[DeviceRequest, ...]:
         return task.facts.devices if self.devices else ()
 
+    def _zone_need(self, task: TaskInfo) -> tuple[float, float]:
+        return float(task.req @ self.cpu_weights), float(task.req @ self.memory_weights)
+
     # -- devices -----------------------------------------------------------------------------
-    def suitable(self, r: DeviceRequest) -> np.ndarray:
-        """Devices (flat) that could take one share of ``r`` now."""
+    def suitable(self, r: DeviceRequest, mode: str = NOW) -> np.ndarray:
+        """Devices (flat) that could take one share of ``r``, as ``mode`` counts what is held."""
         s = self.s
         kind = self._kind.get(r.resource)
         if kind is None:
             return np.zeros(s.dev_node.size, dtype=bool)
+        _, _, memory, cores, holders, alone = self._held(mode)
         ok = (s.dev_kind == kind) & s.dev_healthy
+        if r.memory_mib is not None:
+            ok &= s.dev_memory + EPS >= r.memory_mib
         if r.exclusive:
-            ok &= self.dev_holders == 0
-            return ok if r.memory_mib is None else ok & (s.dev_memory + EPS >= r.memory_mib)
-        ok &= ~self.dev_whole & (self.dev_cores_used + r.cores <= 100 + EPS)
-        if r.memory_mib is None:
-            return ok & (self.dev_memory_used <= EPS)
-        return ok & (s.dev_memory - self.dev_memory_used + EPS >= r.memory_mib)
+            return ok & (holders == 0)
+        ok &= (alone == 0) & (cores + r.cores <= 100 + EPS)
+        if r.memory_mib is None:  # all of its memory
+            return ok & (memory <= EPS)
+        return ok & (s.dev_memory - memory + EPS >= r.memory_mib)
 
-    def device_counts(self, r: DeviceRequest) -> np.ndarray:
+    def device_counts(self, r: DeviceRequest, mode: str = NOW) -> np.ndarray:
         """Per node: how many devices could take a share of ``r``."""
-        ok = self.suitable(r)
+        ok = self.suitable(r, mode)
         return np.bincount(self.s.dev_node[ok], minlength=self.s.known.size)
 
-    def zone_device_counts(self, r: DeviceRequest, ok: np.ndarray | None = None) -> np.ndarray:
-        """Per node and zone ``(nodes, Z)``; devices without NUMA affinity count in every zone."""
+    def zone_device_counts(self, r: DeviceRequest, mode: str = NOW) -> tuple[np.ndarray, np.ndarray]:
+        """Suitable devices per node and zone ``(nodes, Z)``, and per node those without NUMA affinity."""
         s = self.s
-        ok = self.suitable(r) if ok is None else ok
+        ok = self.suitable(r, mode)
         n, z = s.known.size, s.zones
         pinned = ok & (s.dev_zone >= 0)
         counts = np.bincount(s.dev_node[pinned] * z + s.dev_zone[pinned], minlength=n * z).reshape(n, z)
-        anywhere = np.bincount(s.dev_node[ok & (s.dev_zone < 0)], minlength=n)
-        return counts + anywhere[:, None]
+        return counts, np.bincount(s.dev_node[ok & (s.dev_zone < 0)], minlength=n)
 
-    def device_fit(self, task: TaskInfo) -> np.ndarray | None:
+    def device_fit(self, task: TaskInfo, mode: str = NOW) -> np.ndarray | None:
         """Nodes whose devices can take every device request of ``task``; None when it asks for none."""
         reqs = self.requests(task)
         if not reqs:
@@ -125,55 +174,39 @@ class Topology:
         for r in reqs:
             # a node that reports no hardware leaves whole devices to its device plugin (and the node's
             # allocatable, which predicates check); shared GPUs need the per-device accounting
-            mask &= np.where(s.known, self.device_counts(r) >= r.count, not r.shared)
+            mask &= np.where(s.known, self.device_counts(r, mode) >= r.count, not r.shared)
         return mask
 
     # -- zones -------------------------------------------------------------------------------
-    def _zone_need(self, task: TaskInfo) -> tuple[float, float, list[tuple[np.ndarray, int]]]:
-        reqs = self.requests(task)
-        return task.req[CPU], task.req[MEMORY], [(self.zone_device_counts(r), r.count) for r in reqs]
-
-    def _combos_fit(self, size: int, cpu: np.ndarray, mem: np.ndarray, devs: list[tuple[np.ndarray, int]],
-                    c: float, m: float) -> np.ndarray:
-        """Per node: is there a set of ``size`` existing zones whose sums cover the request?"""
+    def _fewest(self, task: TaskInfo, mode: str) -> np.ndarray:
+        """Per node: the fewest zones whose free resources (as ``mode`` counts) hold the pod; Z+1 where none."""
         s = self.s
-        out = np.zeros(s.known.size, dtype=bool)
-        for combo in itertools.combinations(range(s.zones), size):
-            cols = list(combo)
-            ok = s.zone_exists[:, cols].all(axis=1)
-            ok &= cpu[:, cols].sum(axis=1) + EPS >= c
-            ok &= mem[:, cols].sum(axis=1) + EPS >= m
-            for counts, need in devs:
-                ok &= counts[:, cols].sum(axis=1) >= need
-            out |= ok
-        return out
-
-    def min_zones(self, task: TaskInfo) -> np.ndarray:
-        """Per node: the fewest zones that could hold the pod on an empty node (Z+1 where none can)."""
-        s = self.s
-        c, m, _ = self._zone_need(task)
-        caps = []
-        for r in self.requests(task):
-            kind = self._kind.get(r.resource)
-            ok = (s.dev_kind == kind) & s.dev_healthy if kind is not None else np.zeros(s.dev_node.size, dtype=bool)
-            caps.append((self.zone_device_counts(r, ok), r.count))
+        c, m = self._zone_need(task)
+        zone_cpu, zone_memory = self._held(mode)[:2]
+        cpu, mem = s.zone_cpu - zone_cpu, s.zone_memory - zone_memory
+        devs = [(*self.zone_device_counts(r, mode), r.count) for r in self.requests(task)]
         need = np.full(s.known.size, s.zones + 1, dtype=np.int16)
         for size in range(s.zones, 0, -1):
-            fits = self._combos_fit(size, s.zone_cpu, s.zone_memory, caps, c, m)
+            fits = np.zeros(s.known.size, dtype=bool)
+            for combo in itertools.combinations(range(s.zones), size):
+                cols = list(combo)
+                ok = s.zone_exists[:, cols].all(axis=1)
+                ok &= cpu[:, cols].sum(axis=1) + EPS >= c
+                ok &= mem[:, cols].sum(axis=1) + EPS >= m
+                for pinned, anywhere, count in devs:
+                    ok &= pinned[:, cols].sum(axis=1) + anywhere >= count
+                fits |= ok
             need[fits] = size
         return need
 
-    def fewest_free_zones(self, task: TaskInfo) -> np.ndarray:
-        """Per node: the fewest zones whose free resources hold the pod now (Z+1 where none)."""
-        s = self.s
-        c, m, devs = self._zone_need(task)
-        cpu, mem = s.zone_cpu - self.zone_cpu_used, s.zone_memory - self.zone_memory_used
-        need = np.full(s.known.size, s.zones + 1, dtype=np.int16)
-        for size in range(s.zones, 0, -1):
-            need[self._combos_fit(size, cpu, mem, devs, c, m)] = size
-        return need
+    def min_zones(self, task: TaskInfo) -> np.ndarray:
+        """Per node: the fewest zones that could hold the pod on an empty node (Z+1 where none can)."""
+        return self._fewest(task, REACH)
 
-    def numa_fit(self, task: TaskInfo) -> tuple[np.ndarray, np.ndarray]:
+    def fewest_free_zones(self, task: TaskInfo, mode: str = NOW) -> np.ndarray:
+        return self._fewest(task, mode)
+
+    def numa_fit(self, task: TaskInfo, mode: str = NOW) -> tuple[np.ndarray, np.ndarray]:
         """(fits, policy): nodes where ``task`` can be placed under its NUMA policy, and that policy."""
         policy = self.policy(task)
         strict = policy >= RESTRICTED
@@ -181,42 +214,61 @@ class Topology:
         if not strict.any():
             return fits, policy
         fits[strict & ~self.s.has_zones] = False
-        free = self.fewest_free_zones(task)
-        fits[policy == SINGLE] &= free[policy == SINGLE] == 1
+        fewest = self._fewest(task, mode)
+        fits[policy == SINGLE] &= fewest[policy == SINGLE] == 1
         restricted = policy == RESTRICTED
         if restricted.any():
-            fits[restricted] &= free[restricted] <= self.min_zones(task)[restricted]
+            best = self.min_zones(task) if mode != REACH else fewest
+            fits[restricted] &= (fewest <= best)[restricted] & (fewest <= self.s.zones)[restricted]
         return fits, policy
 
     # -- placing -----------------------------------------------------------------------------
     def place(self, task: TaskInfo, node: int) -> None:
-        """Choose and take the zones and devices ``task`` gets on ``node``; record them on the task."""
+        """Choose and take the zones and devices ``task`` gets on ``node``; record them on the task.
+
+        A pipelined task (placed on resources being released) chooses among
+        what will be free once the evictions under way have finished.
+        """
         if task.uid in self.assigned or not (self.numa or self.devices):
             return
+        mode = FUTURE if task.status == TaskStatus.PIPELINED else NOW
         policy = int(self.policy(task)[node]) if self.numa else NONE
         zones: tuple[int, ...] = ()
         if policy >= BEST_EFFORT and self.s.has_zones[node]:
-            zones = self._choose_zones(task, node, policy)
+            zones = self._choose_zones(task, node, policy, mode)
         grants = []
         for r in self.requests(task):
             if not self.s.known[node]:
                 continue  # no inventory: the node's device plugin picks
-            chosen = self._choose_devices(node, r, zones, strict=policy >= RESTRICTED)
+            chosen = self._choose_devices(node, r, zones, strict=policy >= RESTRICTED, mode=mode)
             if len(chosen) < r.count:
                 log.error("%s: no %s left on node %d after the predicate admitted it", task.name, r.describe(), node)
                 continue
-            for d in chosen:
-                memory = float(self.s.dev_memory[d]) if r.memory_mib is None else float(r.memory_mib)
-                grants.append((int(d), memory, float(r.cores if r.shared else 100), r.exclusive))
-        self._take(task, Assignment(node, zones, *self._per_zone(task, zones), grants))
+            grants.extend(self._grant_of(d, r) for d in chosen)
+        cpu, memory = self._split(task, node, zones, mode)
+        self._take(task, Assignment(node, zones, cpu, memory, grants))
 
-    def _per_zone(self, task: TaskInfo, zones: tuple[int, ...]) -> tuple[float, float]:
+    def _grant_of(self, d: int, r: DeviceRequest) -> tuple[int, float, float, bool]:
+        memory = float(self.s.dev_memory[d]) if r.memory_mib is None else float(r.memory_mib)
+        return int(d), memory, float(r.cores if r.shared else 100), r.exclusive
+
+    def _split(self, task: TaskInfo, node: int, zones: tuple[int, ...], mode: str) -> tuple[tuple, tuple]:
+        """What the pod takes of each of its zones: in proportion to what each has free."""
         if not zones:
-            return 0.0, 0.0
-        return task.req[CPU] / len(zones), task.req[MEMORY] / len(zones)
+            return (), ()
+        c, m = self._zone_need(task)
+        zone_cpu, zone_memory = self._held(mode)[:2]
+        cols = list(zones)
+        out = []
+        for need, cap, held in ((c, self.s.zone_cpu, zone_cpu), (m, self.s.zone_memory, zone_memory)):
+            free = np.maximum(cap[node, cols] - held[node, cols], 0.0)
+            total = free.sum()
+            share = free / total if total > 0 else np.full(len(cols), 1.0 / len(cols))
+            out.append(tuple(float(x) for x in need * share))
+        return out[0], out[1]
 
     def _take(self, task: TaskInfo, a: Assignment, *, record: bool = True) -> None:
-        self._apply(a, +1)
+        self.used.apply(a, +1)
         self.assigned[task.uid] = a
         if record and (a.zones or a.devices):
             placement = {}
@@ -234,34 +286,30 @@ class Topology:
     def release(self, task: TaskInfo) -> None:
         a = self.assigned.pop(task.uid, None)
         if a is not None:
-            self._apply(a, -1)
+            self.used.apply(a, -1)
             task.placement = None
 
-    def _apply(self, a: Assignment, sign: int) -> None:
-        if a.zones:
-            cols = list(a.zones)
-            self.zone_cpu_used[a.node, cols] += sign * a.cpu
-            self.zone_memory_used[a.node, cols] += sign * a.memory
-        for d, memory, cores, whole in a.devices:
-            self.dev_memory_used[d] += sign * memory
-            self.dev_cores_used[d] += sign * cores
-            self.dev_holders[d] += sign
-            if whole:
-                self.dev_whole[d] = sign > 0
-        self.version += 1
+    def mark_releasing(self, task: TaskInfo, sign: int) -> None:
+        """``task`` is being evicted (+1) or that was undone (-1): its zones and devices free up in ``future``."""
+        a = self.assigned.get(task.uid)
+        if a is not None:
+            self.releasing.apply(a, sign)
 
-    def _choose_zones(self, task: TaskInfo, node: int, policy: int) -> tuple[int, ...]:
+    def _choose_zones(self, task: TaskInfo, node: int, policy: int, mode: str) -> tuple[int, ...]:
         """The zones to pin to: the fewest that fit (one for single-numa-node), nearest together, tightest fit."""
         s = self.s
-        c, m = task.req[CPU], task.req[MEMORY]
-        reqs = self.requests(task)
+        c, m = self._zone_need(task)
         present = [z for z in range(s.zones) if s.zone_exists[node, z]]
         sizes = [1] if policy == SINGLE else range(1, len(present) + 1)
         if policy == RESTRICTED:
             sizes = [int(self.min_zones(task)[node])]
-        cpu_free = s.zone_cpu[node] - self.zone_cpu_used[node]
-        mem_free = s.zone_memory[node] - self.zone_memory_used[node]
-        dev_free = [(self.zone_device_counts(r)[node], r.count) for r in reqs]
+        zone_cpu, zone_memory = self._held(mode)[:2]
+        cpu_free = s.zone_cpu[node] - zone_cpu[node]
+        mem_free = s.zone_memory[node] - zone_memory[node]
+        dev_free = []
+        for r in self.requests(task):
+            pinned, anywhere = self.zone_device_counts(r, mode)
+            dev_free.append((pinned[node], anywhere[node], r.count))
         distances = s.inventories[node].distances
         for size in sizes:
             best = None
@@ -269,7 +317,7 @@ class Topology:
                 cols = list(combo)
                 if cpu_free[cols].sum() + EPS < c or mem_free[cols].sum() + EPS < m:
                     continue
-                if any(counts[cols].sum() < need for counts, need in dev_free):
+                if any(pinned[cols].sum() + anywhere < count for pinned, anywhere, count in dev_free):
                     continue
                 spread = sum(distances[a][b] for a in combo for b in combo
                              if a < b and a < len(distances) and b < len(distances[a]))
@@ -280,19 +328,20 @@ class Topology:
                 return best[2]
         return ()  # best-effort and nothing fits in fewer zones than the node: not pinned
 
-    def _choose_devices(self, node: int, r: DeviceRequest, zones: tuple[int, ...], *, strict: bool) -> list[int]:
+    def _choose_devices(self, node: int, r: DeviceRequest, zones: tuple[int, ...], *, strict: bool,
+                        mode: str = NOW) -> list[int]:
         """``r.count`` devices on ``node``: inside ``zones`` when pinned, the best-connected set, binpack or spread."""
         s = self.s
         start, count = int(s.dev_start[node]), int(s.dev_count[node])
-        ok = self.suitable(r)[start:start + count]
-        cand = np.flatnonzero(ok) + start
+        cand = np.flatnonzero(self.suitable(r, mode)[start:start + count]) + start
         if zones:
             inside = np.isin(s.dev_zone[cand], zones) | (s.dev_zone[cand] < 0)
             if strict or inside.sum() >= r.count:
                 cand = cand[inside]
         if cand.size < r.count:
             return []
-        used = self.dev_memory_used[cand] / np.maximum(s.dev_memory[cand], 1) + self.dev_cores_used[cand] / 100
+        _, _, memory, cores, _, _ = self._held(mode)
+        used = memory[cand] / np.maximum(s.dev_memory[cand], 1) + cores[cand] / 100
         order = cand[np.argsort(-used if self.binpack else used, kind="stable")]
         if r.count == 1:
             return [int(order[0])]
@@ -323,29 +372,41 @@ class Topology:
 
     # -- what the snapshot says is already there -------------------------------------------------
     def load(self, tasks: list[TaskInfo]) -> None:
-        """Count the zones and devices of pods already on nodes (from their recorded decisions)."""
-        for task in tasks:
-            if task.status not in (TaskStatus.RUNNING, TaskStatus.RELEASING) or task.node < 0:
-                continue
+        """Count the zones and devices of pods already on nodes: recorded decisions first, then the rest.
+
+        A pod bound without a recorded choice (by another scheduler, or before
+        us) is counted on the devices we would choose for it now — after every
+        recorded one is in, so it never lands on a device a recorded pod holds.
+        """
+        on_nodes = [t for t in tasks if t.status in (TaskStatus.RUNNING, TaskStatus.RELEASING) and t.node >= 0]
+        guessed = []
+        for task in on_nodes:
             node, facts = task.node, task.facts
             zones = self._zone_positions(task, node, facts.zones) if facts.zones and self.s.has_zones[node] else ()
             devices = self._granted(task, node, facts.grants) if facts.grants else []
             if not devices and self.requests(task) and self.s.known[node]:
-                # bound without a recorded choice (another scheduler, or before us): count it on the
-                # devices we would have chosen, so what it uses is never handed out twice
-                for r in self.requests(task):
-                    for d in self._choose_devices(node, r, (), strict=False):
-                        memory = float(self.s.dev_memory[d]) if r.memory_mib is None else float(r.memory_mib)
-                        devices.append((d, memory, float(r.cores if r.shared else 100), r.exclusive))
-            if zones or devices:
-                self._take(task, Assignment(node, zones, *self._per_zone(task, zones), devices), record=False)
+                guessed.append((task, zones))
+            elif zones or devices:
+                self._load(task, node, zones, devices)
+        for task, zones in guessed:
+            devices = [self._grant_of(d, r) for r in self.requests(task)
+                       for d in self._choose_devices(task.node, r, (), strict=False)]
+            self._load(task, task.node, zones, devices)
+
+    def _load(self, task: TaskInfo, node: int, zones: tuple[int, ...], devices: list) -> None:
+        if not (zones or devices):
+            return
+        cpu, memory = self._split(task, node, zones, NOW)
+        self._take(task, Assignment(node, zones, cpu, memory, devices), record=False)
+        if task.status == TaskStatus.RELEASING:
+            self.mark_releasing(task, +1)
 
     def _zone_positions(self, task: TaskInfo, node: int, ids: tuple[int, ...]) -> tuple[int, ...]:
         known = self.s.inventories[node].zone_ids
         missing = [z for z in ids if z not in known]
         if missing:
-            log.warning("pod %s: recorded NUMA zones %s do not exist on its node; counted as not pinned",
-                        task.name, missing)
+            _warn_once(task, "zones", "pod %s: recorded NUMA zones %s do not exist on its node; counted as not "
+                       "pinned", task.name, missing)
             return ()
         return tuple(known.index(z) for z in ids)
 
@@ -359,7 +420,16 @@ class Topology:
         for g in grants:
             d = pos.get(g.uuid)
             if d is None:
-                log.warning("pod %s: recorded device %s is not on its node any more", task.name, g.uuid)
+                _warn_once(task, g.uuid, "pod %s: recorded device %s is not on its node any more", task.name, g.uuid)
                 continue
             out.append((d, float(g.memory_mib), float(g.cores), g.cores >= 100))
         return out
+
+
+def _warn_once(task: TaskInfo, what: str, message: str, *args) -> None:
+    key = (task.uid, what)
+    if key not in _warned:
+        if len(_warned) > 10_000:
+            _warned.clear()
+        _warned.add(key)
+        log.warning(message, *args)

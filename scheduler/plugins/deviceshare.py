@@ -40,6 +40,7 @@ _OLD_SHARING = "Scoria shares GPUs through volcano.sh/vgpu-* (VGPUEnable); the o
 class DeviceShare(Plugin):
     name = "deviceshare"
     hooks = ("predicate", "predicate_reasons", "node_order")
+    predicate_modes = True
     arguments = {
         "vgpu": Arg("deviceshare.VGPUEnable", "bool", True, "shared GPUs (volcano.sh/vgpu-*)"),
         "policy": Arg("deviceshare.SchedulePolicy", "str", "binpack", choices=("binpack", "spread"),
@@ -73,8 +74,8 @@ class DeviceShare(Plugin):
     def _requests(self, task: TaskInfo):
         return [r for r in task.facts.devices if self.args.vgpu or not r.shared]
 
-    def predicate(self, task: TaskInfo, avail: np.ndarray | None) -> np.ndarray:
-        fit = self.topology.device_fit(task) if self._requests(task) else None
+    def predicate(self, task: TaskInfo, avail: np.ndarray | None, mode: str = "now") -> np.ndarray:
+        fit = self.topology.device_fit(task, mode) if self._requests(task) else None
         return np.ones(self.topology.s.known.size, dtype=bool) if fit is None else fit
 
     def predicate_reasons(self, task: TaskInfo, avail: np.ndarray | None, among: np.ndarray) -> Counter:
@@ -97,7 +98,7 @@ class DeviceShare(Plugin):
         if not requests or not self.args.weight:
             return None
         d = np.flatnonzero(t.suitable(requests[0]))
-        used = np.minimum(t.dev_memory_used[d] / np.maximum(t.s.dev_memory[d], 1) + t.dev_cores_used[d] / 100, 1)
+        used = np.minimum(t.used.dev_memory[d] / np.maximum(t.s.dev_memory[d], 1) + t.used.dev_cores[d] / 100, 1)
         value = used if self.args.policy == "binpack" else 1.0 - used
         score = np.zeros(t.s.known.size)
         np.maximum.at(score, t.s.dev_node[d], 100.0 * value)

@@ -39,6 +39,7 @@ from ..framework.topology import BEST_EFFORT, RESTRICTED, SINGLE
 class NumaAware(Plugin):
     name = "numa-aware"
     hooks = ("predicate", "predicate_reasons", "node_order")
+    predicate_modes = True
     arguments = {"weight": Arg("weight", "float", 1.0, minimum=0, help="multiplies the 0-100 zone score")}
 
     def open(self, ssn) -> None:
@@ -49,10 +50,10 @@ class NumaAware(Plugin):
         return bool(task.facts.numa_policy not in ("", "none") or
                     (task.pod.qos_class == "Guaranteed" and self.topology.s.policy.any()))
 
-    def predicate(self, task: TaskInfo, avail: np.ndarray | None) -> np.ndarray:
+    def predicate(self, task: TaskInfo, avail: np.ndarray | None, mode: str = "now") -> np.ndarray:
         if not self._applies(task):
             return np.ones(self.topology.s.known.size, dtype=bool)
-        return self.topology.numa_fit(task)[0]
+        return self.topology.numa_fit(task, mode)[0]
 
     def predicate_reasons(self, task: TaskInfo, avail: np.ndarray | None, among: np.ndarray) -> Counter:
         reasons: Counter = Counter()

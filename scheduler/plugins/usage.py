@@ -54,11 +54,14 @@ class Usage(Plugin):
             for name in names:
                 if name in column:
                     weights[column[name]] = factor / 100
+        self._placed: dict[str, int] = {}  # tasks placed in this session -> node
         self.pending_cpu = np.zeros(nodes.count)  # estimates of pods not yet in the node's report
         self.pending_memory = np.zeros(nodes.count)
         telemetry = ssn.snapshot.telemetry
+        # the report's time on either clock, whichever is earlier: a skewed agent clock never hides a pod
         late = [(node, task) for node, task in nodes.recent_binds
-                if (t := telemetry.get(nodes.names[node])) is not None and task.pod.bound_at >= t.sample_time_ns / 1e9]
+                if (t := telemetry.get(nodes.names[node])) is not None
+                and task.pod.bound_at >= min(t.sample_time_ns / 1e9, t.received)]
         if late:
             where = np.array([node for node, _ in late])
             reqs = np.array([task.req for _, task in late])
@@ -76,11 +79,14 @@ class Usage(Plugin):
 
     def on_allocate(self, task: TaskInfo) -> None:
         if task.status != TaskStatus.RUNNING:  # a placement of this session, not an undone eviction
+            self._placed[task.uid] = task.node
             self._count(task, task.node, +1)
 
     def on_deallocate(self, task: TaskInfo) -> None:
-        if task.status == TaskStatus.PENDING:  # a placement undone (an evicted pod's usage stays until it is gone)
-            self._count(task, task.node, -1)
+        # a placement undone (the task has already left its node); an evicted pod's usage stays until it is gone
+        node = self._placed.pop(task.uid, None) if task.status == TaskStatus.PENDING else None
+        if node is not None:
+            self._count(task, node, -1)
 
     def _percent(self, sel, extra_cpu: float = 0.0, extra_memory: float = 0.0):
         n = self.nodes
