@@ -80,12 +80,13 @@ class NodeTelemetry:
         devices = view.devices
         self.capacity, self.devices = view.capacity, devices  # as received (message or model): read lazily
         self._pods, self._online = load.pods, None  # online(): computed on first use
-        self.inventory_key = (capacity_key if capacity_key is not None else id(view.capacity),
-                              tuple((g.index, g.uuid, g.memory_total_bytes, g.numa_node, g.healthy,
-                                     tuple((k.peer_index, k.nvlinks, int(k.level)) for k in g.links))
-                                    for g in devices.gpus),
-                              tuple((n.id, n.chip, n.model, n.hbm_total_bytes, n.numa_node, n.healthy)
-                                    for n in devices.npus))
+        # hashed, not kept: tens of thousands of live tuples would only feed the cycle collector
+        hardware = hash((tuple((g.index, g.uuid, g.memory_total_bytes, g.numa_node, g.healthy,
+                                tuple((k.peer_index, k.nvlinks, int(k.level)) for k in g.links))
+                               for g in devices.gpus),
+                         tuple((n.id, n.chip, n.model, n.hbm_total_bytes, n.numa_node, n.healthy)
+                               for n in devices.npus))) if (devices.gpus or devices.npus) else 0
+        self.inventory_key = (capacity_key if capacity_key is not None else id(view.capacity), hardware)
 
     @property
     def report(self) -> NodeReport:

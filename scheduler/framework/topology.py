@@ -89,6 +89,7 @@ class Topology:
         self.binpack = True  # deviceshare.SchedulePolicy
         self.assigned: dict[str, Assignment] = {}
         self._uuid_pos: dict[int, dict[str, int]] = {}
+        self._min_zones: dict[tuple, np.ndarray] = {}
         self._kind = {name: k for k, name in enumerate(static.resources)}
         # what a pod takes of a zone: CPU and memory, batch ones included (offline pods run there too)
         self.cpu_weights, self.memory_weights = index.zeros(), index.zeros()
@@ -201,7 +202,11 @@ class Topology:
 
     def min_zones(self, task: TaskInfo) -> np.ndarray:
         """Per node: the fewest zones that could hold the pod on an empty node (Z+1 where none can)."""
-        return self._fewest(task, REACH)
+        key = (self._zone_need(task), self.requests(task))  # nothing else of the task matters on an empty node
+        need = self._min_zones.get(key)
+        if need is None:
+            need = self._min_zones[key] = self._fewest(task, REACH)
+        return need
 
     def fewest_free_zones(self, task: TaskInfo, mode: str = NOW) -> np.ndarray:
         return self._fewest(task, mode)
@@ -396,7 +401,10 @@ class Topology:
     def _load(self, task: TaskInfo, node: int, zones: tuple[int, ...], devices: list) -> None:
         if not (zones or devices):
             return
-        cpu, memory = self._split(task, node, zones, NOW)
+        # how a running pod's share was split between its zones is not recorded: count it evenly
+        c, m = self._zone_need(task)
+        k = len(zones) or 1
+        cpu, memory = (c / k,) * len(zones), (m / k,) * len(zones)
         self._take(task, Assignment(node, zones, cpu, memory, devices), record=False)
         if task.status == TaskStatus.RELEASING:
             self.mark_releasing(task, +1)
