@@ -124,10 +124,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise ServeError("--tls-client-ca needs --tls-cert and --tls-key")
     if args.stale_intervals < 1:
         raise ServeError("--stale-intervals: must be at least 1")
-    import gc
-    # Thousands of reports a second churn short-lived objects; the default thresholds run full
-    # collections of the whole cache every few seconds (100+ ms pauses in report latency).
-    gc.set_threshold(50_000, 20, 100)
+    # Thousands of reports a second churn short-lived objects on top of the cycles': collect young ones
+    # less often still, or full collections of the whole cache pause report latency by 100+ ms.
+    tune_gc(50_000, 20, 100)
     tls = TlsFiles(Path(args.tls_cert), Path(args.tls_key),
                    Path(args.tls_client_ca) if args.tls_client_ca else None) if args.tls_cert else None
     cache = ClusterCache()

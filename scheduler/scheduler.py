@@ -31,8 +31,8 @@ Clock = Callable[[], datetime]
 GC_THRESHOLD0 = 10_000  # allocations between young collections (Python's default: 700)
 
 
-def tune_gc() -> None:
-    """Collect young objects every 10,000 allocations instead of 700.
+def tune_gc(*thresholds: int) -> None:
+    """Collect young objects every 10,000 allocations instead of 700 (or as ``thresholds`` say).
 
     A cycle builds tens of thousands of short-lived objects (tasks, jobs,
     arrays); with the default, many are promoted before they die and full
@@ -41,7 +41,7 @@ def tune_gc() -> None:
     (:meth:`Session.release`), so the longer interval leaves little garbage
     waiting.  Called by the scheduler's processes (serve, simulate, benchmarks).
     """
-    gc.set_threshold(GC_THRESHOLD0, *gc.get_threshold()[1:])
+    gc.set_threshold(*(thresholds or (GC_THRESHOLD0, *gc.get_threshold()[1:])))
 
 
 def system_clock() -> datetime:
