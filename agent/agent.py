@@ -69,7 +69,8 @@ class Agent:
                  publish: Callable[[NodeReport], None] | None = None, clock: Callable[[], float] = time.time,
                  monotonic: Callable[[], float] = time.monotonic,
                  node_labels: Callable[[], dict[str, str]] | None = None,
-                 taint: Callable[[bool], bool] | None = None, topology_policy: Callable[[], str] | None = None):
+                 taint: Callable[[bool], bool] | None = None, topology_policy: Callable[[], str] | None = None,
+                 node_resources: Callable[[int, int], bool] | None = None):
         self.config = config
         self.paths, self.backend, self.layout = paths, backend, layout
         self.pods, self.profiles, self.evictor = pods, profiles, evictor
@@ -81,6 +82,7 @@ class Agent:
         self.publish = publish or (lambda report: None)
         self.node_labels = node_labels or dict  # labels selecting the profile's node overrides
         self.taint = taint                 # marks the node while evicting (Kubernetes mode)
+        self.node_resources = node_resources  # batch allocatable into the Node's status (Kubernetes mode)
         self._tainted: bool | None = None  # what the node is known to carry; None: not known yet
         self.clock, self.monotonic = clock, monotonic
         self.boot_id = boot_id(paths)
@@ -194,6 +196,8 @@ class Agent:
             self.quota = quota_write(state, self.spec.cpu).value
         self.batch, self.overcommit_state = batch_allocatable(state, self.spec.overcommit, self.overcommit_state)
         self.metrics.offered(self.batch.cpu_millis, self.batch.memory_bytes)
+        if self.node_resources is not None and self.config.enforce:
+            self.node_resources(self.batch.cpu_millis, self.batch.memory_bytes)
         report = self.build_report(state)
         self.publish(report)
         self.unreported.clear()

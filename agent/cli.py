@@ -79,7 +79,7 @@ def make_agent(args, *, enforce: bool, publish=None):
     from .evictor import KubernetesEvictor, RecordingEvictor
     from .hostpaths import HostPaths
     from .metrics import AgentMetrics
-    from .node import NodeLabels, NodeTaint, parse_labels
+    from .node import NodeLabels, NodeResources, NodeTaint, parse_labels
     from .pods import CgroupPodSource, KubernetesPodSource, StaticPodSource
     from .profile import ProfileWatcher
 
@@ -100,11 +100,12 @@ def make_agent(args, *, enforce: bool, publish=None):
     profiles = ProfileWatcher(args.profile, on_result=lambda r: metrics.profile_reloads.labels(r).inc())
     evictor = RecordingEvictor()
     labels = NodeLabels(parse_labels(args.node_labels))
-    taint = None
+    taint = resources = None
     if args.pods_from == "kubernetes":
         core = _kubernetes(args.kubeconfig)
         labels = NodeLabels(labels.static, core_v1=core, node_name=args.node_name)
         taint = NodeTaint(core, args.node_name) if enforce else None
+        resources = NodeResources(core, args.node_name) if enforce else None
         pods = KubernetesPodSource(core, args.node_name)
         pods.start()
         pods.synced.wait(30)
@@ -119,7 +120,7 @@ def make_agent(args, *, enforce: bool, publish=None):
     policy = topology_policy_source(args.host_root, args.kubelet_config, args.topology_policy)
     return Agent(config, paths=paths, backend=backend, layout=layout, pods=pods, profiles=profiles, evictor=evictor,
                  metrics=metrics, devices=devices, publish=publish, node_labels=labels, taint=taint,
-                 topology_policy=policy)
+                 topology_policy=policy, node_resources=resources)
 
 
 def _kubernetes(kubeconfig: str | None):

@@ -109,3 +109,38 @@ class NodeTaint:
                 return False
         log.error("node %s kept changing; taint %s not %s", self.node_name, self.key, "added" if wanted else "removed")
         return False
+
+
+class NodeResources:
+    """Publishes the batch allocatable into the Node's status, where other schedulers and kubectl see it.
+
+    ``kubernetes.io/batch-cpu`` (millicores, as a count) and
+    ``kubernetes.io/batch-memory`` (bytes) go into ``status.capacity`` and
+    ``status.allocatable`` with a patch of the status subresource — only when
+    the figures differ from what was last written (the agent's policy already
+    republishes only meaningful moves), and again after a failure.
+    """
+
+    def __init__(self, core_v1: Any, node_name: str, *, timeout: float = 5.0):
+        self.api, self.node_name, self.timeout = core_v1, node_name, timeout
+        self._written: tuple[int, int] | None = None
+        self._failing = False
+
+    def __call__(self, cpu_millis: int, memory_bytes: int) -> bool:
+        wanted = (int(cpu_millis), int(memory_bytes))
+        if wanted == self._written:
+            return True
+        amounts = {"kubernetes.io/batch-cpu": str(wanted[0]), "kubernetes.io/batch-memory": str(wanted[1])}
+        try:
+            self.api.patch_node_status(self.node_name, {"status": {"capacity": amounts, "allocatable": amounts}},
+                                       _request_timeout=self.timeout)
+        except Exception as exc:  # API server away or refusing: keep the figures, try again next time
+            if not self._failing:
+                log.warning("cannot publish batch resources on node %s (will retry): %s", self.node_name, exc)
+            self._failing = True
+            return False
+        if self._failing:
+            log.info("node %s: batch resources published again", self.node_name)
+        self._failing = False
+        self._written = wanted
+        return True

@@ -90,6 +90,9 @@ class ClusterCache:
         self.node_evictions: deque[tuple[str, Eviction]] = deque(maxlen=10_000)
         # Online load learned by time of week from the reports (scheduler.history.LoadHistory), or None.
         self.history = None
+        # Pods this scheduler asked the API server to evict, and when (Kubernetes mode): counted as leaving
+        # until they are gone, or until the eviction is refused.
+        self.evicting: dict[str, float] = {}
         self.inventories = InventoryMemo()  # nodes' hardware as placement reads it, rebuilt when a report's changes
         self.ensure_default_queue()
 
@@ -164,6 +167,19 @@ class ClusterCache:
             self._facts.pop(uid, None)
             self.generation += 1
 
+    def remove(self, kind: str, key: str) -> None:
+        """Forget a Node, PodGroup (namespace/name), Queue or PriorityClass that was deleted."""
+        with self.lock:
+            table = {"Node": self.nodes, "PodGroup": self.podgroups, "Queue": self.queues,
+                     "PriorityClass": self.priority_classes}[kind]
+            if table.pop(key, None) is not None:
+                if kind == "Node":
+                    self.node_generation += 1
+                    self.telemetry.pop(key, None)
+                if kind == "PriorityClass":
+                    self._facts.clear()
+                self.generation += 1
+
     def has_pending_work(self) -> bool:
         """Is any pod waiting for a node, or any PodGroup waiting for admission?"""
         with self.lock:
@@ -227,6 +243,14 @@ class ClusterCache:
                 self._facts.pop(uid, None)
             pod.bound_at = at
             self.generation += 1
+
+    def unbind(self, uid: str) -> None:
+        """An assumed bind the API server refused: the pod is pending again."""
+        with self.lock:
+            pod = self.pods.get(uid)
+            if pod is not None and pod.node_name:
+                pod.node_name, pod.phase, pod.bound_at = "", "Pending", None
+                self.generation += 1
 
     def evict(self, uid: str, reason: str) -> None:
         """The simulator's eviction: the pod terminates at once and frees its node."""

@@ -74,6 +74,27 @@ def build_parser() -> argparse.ArgumentParser:
                           "of week); without it, that is kept in memory only")
     srv.add_argument("--history-weeks", type=int, default=4, metavar="N",
                      help="weeks of online load history kept per hour of the week (default 4)")
+    kube = srv.add_argument_group("Kubernetes mode (the cluster's objects from the API server)")
+    kube.add_argument("--kubernetes", action="store_true",
+                      help="watch the API server and bind through it (else: nodes register by reporting)")
+    where = kube.add_mutually_exclusive_group()
+    where.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig to use (default: $KUBECONFIG or ~/.kube/config)")
+    where.add_argument("--in-cluster", action="store_true", help="use the pod's service account")
+    kube.add_argument("--scheduler-name", action="append", metavar="NAME",
+                      help="schedule pods with this spec.schedulerName (repeatable; default: scoria)")
+    kube.add_argument("--leader-elect", action="store_true",
+                      help="run as one of several replicas: only the holder of the Lease schedules")
+    kube.add_argument("--lease-name", default="scoria-scheduler", metavar="NAME")
+    kube.add_argument("--lease-namespace", default=None, metavar="NS",
+                      help="namespace of the Lease (default: $POD_NAMESPACE, else kube-system)")
+    kube.add_argument("--lease-duration", type=float, default=15.0, metavar="SECONDS")
+    kube.add_argument("--renew-deadline", type=float, default=10.0, metavar="SECONDS")
+    kube.add_argument("--retry-period", type=float, default=2.0, metavar="SECONDS")
+    kube.add_argument("--kube-qps", type=float, default=50.0, metavar="N",
+                      help="requests a second to the API server on average (default 50)")
+    kube.add_argument("--kube-burst", type=int, default=100, metavar="N", help="requests at once (default 100)")
+    kube.add_argument("--resync", type=float, default=600.0, metavar="SECONDS",
+                      help="list every kind again this often, to repair anything a watch missed (default 600)")
     return parser
 
 
@@ -107,6 +128,18 @@ def open_history(args: argparse.Namespace):
     return history, HistorySaver(history, store)
 
 
+def start_kubernetes(args: argparse.Namespace, cache, stop):
+    """Kubernetes mode for serve: informers, effects through the API server, leader election."""
+    from .kube import mode
+
+    client = mode.api_client(kubeconfig=args.kubeconfig, in_cluster=args.in_cluster)
+    names = args.scheduler_name or sorted(DEFAULT_SCHEDULER_NAMES)
+    return mode.start(cache, client, stop, scheduler_name=names[0], qps=args.kube_qps, burst=args.kube_burst,
+                      resync=args.resync, leader_elect=args.leader_elect, lease_name=args.lease_name,
+                      lease_namespace=args.lease_namespace, lease_duration=args.lease_duration,
+                      renew_deadline=args.renew_deadline, retry_period=args.retry_period)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import asyncio
     import threading
@@ -132,16 +165,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
     cache = ClusterCache()
     cache.stale_intervals = args.stale_intervals
     cache.history, saver = open_history(args)
-    scheduler = Scheduler(cache, config_path=args.config)
+    stop = threading.Event()
+    kube = start_kubernetes(args, cache, stop) if args.kubernetes else None
+    names = frozenset(args.scheduler_name or DEFAULT_SCHEDULER_NAMES)
+    scheduler = Scheduler(cache, config_path=args.config, scheduler_names=names,
+                          effects=kube.effects if kube else None)
     profiles = ProfileSource(args.qos_profile) if args.qos_profile else None
-    intake = ReportIntake(cache, scheduler.metrics, register_nodes=args.register_nodes, profiles=profiles)
+    intake = ReportIntake(cache, scheduler.metrics, register_nodes=args.register_nodes and not kube,
+                          profiles=profiles)
     server = AgentServer(intake, listen=args.listen, tls=tls, insecure=args.insecure,
                          allow_insecure_remote=args.insecure_allow_remote)
     if args.metrics_port:
-        start_http(scheduler.metrics.registry, args.metrics_port)
-    stop = threading.Event()
-    loop_thread = threading.Thread(target=scheduler.run, kwargs={"interval": args.schedule_interval, "stop": stop},
-                                   name="schedule", daemon=True)
+        start_http(scheduler.metrics.registry, args.metrics_port, ready=kube.ready if kube else lambda: True)
+    loop_thread = threading.Thread(target=scheduler.run, name="schedule", daemon=True,
+                                   kwargs={"interval": args.schedule_interval, "stop": stop,
+                                           "active": kube.leading if kube else lambda: True})
     loop_thread.start()
 
     def started(port: int) -> None:
@@ -156,6 +194,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     finally:
         stop.set()
         loop_thread.join(timeout=5)
+        if kube is not None:
+            kube.close()
         if saver is not None:
             saver.stop()
     return 0

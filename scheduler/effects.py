@@ -37,3 +37,7 @@ class CacheEffects:
 
     def queue_allocated(self, name: str, allocated: dict[str, int]) -> None:
         self.cache.set_queue_allocated(name, allocated)
+
+    def flush(self) -> int:
+        """Nothing is batched here: the cache already holds every decision."""
+        return 0

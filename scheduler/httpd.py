@@ -12,17 +12,19 @@ from typing import Callable
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 
-def start_http(registry, port: int, host: str = "0.0.0.0",
-               healthy: Callable[[], bool] = lambda: True) -> ThreadingHTTPServer:
-    """``/metrics`` and ``/healthz`` (200 while ``healthy()``, else 503) on ``port``, in a daemon thread."""
+def start_http(registry, port: int, host: str = "0.0.0.0", healthy: Callable[[], bool] = lambda: True,
+               ready: Callable[[], bool] = lambda: True) -> ThreadingHTTPServer:
+    """``/metrics``, ``/healthz`` (200 while ``healthy()``) and ``/readyz`` (200 while ``ready()``; a scheduler
+    replica that is not the leader is not ready, so Services send agents to the leader), else 503."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802 - http.server's name
             if self.path.startswith("/metrics"):
                 body, kind = generate_latest(registry), CONTENT_TYPE_LATEST
-            elif self.path.startswith("/healthz"):
-                if not healthy():
-                    self.send_error(503, "unhealthy")
+            elif self.path.startswith(("/healthz", "/readyz")):
+                probe, name = (healthy, "unhealthy") if self.path.startswith("/healthz") else (ready, "not ready")
+                if not probe():
+                    self.send_error(503, name)
                     return
                 body, kind = b"ok\n", "text/plain"
             else:

@@ -94,28 +94,37 @@ class Scheduler:
             action.execute(ssn)
             self.metrics.action(action.name, time.perf_counter() - began)
         ssn.close()
+        self.effects.flush()
         pending = sum(job.counts[TaskStatus.PENDING] for job in ssn.jobs.values())
         ssn.release()
         result = CycleResult(ssn.binds, len(ssn.evictions), ssn.phase_changes, pending, time.perf_counter() - start)
         self.metrics.cycle(seconds=result.seconds, binds=result.binds, evictions=result.evictions, pending=pending)
         return result
 
-    def run(self, *, interval: float = 1.0, stop: threading.Event | None = None, idle_every: float = 10.0) -> None:
+    def run(self, *, interval: float = 1.0, stop: threading.Event | None = None, idle_every: float = 10.0,
+            active: Callable[[], bool] = lambda: True) -> None:
         """Cycle every ``interval`` seconds until ``stop`` is set.
 
-        No cycle runs while nothing waits to be scheduled, and a cycle that
+        No cycle runs while ``active()`` says no (a replica that is not the
+        leader), or while nothing waits to be scheduled, and a cycle that
         changed nothing and left nothing pending is not repeated until the cache
         changes (or ``idle_every`` seconds pass): with no work, a ten-thousand-node
         snapshot every second is CPU (and cache-lock time) taken from report intake.
+        With ``shuffle`` configured a cycle still runs every ``idle_every`` seconds.
         """
         stop = stop or threading.Event()
         idle_since: tuple[int, float] | None = None
+        last = float("-inf")
         while not stop.is_set():
             began = time.monotonic()
             generation = self.cache.generation
+            # actions that act on running pods as time passes (shuffle: a tdm window closing) need a cycle
+            # now and then even when nothing is pending
+            timed = "shuffle" in self.config.actions and began - last >= idle_every
             quiet = (idle_since is not None and idle_since[0] == generation and began - idle_since[1] < idle_every) \
-                or not self.cache.has_pending_work()
+                or not (self.cache.has_pending_work() or timed) or not active()
             if not quiet:
+                last = began
                 try:
                     result = self.run_once()
                     idle = not result.changed and not result.pending

@@ -229,6 +229,7 @@ def _pod(doc: dict, f: _Fields, meta: dict) -> Pod:
         created=f.time(meta, "metadata", "creationTimestamp"),
         terminating=meta.get("deletionTimestamp") is not None,
         qos_class=_qos_class(f, containers),
+        nominated_node=f.get(status, "status", "nominatedNodeName", str, ""),
     )
 
 

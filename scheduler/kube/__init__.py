@@ -1,0 +1,1 @@
+"""The scheduler's Kubernetes mode: informers into the cache, effects through the API server, leader election."""

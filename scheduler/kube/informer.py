@@ -1,0 +1,182 @@
+"""List, then watch, one kind of object from the API server, and keep the cache in step with it.
+
+An :class:`Informer` lists the objects (remembering the list's
+``resourceVersion``), then watches from there, handing every change to its
+handlers.  It keeps its own map of what it last handed on, keyed by
+namespace/name, so that whatever happens to the watch nothing is lost or
+counted twice:
+
+* the watch ends (server timeout, network): watch again from the last
+  resourceVersion seen;
+* the resourceVersion is too old (410 Gone, or an ``ERROR`` event carrying
+  it): list again and *diff* against the map — objects that vanished meanwhile
+  are deleted, changed ones updated, unchanged ones left alone;
+* every ``resync`` seconds the same list-and-diff runs anyway;
+* an API error: back off (exponential, capped) and try again.
+
+Objects are plain dicts as the API server sends them (no client models:
+they are slow and drop fields the client does not know).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import time
+from typing import Any, Callable
+
+from kubernetes import watch as k8s_watch
+from kubernetes.client.exceptions import ApiException
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[dict], None]
+
+
+def key_of(obj: dict) -> str:
+    meta = obj.get("metadata") or {}
+    ns = meta.get("namespace")
+    return f"{ns}/{meta.get('name')}" if ns else str(meta.get("name"))
+
+
+class Gone(Exception):
+    """The watch's resourceVersion is too old: list again."""
+
+
+class Informer:
+    def __init__(self, kind: str, list_fn: Callable[..., Any], *, on_upsert: Handler, on_delete: Handler,
+                 resync: float = 600.0, watch_timeout: int = 300, list_kwargs: dict | None = None,
+                 clock: Callable[[], float] = time.monotonic, max_backoff: float = 30.0):
+        self.kind = kind
+        self.list_fn = list_fn
+        self.list_kwargs = dict(list_kwargs or {})
+        self.on_upsert, self.on_delete = on_upsert, on_delete
+        self.resync, self.watch_timeout, self.max_backoff = resync, watch_timeout, max_backoff
+        self.clock = clock
+        self.known: dict[str, dict] = {}  # key -> the object last handed on
+        self.resource_version = ""
+        self.synced = threading.Event()
+        self.lists = 0  # how many times it listed (first list, 410s, resyncs): for tests and metrics
+        self._watch: k8s_watch.Watch | None = None
+        self._stop = threading.Event()
+
+    # -- the loop -------------------------------------------------------------------------------
+    def run(self, stop: threading.Event | None = None) -> None:
+        """List and watch until ``stop`` (or :meth:`stop`); never raises."""
+        stop = stop or self._stop
+        failures = 0
+        listed_at = None
+        while not (stop.is_set() or self._stop.is_set()):
+            try:
+                if listed_at is None or self.clock() - listed_at >= self.resync:
+                    self.relist()
+                    listed_at = self.clock()
+                self.watch_once(stop)
+                failures = 0
+            except Gone:
+                log.info("%s: watch from resourceVersion %s expired; listing again", self.kind, self.resource_version)
+                listed_at = None
+            except Exception as exc:  # the API server is away or refused: back off, keep what we have
+                failures += 1
+                delay = min(self.max_backoff, 0.2 * 2 ** min(failures, 10)) * random.uniform(0.5, 1.0)
+                log.warning("%s: %s; retrying in %.1fs", self.kind, _describe(exc), delay)
+                if stop.wait(delay) or self._stop.wait(0):
+                    break
+                if isinstance(exc, ApiException) and exc.status == 410:
+                    listed_at = None
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._watch is not None:
+            self._watch.stop()
+
+    def relist(self) -> None:
+        """List everything and hand on only the differences from what was handed on before."""
+        resp = self.list_fn(_preload_content=False, **self.list_kwargs)
+        body = json.loads(resp.data)
+        self.lists += 1
+        fresh = {key_of(obj): obj for obj in body.get("items") or []}
+        for key in list(self.known):
+            if key not in fresh:
+                self._delete(self.known[key])
+        for key, obj in fresh.items():
+            self._upsert(obj)
+        self.resource_version = (body.get("metadata") or {}).get("resourceVersion") or ""
+        self.synced.set()
+
+    def watch_once(self, stop: threading.Event) -> None:
+        """Follow one watch stream from the current resourceVersion until it ends."""
+        w = self._watch = k8s_watch.Watch()
+        try:
+            for event in w.stream(self.list_fn, resource_version=self.resource_version,
+                                  timeout_seconds=self.watch_timeout, allow_watch_bookmarks=True,
+                                  deserialize=False, **self.list_kwargs):
+                if stop.is_set() or self._stop.is_set():
+                    break
+                self.handle(event)
+        except ApiException as exc:
+            if exc.status == 410:
+                raise Gone from None
+            raise
+        finally:
+            w.stop()
+            self._watch = None
+
+    def handle(self, event: dict) -> None:
+        kind, obj = event.get("type"), event.get("raw_object") or event.get("object")
+        if not isinstance(obj, dict):
+            return
+        if kind == "ERROR":
+            if obj.get("code") == 410:
+                raise Gone
+            raise ApiException(status=obj.get("code") or 500, reason=obj.get("message") or "watch error")
+        rv = (obj.get("metadata") or {}).get("resourceVersion")
+        if kind == "BOOKMARK":
+            self.resource_version = rv or self.resource_version
+            return
+        if kind == "DELETED":
+            self._delete(obj)
+        elif kind in ("ADDED", "MODIFIED"):
+            self._upsert(obj)
+        if rv:
+            self.resource_version = rv
+
+    # -- handing on -------------------------------------------------------------------------------
+    def _upsert(self, obj: dict) -> None:
+        key = key_of(obj)
+        old = self.known.get(key)
+        if old is not None and _version(old) == _version(obj) and _version(obj):
+            return  # seen already (a relist, or a watch replaying what the list had)
+        if old is not None and _uid(old) != _uid(obj):
+            self.on_delete(old)  # deleted and recreated under the same name while we were away
+        self.known[key] = obj
+        self._call(self.on_upsert, obj)
+
+    def _delete(self, obj: dict) -> None:
+        key = key_of(obj)
+        old = self.known.pop(key, None)
+        if old is None:
+            return  # never handed on (or already deleted): nothing to undo
+        self._call(self.on_delete, old)
+
+    def _call(self, handler: Handler, obj: dict) -> None:
+        try:
+            handler(obj)
+        except Exception:  # one bad object must not stop the informer
+            log.exception("%s %s: handler failed", self.kind, key_of(obj))
+
+
+def _version(obj: dict) -> str:
+    return (obj.get("metadata") or {}).get("resourceVersion") or ""
+
+
+def _uid(obj: dict) -> str:
+    return (obj.get("metadata") or {}).get("uid") or ""
+
+
+def _describe(exc: Exception) -> str:
+    if isinstance(exc, ApiException):
+        return f"API error {exc.status} {exc.reason}"
+    return f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,82 @@
+"""The scheduler in Kubernetes: the API client, informers, effects and (optionally) leader election, together.
+
+:func:`start` is what ``python -m scheduler serve --kubernetes`` calls.  Every
+replica runs the informers (so a follower's cache is warm when it takes
+over); only the leader schedules (``leading``).  ``ready`` is what the
+``/readyz`` probe answers: synced, and leading when leader election is on —
+so the Service that agents stream their reports to points at the leader.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from ..cache import ClusterCache
+from .effects import KubeEffects
+from .leader import LeaderElector
+from .ratelimit import RateLimiter
+from .source import KubeSource
+
+log = logging.getLogger(__name__)
+
+
+def api_client(*, kubeconfig: str | None = None, in_cluster: bool = False) -> Any:
+    """A configured ``kubernetes`` ApiClient; ValueError saying what is wrong."""
+    from kubernetes import client, config
+
+    try:
+        if in_cluster:
+            config.load_incluster_config()
+            return client.ApiClient()
+        return config.new_client_from_config(config_file=kubeconfig)
+    except config.ConfigException as exc:
+        where = "in-cluster service account" if in_cluster else (kubeconfig or "$KUBECONFIG / ~/.kube/config")
+        raise ValueError(f"cannot configure the Kubernetes client from {where}: {exc}") from None
+
+
+@dataclass
+class KubeMode:
+    source: KubeSource
+    effects: KubeEffects
+    elector: LeaderElector | None
+    threads: list[threading.Thread]
+
+    def leading(self) -> bool:
+        return self.elector is None or self.elector.is_leader
+
+    def ready(self) -> bool:
+        return all(inf.synced.is_set() for inf in self.source.informers) and self.leading()
+
+    def close(self) -> None:
+        """Graceful stop: writes in flight finish, the lease is handed back, the informers stop."""
+        self.effects.close(wait=True)
+        for t in self.threads:
+            t.join(timeout=5)
+        self.source.stop()
+
+
+def start(cache: ClusterCache, client: Any, stop: threading.Event, *, scheduler_name: str = "scoria",
+          qps: float = 50.0, burst: int = 100, resync: float = 600.0, leader_elect: bool = False,
+          lease_name: str = "scoria-scheduler", lease_namespace: str | None = None,
+          lease_duration: float = 15.0, renew_deadline: float = 10.0, retry_period: float = 2.0,
+          sync_timeout: float = 60.0) -> KubeMode:
+    limiter = RateLimiter(qps=qps, burst=burst)
+    effects = KubeEffects(cache, client, scheduler_name=scheduler_name, limiter=limiter)
+    source = KubeSource(cache, client, resync=resync, on_pod_deleted=lambda uid: effects.forget("Pod", uid))
+    source.start()
+    if not source.wait_synced(sync_timeout):
+        log.warning("not every kind listed within %gs; scheduling starts when they are", sync_timeout)
+    threads: list[threading.Thread] = []
+    elector = None
+    if leader_elect:
+        namespace = lease_namespace or os.environ.get("POD_NAMESPACE") or "kube-system"
+        elector = LeaderElector(client, name=lease_name, namespace=namespace, lease_duration=lease_duration,
+                                renew_deadline=renew_deadline, retry_period=retry_period)
+        t = threading.Thread(target=elector.run, args=(stop,), name="leader-election", daemon=True)
+        t.start()
+        threads.append(t)
+    return KubeMode(source, effects, elector, threads)

@@ -1,0 +1,145 @@
+"""The cluster cache fed from the API server: informers for every kind the scheduler reads.
+
+Pods (all of them: pending ones this scheduler owns, and every bound pod,
+whichever scheduler placed it, for accounting), Nodes, Volcano PodGroups and
+Queues, PriorityClasses and PodDisruptionBudgets.  Each object goes through
+the same parsing and checks as a manifest (:func:`scheduler.api.manifests.parse_object`);
+one that cannot be used is logged once, counted, and the last good version of
+it stays in force.  Pods keep what the scheduler itself knows of them (its
+pending reason, when it bound them) across updates from the watch.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Callable
+
+from ..api.manifests import ManifestError, parse_object
+from ..api.objects import Pod
+from ..cache import ClusterCache
+from .informer import Informer, key_of
+
+log = logging.getLogger(__name__)
+
+VOLCANO = ("scheduling.volcano.sh", "v1beta1")
+
+
+class KubeSource:
+    """Informers from the API server into ``cache``; ``start`` runs them in threads."""
+
+    def __init__(self, cache: ClusterCache, api_client: Any, *, resync: float = 600.0, watch_timeout: int = 300,
+                 on_refused: Callable[[str], None] | None = None,
+                 on_pod_deleted: Callable[[str], None] | None = None):
+        from kubernetes import client
+
+        self.cache = cache
+        self.on_refused = on_refused or (lambda kind: None)
+        self.on_pod_deleted = on_pod_deleted or (lambda uid: None)
+        self.pdbs: dict[str, dict] = {}
+        core = client.CoreV1Api(api_client)
+        custom = client.CustomObjectsApi(api_client)
+        scheduling = client.SchedulingV1Api(api_client)
+        policy = client.PolicyV1Api(api_client)
+
+        def volcano(plural: str):
+            def list_fn(**kwargs):
+                return custom.list_cluster_custom_object(*VOLCANO, plural, **kwargs)
+            return list_fn
+
+        def informer(kind: str, list_fn, on_upsert, on_delete) -> Informer:
+            return Informer(kind, list_fn, on_upsert=on_upsert, on_delete=on_delete, resync=resync,
+                            watch_timeout=watch_timeout)
+
+        # order matters for the first sync: classes and queues before groups, groups and nodes before pods
+        self.informers = [
+            informer("priorityclasses", scheduling.list_priority_class, self._upsert("PriorityClass"),
+                     self._delete("PriorityClass")),
+            informer("queues", volcano("queues"), self._upsert("Queue"), self._delete("Queue")),
+            informer("podgroups", volcano("podgroups"), self._upsert("PodGroup"), self._delete("PodGroup")),
+            informer("nodes", core.list_node, self._upsert("Node"), self._delete("Node")),
+            informer("pods", core.list_pod_for_all_namespaces, self._upsert_pod, self._delete_pod),
+            informer("poddisruptionbudgets", policy.list_pod_disruption_budget_for_all_namespaces,
+                     self._upsert_pdb, self._delete_pdb),
+        ]
+        self._threads: list[threading.Thread] = []
+        self._stop = threading.Event()
+        self._warned: set[tuple[str, str, str]] = set()
+
+    def start(self) -> None:
+        for inf in self.informers:
+            t = threading.Thread(target=inf.run, args=(self._stop,), name=f"informer-{inf.kind}", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def wait_synced(self, timeout: float) -> bool:
+        """Has every kind been listed once (so a first cycle sees the whole cluster)?"""
+        return all(inf.synced.wait(timeout) for inf in self.informers)
+
+    def stop(self) -> None:
+        self._stop.set()
+        for inf in self.informers:
+            inf.stop()
+        for t in self._threads:
+            t.join(timeout=2)
+
+    # -- handlers -----------------------------------------------------------------------------------
+    def _parse(self, kind: str, obj: dict):
+        doc = dict(obj)
+        doc.setdefault("kind", kind)
+        doc.setdefault("apiVersion", _API_VERSIONS[kind])
+        try:
+            return parse_object(doc, f"{kind} {key_of(obj)}")
+        except ManifestError as exc:
+            rv = (obj.get("metadata") or {}).get("resourceVersion") or ""
+            if (kind, key_of(obj), rv) not in self._warned:
+                self._warned.add((kind, key_of(obj), rv))
+                log.warning("ignoring %s (the last good version stays): %s", kind, exc)
+            self.on_refused(kind)
+            return None
+
+    def _upsert(self, kind: str):
+        def handler(obj: dict) -> None:
+            parsed = self._parse(kind, obj)
+            if parsed is not None:
+                self.cache.upsert(parsed)
+        return handler
+
+    def _delete(self, kind: str):
+        def handler(obj: dict) -> None:
+            self.cache.remove(kind, key_of(obj))
+        return handler
+
+    def _upsert_pod(self, obj: dict) -> None:
+        pod: Pod | None = self._parse("Pod", obj)
+        if pod is None:
+            return
+        with self.cache.lock:
+            old = self.cache.pods.get(pod.uid)
+            if old is not None:  # what only the scheduler knows of the pod
+                if pod.node_name and pod.node_name == old.node_name:
+                    pod.bound_at = old.bound_at
+                elif old.node_name and not pod.node_name and not pod.terminating:
+                    return  # our bind is in flight and the watch has not seen it yet: keep the assumed binding
+                if not pod.node_name:
+                    pod.reason = old.reason
+            if pod.uid in self.cache.evicting and not pod.terminating:
+                pod.terminating = True  # our eviction is under way: keep counting it as leaving
+            self.cache.upsert(pod)
+
+    def _delete_pod(self, obj: dict) -> None:
+        uid = (obj.get("metadata") or {}).get("uid")
+        if uid:
+            self.cache.remove_pod(uid)
+            self.cache.evicting.pop(uid, None)
+            self.on_pod_deleted(uid)
+
+    def _upsert_pdb(self, obj: dict) -> None:
+        self.pdbs[key_of(obj)] = obj
+
+    def _delete_pdb(self, obj: dict) -> None:
+        self.pdbs.pop(key_of(obj), None)
+
+
+_API_VERSIONS = {"Pod": "v1", "Node": "v1", "PriorityClass": "scheduling.k8s.io/v1",
+                 "PodGroup": "scheduling.volcano.sh/v1beta1", "Queue": "scheduling.volcano.sh/v1beta1"}
