@@ -18,6 +18,8 @@ from kubernetes.client.exceptions import ApiException
 from .fake_apiserver import CRD_DIR, FakeApiServer, load_crds, pod
 
 VOLCANO = ("scheduling.volcano.sh", "v1beta1")
+CRDS = {r.plural: r for r in load_crds(CRD_DIR)}
+needs_crds = pytest.mark.skipif(not {"podgroups", "queues"} <= set(CRDS), reason="no daemonset/crds here")
 
 
 def body_of(exc: ApiException) -> dict:
@@ -54,8 +56,9 @@ def wait_until(predicate, timeout: float = 5.0) -> None:
 
 
 # -- the registry ---------------------------------------------------------------------------------------
+@needs_crds
 def test_custom_resources_are_served_as_our_crds_define_them() -> None:
-    crds = {r.plural: r for r in load_crds(CRD_DIR)}
+    crds = CRDS
     with FakeApiServer() as api:
         for plural in ("podgroups", "queues"):
             res = api.resource(plural)
@@ -532,39 +535,32 @@ def test_an_update_that_changes_nothing_writes_nothing() -> None:
             == str(rv + 1)
 
 
-def test_custom_resources_queue_status_subresource_and_podgroup_without_one() -> None:
-    with FakeApiServer() as api:
+def test_custom_resources_status_subresource_rules() -> None:
+    """Queues have a status subresource, PodGroups none (as in Volcano's CRDs): the static registry."""
+    with FakeApiServer(crds=None) as api:
         custom = client.CustomObjectsApi(api.client())
         queue = custom.create_cluster_custom_object(*VOLCANO, "queues", {
             "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "q"},
-            "spec": {"weight": 2, "unknownField": 1}, "status": {"state": "Open", "allocated": {}}})
-        assert "status" not in queue and queue["spec"] == {"weight": 2}  # status dropped, unknown field pruned
+            "spec": {"weight": 2}, "status": {"state": "Open", "allocated": {}}})
+        assert "status" not in queue  # a create does not set status
         custom.patch_cluster_custom_object(*VOLCANO, "queues", "q", {"spec": {"weight": 3},
                                                                      "status": {"allocated": {"cpu": "1"}}})
         assert "status" not in api.get("queues", "q") and api.get("queues", "q")["spec"]["weight"] == 3
         done = custom.patch_cluster_custom_object_status(*VOLCANO, "queues", "q", {
             "spec": {"weight": 9}, "status": {"allocated": {"cpu": "2"}}})
         assert done["status"] == {"allocated": {"cpu": "2"}} and done["spec"]["weight"] == 3
-        assert done["metadata"]["generation"] == 2  # spec changed once
-        with pytest.raises(ApiException) as err:  # the schema requires status.allocated
-            custom.patch_cluster_custom_object_status(*VOLCANO, "queues", "q", {"status": {"allocated": None}})
-        assert err.value.status == 422 and "status.allocated: Required value" in body_of(err.value)["message"]
+        assert done["metadata"]["generation"] == 2  # spec changed once, status does not count
 
-        group = custom.create_namespaced_custom_object(*VOLCANO, "ml", "podgroups", {
+        custom.create_namespaced_custom_object(*VOLCANO, "ml", "podgroups", {
             "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": {"name": "g"},
             "spec": {"minMember": 2}, "status": {"phase": "Pending"}})
-        assert group["spec"]["queue"] == "default" and group["status"] == {"phase": "Pending"}  # CRD default
-        if not api.resource("podgroups").status:  # as Volcano's CRD: status is written through podgroups itself
-            with pytest.raises(ApiException) as err:
-                custom.patch_namespaced_custom_object_status(*VOLCANO, "ml", "podgroups", "g",
-                                                             {"status": {"phase": "Running"}})
-            assert err.value.status == 404
-            custom.patch_namespaced_custom_object(*VOLCANO, "ml", "podgroups", "g", {"status": {"phase": "Running"}})
-            got = api.get("podgroups", "g", "ml")
-            assert got["status"]["phase"] == "Running" and got["metadata"]["generation"] == 2  # status counts here
-        with pytest.raises(ApiException) as err:
-            custom.patch_namespaced_custom_object(*VOLCANO, "ml", "podgroups", "g", {"spec": {"minMember": "two"}})
-        assert err.value.status == 422
+        with pytest.raises(ApiException) as err:  # no podgroups/status: it is written through podgroups itself
+            custom.patch_namespaced_custom_object_status(*VOLCANO, "ml", "podgroups", "g",
+                                                         {"status": {"phase": "Running"}})
+        assert err.value.status == 404
+        custom.patch_namespaced_custom_object(*VOLCANO, "ml", "podgroups", "g", {"status": {"phase": "Running"}})
+        got = api.get("podgroups", "g", "ml")
+        assert got["status"]["phase"] == "Running" and got["metadata"]["generation"] == 2  # status counts here
         with pytest.raises(ApiException) as err:  # a custom resource takes no strategic merge patch
             custom.patch_namespaced_custom_object(*VOLCANO, "ml", "podgroups", "g", {"spec": {"minMember": 3}},
                                                   _content_type="application/strategic-merge-patch+json")
@@ -574,6 +570,32 @@ def test_custom_resources_queue_status_subresource_and_podgroup_without_one() ->
         with pytest.raises(ApiException) as err:  # an update of a custom resource must name its version
             custom.replace_namespaced_custom_object(*VOLCANO, "ml", "podgroups", "g", current)
         assert err.value.status == 422
+    with FakeApiServer(crds=None, status_subresource={"podgroups": True}) as api:
+        custom = client.CustomObjectsApi(api.client())
+        custom.create_namespaced_custom_object(*VOLCANO, "ml", "podgroups", {
+            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": {"name": "g"}})
+        custom.patch_namespaced_custom_object_status(*VOLCANO, "ml", "podgroups", "g", {"status": {"phase": "Inqueue"}})
+        assert api.get("podgroups", "g", "ml")["status"] == {"phase": "Inqueue"}
+
+
+@needs_crds
+def test_custom_resources_follow_their_crd_schema() -> None:
+    with FakeApiServer() as api:
+        custom = client.CustomObjectsApi(api.client())
+        queue = custom.create_cluster_custom_object(*VOLCANO, "queues", {
+            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "q"},
+            "spec": {"weight": 2, "unknownField": 1}})
+        assert queue["spec"] == {"weight": 2}  # unknown fields pruned
+        with pytest.raises(ApiException) as err:  # the schema requires status.allocated
+            custom.patch_cluster_custom_object_status(*VOLCANO, "queues", "q", {"status": {"pending": 1}})
+        assert err.value.status == 422 and "status.allocated: Required value" in body_of(err.value)["message"]
+        group = custom.create_namespaced_custom_object(*VOLCANO, "ml", "podgroups", {
+            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": {"name": "g"},
+            "spec": {"minMember": 2}})
+        assert group["spec"]["queue"] == "default"  # the CRD's default
+        with pytest.raises(ApiException) as err:
+            custom.patch_namespaced_custom_object(*VOLCANO, "ml", "podgroups", "g", {"spec": {"minMember": "two"}})
+        assert err.value.status == 422 and "spec.minMember" in body_of(err.value)["message"]
 
 
 def test_podgroups_list_and_watch_across_namespaces() -> None:
