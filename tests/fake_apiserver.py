@@ -97,6 +97,15 @@ def node(name: str, labels: dict[str, str] | None = None, taints: list[dict] | N
     return obj
 
 
+class _QuietServer(ThreadingHTTPServer):
+    """Clients closing watch connections under a request are normal here, not a traceback on stderr."""
+
+    def handle_error(self, request, client_address) -> None:
+        import sys
+        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            super().handle_error(request, client_address)
+
+
 # -- the resource registry -----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Resource:
@@ -713,7 +722,7 @@ class FakeApiServer:
         self._closing = False
         self._cond = threading.Condition()
         self._sockets: set[socket.socket] = set()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._server = _QuietServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
                                         name="fake-apiserver", daemon=True)

@@ -66,18 +66,33 @@ class KubeEffects:
         self._pods: dict[str, tuple[Pod, dict]] = {}  # pod uid -> (pod, status patch) to write
         self._written: dict[tuple[str, str], str] = {}  # (kind, key) -> JSON last written (or seen)
         self._reasons: dict[str, tuple[str, float]] = {}  # pod uid -> (reason, when its event was recorded)
+        self._futures: list = []
         self.stats = {"binds": 0, "bind_failures": 0, "evictions": 0, "evictions_refused": 0, "status_writes": 0,
                       "events": 0}
 
     def close(self, wait: bool = True) -> None:
         self.pool.shutdown(wait=wait)
 
+    def drain(self, timeout: float = 10.0) -> bool:
+        """Wait for the binds, evictions and events sent so far (tests; shutdown)."""
+        from concurrent.futures import wait as wait_all
+        with self._lock:
+            pending, self._futures = self._futures, []
+        done, not_done = wait_all(pending, timeout=timeout)
+        return not not_done
+
+    def _submit(self, fn: Callable, *args) -> None:
+        future = self.pool.submit(fn, *args)
+        with self._lock:
+            self._futures = [f for f in self._futures if not f.done()]
+            self._futures.append(future)
+
     # -- binds ---------------------------------------------------------------------------------------------
     def bind(self, pod: Pod, node: str, annotations: dict[str, str]) -> None:
         stale = [k for k in (NUMA_NODES_ANNOTATION, DEVICES_ANNOTATION) if k in pod.annotations and k not in annotations]
         self.local.bind(pod, node, annotations)  # assumed: the next cycle counts it
         self._reasons.pop(pod.uid, None)
-        self.pool.submit(self._bind, pod.namespace, pod.name, pod.uid, node, dict(annotations), stale)
+        self._submit(self._bind, pod.namespace, pod.name, pod.uid, node, dict(annotations), stale)
 
     def _bind(self, namespace: str, name: str, uid: str, node: str, annotations: dict, stale: list) -> None:
         from kubernetes.client.exceptions import ApiException
@@ -88,7 +103,7 @@ class KubeEffects:
             binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name, "namespace": namespace,
                                                                             "uid": uid},
                        "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
-            self._call(self.core.create_namespaced_binding, namespace, binding, _preload_content=False)
+            self._call(self.core.create_namespaced_pod_binding, name, namespace, binding, _preload_content=False)
             self.stats["binds"] += 1
             self._event(namespace, name, uid, "Normal", "Scheduled", f"Successfully assigned {namespace}/{name} to {node}")
         except ApiException as exc:
@@ -115,7 +130,7 @@ class KubeEffects:
             self.cache.evicting[pod.uid] = self.clock()
             pod.terminating = True
             self.cache.generation += 1
-        self.pool.submit(self._evict, pod.namespace, pod.name, pod.uid, reason)
+        self._submit(self._evict, pod.namespace, pod.name, pod.uid, reason)
 
     def _evict(self, namespace: str, name: str, uid: str, reason: str) -> None:
         from kubernetes.client.exceptions import ApiException
@@ -179,7 +194,7 @@ class KubeEffects:
         self._reasons[pod.uid] = (reason, now)
         self._pod_status(pod, {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
                                                "message": reason}]})
-        self.pool.submit(self._event, pod.namespace, pod.name, pod.uid, "Warning", "FailedScheduling", reason)
+        self._submit(self._event, pod.namespace, pod.name, pod.uid, "Warning", "FailedScheduling", reason)
 
     def _pod_status(self, pod: Pod, status: dict) -> None:
         with self._lock:
@@ -196,9 +211,9 @@ class KubeEffects:
         writes = 0
         for key, status in groups.items():
             ns, _, name = key.partition("/")
+            # Volcano's PodGroup CRD has no status subresource: its status is written on the object itself
             writes += self._write(("PodGroup", key), status, lambda body, ns=ns, name=name:
-                                  self.custom.patch_namespaced_custom_object_status(*VOLCANO, ns, "podgroups", name,
-                                                                                    body))
+                                  self.custom.patch_namespaced_custom_object(*VOLCANO, ns, "podgroups", name, body))
         for name, status in queues.items():
             writes += self._write(("Queue", name), status, lambda body, name=name:
                                   self.custom.patch_cluster_custom_object_status(*VOLCANO, "queues", name, body))

@@ -27,7 +27,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from kubernetes import watch as k8s_watch
+from kubernetes.watch.watch import iter_resp_lines
 from kubernetes.client.exceptions import ApiException
 
 log = logging.getLogger(__name__)
@@ -59,7 +59,7 @@ class Informer:
         self.resource_version = ""
         self.synced = threading.Event()
         self.lists = 0  # how many times it listed (first list, 410s, resyncs): for tests and metrics
-        self._watch: k8s_watch.Watch | None = None
+        self._resp = None  # the open watch response
         self._stop = threading.Event()
 
     # -- the loop -------------------------------------------------------------------------------
@@ -79,6 +79,8 @@ class Informer:
                 log.info("%s: watch from resourceVersion %s expired; listing again", self.kind, self.resource_version)
                 listed_at = None
             except Exception as exc:  # the API server is away or refused: back off, keep what we have
+                if stop.is_set() or self._stop.is_set():
+                    break  # the stream was closed under us on the way out
                 failures += 1
                 delay = min(self.max_backoff, 0.2 * 2 ** min(failures, 10)) * random.uniform(0.5, 1.0)
                 log.warning("%s: %s; retrying in %.1fs", self.kind, _describe(exc), delay)
@@ -89,8 +91,12 @@ class Informer:
 
     def stop(self) -> None:
         self._stop.set()
-        if self._watch is not None:
-            self._watch.stop()
+        resp = self._resp
+        if resp is not None:  # unblock a read waiting on the stream
+            try:
+                resp.close()
+            except Exception:
+                pass
 
     def relist(self) -> None:
         """List everything and hand on only the differences from what was handed on before."""
@@ -107,22 +113,28 @@ class Informer:
         self.synced.set()
 
     def watch_once(self, stop: threading.Event) -> None:
-        """Follow one watch stream from the current resourceVersion until it ends."""
-        w = self._watch = k8s_watch.Watch()
+        """Follow one watch stream from the current resourceVersion until it ends.
+
+        The stream is read here rather than through the client's ``Watch``, whose
+        raw mode fails on the very ``ERROR`` event (410) that says to list again.
+        """
+        resp = self._resp = self.list_fn(watch=True, resource_version=self.resource_version,
+                                         timeout_seconds=self.watch_timeout, allow_watch_bookmarks=True,
+                                         _preload_content=False, **self.list_kwargs)
         try:
-            for event in w.stream(self.list_fn, resource_version=self.resource_version,
-                                  timeout_seconds=self.watch_timeout, allow_watch_bookmarks=True,
-                                  deserialize=False, **self.list_kwargs):
+            for line in iter_resp_lines(resp):
                 if stop.is_set() or self._stop.is_set():
                     break
-                self.handle(event)
+                event = json.loads(line)
+                self.handle({"type": event.get("type"), "raw_object": event.get("object")})
         except ApiException as exc:
             if exc.status == 410:
                 raise Gone from None
             raise
         finally:
-            w.stop()
-            self._watch = None
+            self._resp = None
+            resp.close()
+            resp.release_conn()
 
     def handle(self, event: dict) -> None:
         kind, obj = event.get("type"), event.get("raw_object") or event.get("object")

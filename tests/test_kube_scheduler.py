@@ -1,0 +1,297 @@
+"""The scheduler in Kubernetes mode, through the real ``kubernetes`` client against tests/fake_apiserver.py.
+
+Informers feed the real cache, the real scheduler cycles, and its effects go
+back through the API server: binds, evictions (PodDisruptionBudgets), status
+and events, and leader election on a Lease.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import datetime, timezone
+
+import pytest
+
+from scheduler.cache import ClusterCache
+from scheduler.framework.config import parse_config
+from scheduler.kube import mode
+from scheduler.kube.leader import LeaderElector
+from scheduler.scheduler import Scheduler
+
+from .fake_apiserver import FakeApiServer, node
+
+PG = "scheduling.volcano.sh/v1beta1"
+GANG_CONFIG = """
+actions: "enqueue, allocate, preempt"
+tiers:
+- plugins: [{name: priority}, {name: gang}, {name: conformance}]
+- plugins: [{name: predicates}, {name: proportion}, {name: nodeorder}]
+"""
+
+
+def wait_until(predicate, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.02)
+
+
+def pending_pod(name: str, *, cpu: str = "1", namespace: str = "default", group: str | None = None,
+                priority_class: str | None = None, annotations: dict | None = None, limits: dict | None = None) -> dict:
+    ann = dict(annotations or {})
+    if group:
+        ann["scheduling.k8s.io/group-name"] = group
+    resources = {"requests": {"cpu": cpu, "memory": "1Gi"}}
+    if limits:
+        resources["limits"] = limits
+    spec = {"schedulerName": "scoria", "containers": [{"name": "main", "image": "busybox", "resources": resources}]}
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace, "annotations": ann},
+            "spec": spec, "status": {"phase": "Pending"}}
+
+
+def running_pod(name: str, node_name: str, *, cpu: str = "1", labels: dict | None = None,
+                priority_class: str | None = None) -> dict:
+    obj = pending_pod(name, cpu=cpu, priority_class=priority_class)
+    obj["spec"]["nodeName"] = node_name
+    obj["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    if labels:
+        obj["metadata"]["labels"] = labels
+    return obj
+
+
+class Harness:
+    """A fake API server, the informers and effects of Kubernetes mode, and a scheduler to cycle by hand."""
+
+    def __init__(self, api: FakeApiServer, config: str | None = None, **kwargs):
+        self.api = api
+        self.cache = ClusterCache()
+        self.stop = threading.Event()
+        self.kube = mode.start(self.cache, api.client(), self.stop, resync=3600, **kwargs)
+        self.scheduler = Scheduler(self.cache, effects=self.kube.effects,
+                                   config=parse_config(config, "test") if config else None,
+                                   clock=lambda: datetime.now(timezone.utc))
+
+    def cycle(self):
+        result = self.scheduler.run_once()
+        assert self.kube.effects.drain(10)
+        return result
+
+    def node_of(self, name: str, namespace: str = "default") -> str | None:
+        obj = self.api.get("pods", name, namespace)
+        return obj["spec"].get("nodeName") if obj else None
+
+    def close(self) -> None:
+        self.stop.set()
+        self.kube.close()
+
+
+@pytest.fixture
+def api():
+    with FakeApiServer() as server:
+        yield server
+
+
+@pytest.fixture
+def harness(api):
+    made = []
+
+    def make(config: str | None = None, **kwargs) -> Harness:
+        h = Harness(api, config, **kwargs)
+        made.append(h)
+        return h
+
+    yield make
+    for h in made:
+        h.close()
+
+
+def test_pods_submitted_to_the_api_server_get_bound(api, harness) -> None:
+    api.put(node("n1", allocatable={"cpu": "4", "memory": "16Gi", "pods": "110"}))
+    api.put(node("n2", allocatable={"cpu": "4", "memory": "16Gi", "pods": "110"}))
+    for i in range(5):
+        api.put(pending_pod(f"web-{i}"))
+    api.put(pending_pod("other-scheduler") | {"spec": {"schedulerName": "default-scheduler",
+                                                        "containers": [{"name": "c", "image": "x"}]}})
+    h = harness()
+    result = h.cycle()
+    assert result.binds == 5
+    assert all(h.node_of(f"web-{i}") in ("n1", "n2") for i in range(5))
+    assert h.node_of("other-scheduler") is None  # not ours
+    assert api.count(verb="create", plural="pods", subresource="binding") == 5
+    events = [e for e in api.objects("events") if e["reason"] == "Scheduled"]
+    assert len(events) == 5
+
+
+def test_a_gang_stays_unbound_until_it_fits_and_says_why(api, harness) -> None:
+    api.put(node("n1", allocatable={"cpu": "4", "memory": "16Gi", "pods": "110"}))
+    api.put({"apiVersion": PG, "kind": "PodGroup", "metadata": {"name": "train", "namespace": "default"},
+             "spec": {"minMember": 3}})
+    for i in range(3):
+        api.put(pending_pod(f"train-{i}", cpu="2", group="train"))
+    h = harness(GANG_CONFIG)
+    h.cycle()
+    h.cycle()
+    assert all(h.node_of(f"train-{i}") is None for i in range(3))
+    assert api.count(verb="create", plural="pods", subresource="binding") == 0
+    failed = [e for e in api.objects("events") if e["reason"] == "FailedScheduling"]
+    assert failed and "3 required members" in failed[0]["message"] or "of 3" in failed[0]["message"]
+    group = api.get("podgroups", "train", "default")
+    assert group["status"]["phase"] in ("Pending", "Inqueue")
+    # no status flood: another cycle that changes nothing writes nothing
+    writes = api.count(verb="patch")
+    h.cycle()
+    assert api.count(verb="patch") == writes
+    api.put(node("n2", allocatable={"cpu": "4", "memory": "16Gi", "pods": "110"}))  # now it fits
+    wait_until(lambda: "n2" in h.cache.nodes)
+    h.cycle()
+    h.cycle()
+    assert all(h.node_of(f"train-{i}") in ("n1", "n2") for i in range(3))
+    wait_until(lambda: api.get("podgroups", "train", "default")["status"]["phase"] == "Running")
+
+
+def test_placement_decisions_are_written_before_the_binding(api, harness) -> None:
+    from tests.builders import report
+    from scheduler.api.loader import _node_report
+
+    api.put(node("n1", allocatable={"cpu": "8", "memory": "32Gi", "pods": "110"}))
+    api.put(pending_pod("db", cpu="3", limits={"cpu": "3", "memory": "1Gi"},
+                        annotations={"volcano.sh/numa-topology-policy": "single-numa-node"}))
+    h = harness("""
+actions: "enqueue, allocate"
+tiers:
+- plugins: [{name: priority}, {name: gang}]
+- plugins: [{name: predicates}, {name: numa-aware}, {name: nodeorder}]
+""")
+    _, r = _node_report(report("n1", zones=[4, 4]), "test")
+    r.identity.sample_time_ns = time.time_ns()
+    h.cache.accept_report(r, time.time(), register=False, capacity_key="n1")
+    h.cycle()
+    pod = api.get("pods", "db", "default")
+    assert pod["spec"]["nodeName"] == "n1" and pod["metadata"]["annotations"]["scoria.io/numa-nodes"] in ("0", "1")
+    calls = [(c.verb, c.subresource) for c in api.calls if c.plural == "pods" and c.name == "db"]
+    assert calls.index(("patch", None)) < calls.index(("create", "binding"))
+
+
+def test_a_watch_expiry_loses_nothing_and_counts_nothing_twice(api, harness) -> None:
+    api.put(node("n1", allocatable={"cpu": "64", "memory": "64Gi", "pods": "110"}))
+    api.put(running_pod("kept", "n1"))
+    api.put(running_pod("goes", "n1"))
+    h = harness()
+    assert h.kube.source.wait_synced(10)
+    pods = next(i for i in h.kube.source.informers if i.kind == "pods")
+    lists = pods.lists
+    assert api.wait_watching("pods")
+    api.fail("GET", "/api/v1/pods", status=503, times=None, watch=True)  # the watch breaks and cannot resume
+    api.close_watches()
+    api.remove("pods", "goes", "default")   # deleted meanwhile
+    api.put(pending_pod("new"))             # created meanwhile
+    api.compact()                           # and the history it would resume from is gone
+    api.clear_failures()
+    wait_until(lambda: pods.lists > lists)  # 410: listed again
+    wait_until(lambda: {p.name for p in h.cache.pods.values()} == {"kept", "new"})
+    assert sum(1 for p in h.cache.pods.values() if p.name == "kept") == 1
+    h.cycle()
+    assert h.node_of("new") == "n1"
+
+
+def test_an_eviction_refused_by_a_disruption_budget_is_not_forced(api, harness) -> None:
+    api.put(node("n1", allocatable={"cpu": "2", "memory": "16Gi", "pods": "110"}))
+    api.put({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high"},
+             "value": 1000})
+    api.put(running_pod("guarded", "n1", cpu="2", labels={"app": "guarded"}))
+    api.put({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+             "metadata": {"name": "guard", "namespace": "default"},
+             "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}}})
+    api.put(pending_pod("urgent", cpu="2", priority_class="high"))
+    h = harness(GANG_CONFIG)
+    h.cycle()
+    assert api.count(verb="create", plural="pods", subresource="eviction") >= 1
+    assert api.get("pods", "guarded", "default") is not None  # the budget held
+    wait_until(lambda: "default/guarded" in h.cache.pods and not h.cache.pods["default/guarded"].terminating
+               if "default/guarded" in h.cache.pods else any(p.name == "guarded" and not p.terminating
+                                                               for p in h.cache.pods.values()))
+    assert not h.cache.evicting
+    refused = [e for e in api.objects("events") if e["reason"] == "EvictionRefused"]
+    assert refused and refused[0]["involvedObject"]["name"] == "guarded"
+    assert h.node_of("urgent") is None
+
+
+def test_leader_failover_hands_over_binding_without_a_double_bind(api) -> None:
+    api.put(node("n1", allocatable={"cpu": "64", "memory": "64Gi", "pods": "110"}))
+    clocks = {"a": [0.0], "b": [0.0]}
+    a = LeaderElector(api.client(), name="scoria", namespace="kube-system", identity="a", lease_duration=3,
+                      renew_deadline=2, retry_period=1, clock=lambda: clocks["a"][0])
+    b = LeaderElector(api.client(), name="scoria", namespace="kube-system", identity="b", lease_duration=3,
+                      renew_deadline=2, retry_period=1, clock=lambda: clocks["b"][0])
+    assert a.step() and a.is_leader
+    assert not b.step() and not b.is_leader  # a holds it
+    for t in (1.0, 2.0):  # a stops renewing (as if partitioned); b sees the same record for 3s
+        clocks["b"][0] = t
+        assert not b.step()
+    clocks["a"][0] = 2.5
+    assert not a.is_leader  # past its renew deadline: a stopped leading before b may take over
+    clocks["b"][0] = 3.5
+    assert b.step() and b.is_leader
+    lease = api.get("leases", "scoria", "kube-system")
+    assert lease["spec"]["holderIdentity"] == "b" and lease["spec"]["leaseTransitions"] == 1
+    clocks["a"][0] = 3.0
+    assert not a.step()  # a comes back: the lease is b's now
+
+
+def test_only_the_leader_binds_and_a_pod_is_bound_once(api, harness) -> None:
+    api.put(node("n1", allocatable={"cpu": "64", "memory": "64Gi", "pods": "110"}))
+    for i in range(3):
+        api.put(pending_pod(f"p-{i}"))
+    first = harness(leader_elect=True, lease_namespace="kube-system", lease_duration=3, renew_deadline=2,
+                    retry_period=0.5)
+    wait_until(first.kube.leading)
+    second = harness(leader_elect=True, lease_namespace="kube-system", lease_duration=3, renew_deadline=2,
+                     retry_period=0.5)
+    time.sleep(1.0)
+    assert not second.kube.leading() and not second.kube.ready()
+    first.cycle()
+    assert api.count(verb="create", plural="pods", subresource="binding") == 3
+    first.stop.set()  # the leader shuts down: it hands the lease back
+    first.kube.close()
+    wait_until(second.kube.leading, timeout=10)
+    api.put(pending_pod("after"))
+    wait_until(lambda: any(p.name == "after" for p in second.cache.pods.values()))
+    second.cycle()
+    assert second.node_of("after") == "n1"
+    assert api.count(verb="create", plural="pods", subresource="binding") == 4  # nothing bound twice
+
+
+def test_bind_refused_by_the_server_is_undone_in_the_cache(api, harness) -> None:
+    api.put(node("n1", allocatable={"cpu": "4", "memory": "16Gi", "pods": "110"}))
+    api.put(pending_pod("p"))
+    h = harness()
+    assert h.kube.source.wait_synced(10)
+    api.fail("POST", "/api/v1/namespaces/default/pods/p/binding", status=500)
+    h.cycle()
+    pod = next(p for p in h.cache.pods.values() if p.name == "p")
+    assert not pod.node_name  # pending again
+    h.cycle()
+    assert h.node_of("p") == "n1"
+
+
+def test_agent_publishes_batch_resources_and_taints_its_node(api) -> None:
+    from agent.node import NodeResources, NodeTaint
+
+    api.put(node("n1", allocatable={"cpu": "8", "memory": "32Gi", "pods": "110"}))
+    core = api.core_v1()
+    publish = NodeResources(core, "n1")
+    assert publish(3500, 8 * 2**30)
+    status = api.get("nodes", "n1")["status"]
+    assert status["allocatable"]["kubernetes.io/batch-cpu"] == "3500"
+    assert status["capacity"]["kubernetes.io/batch-memory"] == str(8 * 2**30)
+    assert status["allocatable"]["cpu"] == "8"  # the rest of the status is untouched
+    patches = api.count(verb="patch", plural="nodes")
+    assert publish(3500, 8 * 2**30) and api.count(verb="patch", plural="nodes") == patches  # unchanged: no write
+    api.fail("PATCH", "/api/v1/nodes/n1/status", status=503)
+    assert not publish(2000, 8 * 2**30)
+    assert publish(2000, 8 * 2**30) and api.get("nodes", "n1")["status"]["allocatable"]["kubernetes.io/batch-cpu"] == "2000"
+    assert NodeTaint(core, "n1")(True)
+    assert any(t["key"] == "volcano.sh/offline-job-evicting" for t in api.get("nodes", "n1")["spec"]["taints"])
