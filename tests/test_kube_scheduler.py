@@ -251,7 +251,7 @@ def test_only_the_leader_binds_and_a_pod_is_bound_once(api, harness) -> None:
     second = harness(leader_elect=True, lease_namespace="kube-system", lease_duration=3, renew_deadline=2,
                      retry_period=0.5)
     time.sleep(1.0)
-    assert not second.kube.leading() and not second.kube.ready()
+    assert not second.kube.leading() and second.kube.ready()  # synced: ready to take over
     first.cycle()
     assert api.count(verb="create", plural="pods", subresource="binding") == 3
     first.stop.set()  # the leader shuts down: it hands the lease back
@@ -295,3 +295,21 @@ def test_agent_publishes_batch_resources_and_taints_its_node(api) -> None:
     assert publish(2000, 8 * 2**30) and api.get("nodes", "n1")["status"]["allocatable"]["kubernetes.io/batch-cpu"] == "2000"
     assert NodeTaint(core, "n1")(True)
     assert any(t["key"] == "volcano.sh/offline-job-evicting" for t in api.get("nodes", "n1")["spec"]["taints"])
+
+
+def test_the_leader_labels_its_pod_so_the_agents_service_finds_it(api, harness, monkeypatch) -> None:
+    api.put({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "scheduler-0", "namespace": "kube-system"},
+             "spec": {"containers": [{"name": "s", "image": "scoria"}]}, "status": {"phase": "Running"}})
+    monkeypatch.setenv("POD_NAME", "scheduler-0")
+    h = harness(leader_elect=True, lease_namespace="kube-system", lease_duration=3, renew_deadline=2,
+                retry_period=0.5)
+    wait_until(h.kube.leading)
+    wait_until(lambda: (api.get("pods", "scheduler-0", "kube-system")["metadata"].get("labels") or {})
+               .get("scoria.io/leader") == "true")
+    assert h.kube.ready()
+    h.stop.set()
+    h.kube.close()  # shutting down: the lease is handed back and the label taken off
+    labels = api.get("pods", "scheduler-0", "kube-system")["metadata"].get("labels") or {}
+    assert "scoria.io/leader" not in labels
+    lease = api.get("leases", "scoria-scheduler", "kube-system")
+    assert lease["spec"]["holderIdentity"] in ("", None)

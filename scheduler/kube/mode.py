@@ -3,8 +3,10 @@
 :func:`start` is what ``python -m scheduler serve --kubernetes`` calls.  Every
 replica runs the informers (so a follower's cache is warm when it takes
 over); only the leader schedules (``leading``).  ``ready`` is what the
-``/readyz`` probe answers: synced, and leading when leader election is on —
-so the Service that agents stream their reports to points at the leader.
+``/readyz`` probe answers: every kind listed.  The leader labels its own pod
+``scoria.io/leader: "true"`` (and takes the label off when it stops leading),
+so the Service that agents stream their reports to selects the leader while
+every replica stays ready and rolling updates work as usual.
 """
 
 from __future__ import annotations
@@ -22,6 +24,26 @@ from .ratelimit import RateLimiter
 from .source import KubeSource
 
 log = logging.getLogger(__name__)
+
+
+LEADER_LABEL = "scoria.io/leader"
+
+
+def leader_label(client: Any, pod_name: str, namespace: str):
+    """``on_change`` for the elector: put the leader label on this replica's pod, or take it off."""
+    from kubernetes import client as k8s
+
+    core = k8s.CoreV1Api(client)
+
+    def set_label(leading: bool) -> None:
+        try:
+            core.patch_namespaced_pod(pod_name, namespace,
+                                      {"metadata": {"labels": {LEADER_LABEL: "true" if leading else None}}})
+        except Exception as exc:  # the Service keeps its old target until the next change; say so
+            log.warning("cannot %s label %s on pod %s/%s: %s", "set" if leading else "remove", LEADER_LABEL,
+                        namespace, pod_name, exc)
+
+    return set_label
 
 
 def api_client(*, kubeconfig: str | None = None, in_cluster: bool = False) -> Any:
@@ -49,7 +71,8 @@ class KubeMode:
         return self.elector is None or self.elector.is_leader
 
     def ready(self) -> bool:
-        return all(inf.synced.is_set() for inf in self.source.informers) and self.leading()
+        """Every kind listed: this replica could lead at once (the agents' Service picks the leader by label)."""
+        return all(inf.synced.is_set() for inf in self.source.informers)
 
     def close(self) -> None:
         """Graceful stop: writes in flight finish, the lease is handed back, the informers stop."""
@@ -74,8 +97,11 @@ def start(cache: ClusterCache, client: Any, stop: threading.Event, *, scheduler_
     elector = None
     if leader_elect:
         namespace = lease_namespace or os.environ.get("POD_NAMESPACE") or "kube-system"
+        pod_name = os.environ.get("POD_NAME")
         elector = LeaderElector(client, name=lease_name, namespace=namespace, lease_duration=lease_duration,
-                                renew_deadline=renew_deadline, retry_period=retry_period)
+                                renew_deadline=renew_deadline, retry_period=retry_period,
+                                identity=pod_name or None,
+                                on_change=leader_label(client, pod_name, namespace) if pod_name else None)
         t = threading.Thread(target=elector.run, args=(stop,), name="leader-election", daemon=True)
         t.start()
         threads.append(t)
