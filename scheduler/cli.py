@@ -71,7 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--port-file", metavar="FILE", help="write the agent port here once listening")
     srv.add_argument("--state-dir", metavar="DIR",
                      help="keep what must survive a restart here (DIR/history.sqlite: online load learned by time "
-                          "of week); without it, that is kept in memory only")
+                          "of week); without it, that is kept in memory only, or with --kubernetes in an "
+                          "annotation on each Node (scoria.io/load-history)")
     srv.add_argument("--history-weeks", type=int, default=4, metavar="N",
                      help="weeks of online load history kept per hour of the week (default 4)")
     kube = srv.add_argument_group("Kubernetes mode (the cluster's objects from the API server)")
@@ -98,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def open_history(args: argparse.Namespace):
+def open_history(args: argparse.Namespace, kube_client=None):
     """The load history the reports teach, restored from ``--state-dir`` and saved there from a thread.
 
     A history file that cannot be read is refused (HistoryStoreError, exit 2)
@@ -113,6 +114,12 @@ def open_history(args: argparse.Namespace):
     if not 1 <= args.history_weeks <= 52:
         raise ServeError("--history-weeks: must be 1-52")
     history = LoadHistory(weeks=args.history_weeks)
+    if not args.state_dir and kube_client is not None:  # Kubernetes mode: on the Nodes themselves
+        from .kube.history_store import NodeAnnotationHistoryStore
+        store = NodeAnnotationHistoryStore(kube_client)
+        kept = history.restore(store.load(), time.time())
+        log.info("load history: %d node-week(s) restored from %s", kept, store.location)
+        return history, HistorySaver(history, store)
     if not args.state_dir:
         log.warning("no --state-dir: the online load history learned from reports is kept in memory only "
                     "and starts empty after a restart")
@@ -128,11 +135,15 @@ def open_history(args: argparse.Namespace):
     return history, HistorySaver(history, store)
 
 
-def start_kubernetes(args: argparse.Namespace, cache, stop):
+def kube_client(args: argparse.Namespace):
+    from .kube import mode
+    return mode.api_client(kubeconfig=args.kubeconfig, in_cluster=args.in_cluster)
+
+
+def start_kubernetes(args: argparse.Namespace, client, cache, stop):
     """Kubernetes mode for serve: informers, effects through the API server, leader election."""
     from .kube import mode
 
-    client = mode.api_client(kubeconfig=args.kubeconfig, in_cluster=args.in_cluster)
     names = args.scheduler_name or sorted(DEFAULT_SCHEDULER_NAMES)
     return mode.start(cache, client, stop, scheduler_name=names[0], qps=args.kube_qps, burst=args.kube_burst,
                       resync=args.resync, leader_elect=args.leader_elect, lease_name=args.lease_name,
@@ -164,9 +175,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
                    Path(args.tls_client_ca) if args.tls_client_ca else None) if args.tls_cert else None
     cache = ClusterCache()
     cache.stale_intervals = args.stale_intervals
-    cache.history, saver = open_history(args)
     stop = threading.Event()
-    kube = start_kubernetes(args, cache, stop) if args.kubernetes else None
+    client = kube_client(args) if args.kubernetes else None
+    cache.history, saver = open_history(args, client)
+    kube = start_kubernetes(args, client, cache, stop) if client is not None else None
     names = frozenset(args.scheduler_name or DEFAULT_SCHEDULER_NAMES)
     scheduler = Scheduler(cache, config_path=args.config, scheduler_names=names,
                           effects=kube.effects if kube else None)

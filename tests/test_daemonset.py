@@ -49,7 +49,7 @@ SCHEDULER_RIGHTS = {
     ("cluster", "", "pods/binding", "*"): {"create"},
     ("cluster", "", "pods/eviction", "*"): {"create"},
     ("cluster", "", "pods/status", "*"): {"patch", "update"},
-    ("cluster", "", "nodes", "*"): R,
+    ("cluster", "", "nodes", "*"): R | {"patch"},                    # the load history annotation
     ("cluster", "", "events", "*"): {"create", "patch"},
     ("cluster", "events.k8s.io", "events", "*"): {"create", "patch"},
     ("cluster", "scheduling.volcano.sh", "podgroups", "*"): R | {"update", "patch"},
@@ -60,8 +60,7 @@ SCHEDULER_RIGHTS = {
     ("cluster", "policy", "poddisruptionbudgets", "*"): R,
     (NAMESPACE, "coordination.k8s.io", "leases", "*"): {"create"},
     (NAMESPACE, "coordination.k8s.io", "leases", "scoria-scheduler"): {"get", "update"},
-    (NAMESPACE, "", "configmaps", "*"): R | {"create"},
-    (NAMESPACE, "", "configmaps", "scoria-load-history"): {"update"},
+    (NAMESPACE, "", "configmaps", "*"): R,
 }
 AGENT_RIGHTS = {
     ("cluster", "", "pods", "*"): R,                                  # fieldSelector spec.nodeName=NODE

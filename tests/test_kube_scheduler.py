@@ -313,3 +313,28 @@ def test_the_leader_labels_its_pod_so_the_agents_service_finds_it(api, harness, 
     assert "scoria.io/leader" not in labels
     lease = api.get("leases", "scoria-scheduler", "kube-system")
     assert lease["spec"]["holderIdentity"] in ("", None)
+
+
+def test_load_history_survives_a_restart_on_the_nodes_themselves(api) -> None:
+    from scheduler.history import LoadHistory, WeekRecord, unix_hour, week_of
+    from scheduler.kube.history_store import ANNOTATION, NodeAnnotationHistoryStore
+
+    api.put(node("n1", allocatable={"cpu": "4", "memory": "16Gi"}))
+    api.put(node("n2", allocatable={"cpu": "4", "memory": "16Gi"}))
+    week = week_of(unix_hour(time.time())) - 1
+    cpu, memory = bytes(range(168)), bytes([255] * 168)
+    store = NodeAnnotationHistoryStore(api.client())
+    store.save([WeekRecord("n1", week, cpu, memory), WeekRecord("n1", week - 9, cpu, cpu)], forget_before=week - 4)
+    annotation = api.get("nodes", "n1")["metadata"]["annotations"][ANNOTATION]
+    assert len(annotation) < 1500  # a kilobyte or so per node
+    assert api.get("nodes", "n1")["status"]["allocatable"]["cpu"] == "4"  # nothing else of the node touched
+    api.put(node("n2", allocatable={"cpu": "4", "memory": "16Gi"}) | {
+        "metadata": {"name": "n2", "labels": {}, "annotations": {ANNOTATION: "not a history"}}})
+    fresh = NodeAnnotationHistoryStore(api.client())  # a restarted scheduler
+    records = fresh.load()  # n2's unreadable annotation is skipped, not fatal
+    assert records == [WeekRecord("n1", week, cpu, memory)]  # the old week was forgotten
+    history = LoadHistory(weeks=4)
+    assert history.restore(records, time.time()) == 1
+    api.fail("PATCH", "/api/v1/nodes/n1", status=503)
+    with pytest.raises(RuntimeError, match="n1"):  # the saver keeps the weeks queued and tries again
+        fresh.save([WeekRecord("n1", week, cpu, cpu)])
