@@ -338,3 +338,58 @@ def test_load_history_survives_a_restart_on_the_nodes_themselves(api) -> None:
     api.fail("PATCH", "/api/v1/nodes/n1", status=503)
     with pytest.raises(RuntimeError, match="n1"):  # the saver keeps the weeks queued and tries again
         fresh.save([WeekRecord("n1", week, cpu, cpu)])
+
+
+def test_podgroups_of_operators_are_admitted_before_their_pods_exist(api, harness) -> None:
+    """Kubeflow, KubeRay and Spark create the PodGroup and wait for Inqueue before creating pods."""
+    api.put(node("n1", allocatable={"cpu": "8", "memory": "16Gi", "pods": "110"}))
+    api.put({"apiVersion": PG, "kind": "PodGroup", "metadata": {"name": "tfjob", "namespace": "default"},
+             "spec": {"minMember": 2, "minResources": {"cpu": "4"}}})
+    h = harness("""
+actions: "enqueue, allocate"
+tiers:
+- plugins: [{name: priority}, {name: gang}]
+- plugins: [{name: overcommit}, {name: predicates}, {name: proportion}, {name: nodeorder}]
+""")
+    assert h.kube.source.wait_synced(10)
+    h.cycle()
+    assert api.get("podgroups", "tfjob", "default")["status"]["phase"] == "Inqueue"
+    for i in range(2):  # the operator sees Inqueue and creates the pods
+        api.put(pending_pod(f"tfjob-{i}", cpu="2", group="tfjob"))
+    wait_until(lambda: sum(1 for p in h.cache.pods.values() if p.name.startswith("tfjob-")) == 2)
+    h.cycle()
+    assert all(h.node_of(f"tfjob-{i}") == "n1" for i in range(2))
+
+
+def test_serve_in_kubernetes_mode_binds_through_the_api_server(api, tmp_path) -> None:
+    """The real command line, as the Deployment runs it, against the fake API server."""
+    import signal
+    import subprocess
+
+    import yaml
+
+    from .processes import start_serve, wait_port
+
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+        "clusters": [{"name": "fake", "cluster": {"server": api.url}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}]}))
+    api.put(node("n1", allocatable={"cpu": "4", "memory": "16Gi", "pods": "110"}))
+    api.put(pending_pod("web-0"))
+    proc = start_serve("--kubernetes", "--kubeconfig", str(kubeconfig), "--insecure", "--listen", "127.0.0.1:0",
+                       "--metrics-port", "0", "--schedule-interval", "0.2", "--leader-elect",
+                       "--lease-namespace", "kube-system", port_file=tmp_path / "port",
+                       stderr=subprocess.PIPE, text=True)
+    try:
+        wait_port(tmp_path / "port", proc, 30)
+        wait_until(lambda: (api.get("pods", "web-0", "default") or {}).get("spec", {}).get("nodeName") == "n1", 30)
+        assert api.get("leases", "scoria-scheduler", "kube-system")["spec"]["holderIdentity"]
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert not api.get("leases", "scoria-scheduler", "kube-system")["spec"].get("holderIdentity")  # handed back
