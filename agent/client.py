@@ -133,9 +133,12 @@ class ReportClient:
         attempt = 0
         lost_at = -float("inf")
         while not stop.is_set():
-            channel = self._shared_channel or channel_for(self.options)
+            channel = None
             self._healthy = False
             try:
+                # inside the try: certificates not mounted yet (a Secret still being filled) are a retry, not
+                # a silent end of reporting
+                channel = self._shared_channel or channel_for(self.options)
                 await self._stream(channel, stop)
             except grpc.aio.AioRpcError as exc:
                 if exc.code() == grpc.StatusCode.PERMISSION_DENIED:
@@ -146,7 +149,7 @@ class ReportClient:
                 log.warning("cannot connect to %s: %s", self.options.target, exc)
             finally:
                 self.connected = False
-                if self._shared_channel is None:
+                if self._shared_channel is None and channel is not None:
                     await channel.close()
             if stop.is_set():
                 break

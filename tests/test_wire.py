@@ -238,3 +238,18 @@ def test_a_refusal_keeps_the_evictions() -> None:
     client._in_flight = {1: 1}
     client._acknowledge(1, 3, "bad report")
     assert client.pending_evictions == 1 and client.stats["refused"] == 1 and client.last_refusal == "bad report"
+
+
+def test_certificates_not_there_yet_are_retried_not_the_end_of_reporting(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        options = ClientOptions("127.0.0.1:1", interval=0.05, ca=tmp_path / "ca.pem", cert=tmp_path / "node.pem",
+                                key=tmp_path / "node-key.pem", backoff_initial=0.01, backoff_max=0.05)
+        client = ReportClient(options)
+        stop = asyncio.Event()
+        task = asyncio.create_task(client.run(stop))
+        await asyncio.sleep(0.3)
+        assert not task.done(), task.exception()  # still trying (the Secret may be filled in later)
+        stop.set()
+        await asyncio.wait_for(task, 5)
+
+    asyncio.run(scenario())
