@@ -140,12 +140,12 @@ def kube_client(args: argparse.Namespace):
     return mode.api_client(kubeconfig=args.kubeconfig, in_cluster=args.in_cluster)
 
 
-def start_kubernetes(args: argparse.Namespace, client, cache, stop):
+def start_kubernetes(args: argparse.Namespace, client, cache, stop, metrics):
     """Kubernetes mode for serve: informers, effects through the API server, leader election."""
     from .kube import mode
 
     names = args.scheduler_name or sorted(DEFAULT_SCHEDULER_NAMES)
-    return mode.start(cache, client, stop, scheduler_name=names[0], qps=args.kube_qps, burst=args.kube_burst,
+    return mode.start(cache, client, stop, metrics=metrics, scheduler_name=names[0], qps=args.kube_qps, burst=args.kube_burst,
                       resync=args.resync, leader_elect=args.leader_elect, lease_name=args.lease_name,
                       lease_namespace=args.lease_namespace, lease_duration=args.lease_duration,
                       renew_deadline=args.renew_deadline, retry_period=args.retry_period)
@@ -158,6 +158,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from .cache import ClusterCache
     from .intake import ProfileSource, ReportIntake
+    from .metrics import SchedulerMetrics
     from .scheduler import Scheduler
     from .httpd import start_http
     from .server import AgentServer, ServeError, TlsFiles, serve_forever
@@ -178,9 +179,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     stop = threading.Event()
     client = kube_client(args) if args.kubernetes else None
     cache.history, saver = open_history(args, client)
-    kube = start_kubernetes(args, client, cache, stop) if client is not None else None
+    metrics = SchedulerMetrics()
+    kube = start_kubernetes(args, client, cache, stop, metrics) if client is not None else None
     names = frozenset(args.scheduler_name or DEFAULT_SCHEDULER_NAMES)
-    scheduler = Scheduler(cache, config_path=args.config, scheduler_names=names,
+    scheduler = Scheduler(cache, config_path=args.config, scheduler_names=names, metrics=metrics,
                           effects=kube.effects if kube else None)
     profiles = ProfileSource(args.qos_profile) if args.qos_profile else None
     intake = ReportIntake(cache, scheduler.metrics, register_nodes=args.register_nodes and not kube,

@@ -37,6 +37,20 @@ class SchedulerMetrics:
         self.agents_connected = Gauge("scoria_scheduler_agents_connected", "Agent streams open", registry=r)
         self.stale_nodes = Gauge("scoria_scheduler_stale_nodes",
                                  "Nodes whose reports stopped for longer than the staleness limit", registry=r)
+        # Kubernetes mode
+        self.kube_writes = Counter("scoria_scheduler_kube_writes_total",
+                                   "Writes to the API server by kind (bind, eviction, status, event) and result "
+                                   "(ok, refused, failed)", ["kind", "result"], registry=r)
+        self.kube_lists = Counter("scoria_scheduler_kube_lists_total",
+                                  "Full lists of a kind (the first, after a 410, on resync)", ["kind"], registry=r)
+        self.kube_refused = Counter("scoria_scheduler_kube_objects_refused_total",
+                                    "Objects from the API server that could not be used (the last good one kept)",
+                                    ["kind"], registry=r)
+        self.leader = Gauge("scoria_scheduler_leader", "1 while this replica holds the Lease and schedules",
+                            registry=r)
+
+    def kube_write(self, kind: str, result: str) -> None:
+        self.kube_writes.labels(kind, result).inc()
 
     def cycle(self, *, seconds: float, binds: int, evictions: int, pending: int) -> None:
         self.cycle_seconds.observe(seconds)

@@ -393,3 +393,17 @@ def test_serve_in_kubernetes_mode_binds_through_the_api_server(api, tmp_path) ->
             proc.kill()
     assert proc.returncode == 0, err
     assert not api.get("leases", "scoria-scheduler", "kube-system")["spec"].get("holderIdentity")  # handed back
+
+
+def test_kubernetes_mode_counts_what_it_writes(api, harness) -> None:
+    api.put(node("n1", allocatable={"cpu": "4", "memory": "16Gi", "pods": "110"}))
+    api.put(pending_pod("p"))
+    api.put(pending_pod("huge", cpu="64"))
+    h = harness()
+    h.cycle()
+    registry = h.kube.effects.metrics.registry
+    sample = registry.get_sample_value
+    assert sample("scoria_scheduler_kube_writes_total", {"kind": "bind", "result": "ok"}) == 1
+    assert sample("scoria_scheduler_kube_writes_total", {"kind": "event", "result": "ok"}) >= 2  # Scheduled, Failed
+    assert sample("scoria_scheduler_kube_lists_total", {"kind": "pods"}) == 1
+    assert sample("scoria_scheduler_leader") == 1  # no election: this replica schedules

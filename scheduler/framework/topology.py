@@ -35,7 +35,7 @@ from ..api.placement import (
 )
 from ..api.qos import BATCH_CPU, BATCH_MEMORY
 from .inventory import POLICY_CODES, UNLINKED_COST, StaticTopology
-from .resources import CPU, EPS, MEMORY, ResourceIndex
+from .resources import EPS, ResourceIndex
 from .snapshot import TaskInfo, TaskStatus
 
 log = logging.getLogger(__name__)

@@ -37,6 +37,7 @@ from ..api.placement import DEVICES_ANNOTATION, NUMA_NODES_ANNOTATION
 from ..api.quantity import format_quantity
 from ..cache import ClusterCache
 from ..effects import CacheEffects
+from ..metrics import SchedulerMetrics
 from .ratelimit import RateLimiter
 
 log = logging.getLogger(__name__)
@@ -48,10 +49,11 @@ MERGE = "application/merge-patch+json"
 class KubeEffects:
     def __init__(self, cache: ClusterCache, api_client: Any, *, scheduler_name: str = "scoria",
                  limiter: RateLimiter | None = None, workers: int = 16, event_interval: float = 300.0,
-                 clock: Callable[[], float] = time.time):
+                 clock: Callable[[], float] = time.time, metrics: SchedulerMetrics | None = None):
         from kubernetes import client
 
         self.cache = cache
+        self.metrics = metrics or SchedulerMetrics()
         self.local = CacheEffects(cache, clock)
         self.core = client.CoreV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
@@ -67,8 +69,7 @@ class KubeEffects:
         self._written: dict[tuple[str, str], str] = {}  # (kind, key) -> JSON last written (or seen)
         self._reasons: dict[str, tuple[str, float]] = {}  # pod uid -> (reason, when its event was recorded)
         self._futures: list = []
-        self.stats = {"binds": 0, "bind_failures": 0, "evictions": 0, "evictions_refused": 0, "status_writes": 0,
-                      "events": 0}
+
 
     def close(self, wait: bool = True) -> None:
         self.pool.shutdown(wait=wait)
@@ -104,10 +105,10 @@ class KubeEffects:
                                                                             "uid": uid},
                        "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
             self._call(self.core.create_namespaced_pod_binding, name, namespace, binding, _preload_content=False)
-            self.stats["binds"] += 1
+            self.metrics.kube_write("bind", "ok")
             self._event(namespace, name, uid, "Normal", "Scheduled", f"Successfully assigned {namespace}/{name} to {node}")
         except ApiException as exc:
-            self.stats["bind_failures"] += 1
+            self.metrics.kube_write("bind", "refused")
             if exc.status == 409:
                 log.info("bind %s/%s -> %s: %s (bound already; the watch will say where)", namespace, name, node,
                          exc.reason)
@@ -118,7 +119,7 @@ class KubeEffects:
                 self._event(namespace, name, uid, "Warning", "FailedScheduling", f"binding to {node} rejected: "
                             f"{exc.status} {exc.reason}")
         except Exception:
-            self.stats["bind_failures"] += 1
+            self.metrics.kube_write("bind", "failed")
             log.exception("bind %s/%s -> %s failed", namespace, name, node)
             self.cache.unbind(uid)
 
@@ -138,13 +139,13 @@ class KubeEffects:
                 "deleteOptions": {"preconditions": {"uid": uid}}}
         try:
             self._call(self.core.create_namespaced_pod_eviction, name, namespace, body, _preload_content=False)
-            self.stats["evictions"] += 1
+            self.metrics.kube_write("eviction", "ok")
             self._event(namespace, name, uid, "Normal", "Preempted", reason)
         except ApiException as exc:
             if exc.status in (404, 409):  # gone, or a new pod under the name: nothing of ours to evict
                 self.cache.evicting.pop(uid, None)
                 return
-            self.stats["evictions_refused"] += 1
+            self.metrics.kube_write("eviction", "refused")
             log.info("eviction of %s/%s refused (%s %s); it stays, and may be chosen again later", namespace,
                      name, exc.status, exc.reason)
             self._unevict(uid)
@@ -152,6 +153,7 @@ class KubeEffects:
                 self._event(namespace, name, uid, "Warning", "EvictionRefused",
                             f"{reason}: refused, a PodDisruptionBudget holds it")
         except Exception:
+            self.metrics.kube_write("eviction", "failed")
             log.exception("eviction of %s/%s failed", namespace, name)
             self._unevict(uid)
 
@@ -221,7 +223,6 @@ class KubeEffects:
             writes += self._write(("Pod", uid), status, lambda body, pod=pod:
                                   self.core.patch_namespaced_pod_status(pod.name, pod.namespace, body,
                                                                         _preload_content=False))
-        self.stats["status_writes"] += writes
         return writes
 
     def _write(self, key: tuple[str, str], status: dict, send: Callable[[dict], Any]) -> int:
@@ -231,8 +232,10 @@ class KubeEffects:
         try:
             self._call(send, {"status": status})
         except Exception as exc:
+            self.metrics.kube_write("status", "failed")
             log.warning("writing the status of %s %s failed (%s); will retry", key[0], key[1], exc)
             return 0
+        self.metrics.kube_write("status", "ok")
         self._written[key] = text
         return 1
 
@@ -254,8 +257,9 @@ class KubeEffects:
                 "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1}
         try:
             self._call(self.core.create_namespaced_event, namespace, body, _preload_content=False)
-            self.stats["events"] += 1
+            self.metrics.kube_write("event", "ok")
         except Exception as exc:  # events are best effort
+            self.metrics.kube_write("event", "failed")
             log.debug("event %s on %s/%s not recorded: %s", reason, namespace, name, exc)
 
     def _call(self, fn: Callable, *args, **kwargs):

@@ -48,13 +48,15 @@ class Gone(Exception):
 class Informer:
     def __init__(self, kind: str, list_fn: Callable[..., Any], *, on_upsert: Handler, on_delete: Handler,
                  resync: float = 600.0, watch_timeout: int = 300, list_kwargs: dict | None = None,
-                 clock: Callable[[], float] = time.monotonic, max_backoff: float = 30.0):
+                 clock: Callable[[], float] = time.monotonic, max_backoff: float = 30.0,
+                 on_list: Callable[[str], None] | None = None):
         self.kind = kind
         self.list_fn = list_fn
         self.list_kwargs = dict(list_kwargs or {})
         self.on_upsert, self.on_delete = on_upsert, on_delete
         self.resync, self.watch_timeout, self.max_backoff = resync, watch_timeout, max_backoff
         self.clock = clock
+        self.on_list = on_list or (lambda kind: None)
         self.known: dict[str, dict] = {}  # key -> the object last handed on
         self.resource_version = ""
         self.synced = threading.Event()
@@ -103,6 +105,7 @@ class Informer:
         resp = self.list_fn(_preload_content=False, **self.list_kwargs)
         body = json.loads(resp.data)
         self.lists += 1
+        self.on_list(self.kind)
         fresh = {key_of(obj): obj for obj in body.get("items") or []}
         for key in list(self.known):
             if key not in fresh:

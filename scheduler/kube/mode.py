@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..cache import ClusterCache
+from ..metrics import SchedulerMetrics
 from .effects import KubeEffects
 from .leader import LeaderElector
 from .ratelimit import RateLimiter
@@ -82,14 +83,18 @@ class KubeMode:
         self.source.stop()
 
 
-def start(cache: ClusterCache, client: Any, stop: threading.Event, *, scheduler_name: str = "scoria",
+def start(cache: ClusterCache, client: Any, stop: threading.Event, *, metrics: SchedulerMetrics | None = None,
+          scheduler_name: str = "scoria",
           qps: float = 50.0, burst: int = 100, resync: float = 600.0, leader_elect: bool = False,
           lease_name: str = "scoria-scheduler", lease_namespace: str | None = None,
           lease_duration: float = 15.0, renew_deadline: float = 10.0, retry_period: float = 2.0,
           sync_timeout: float = 60.0) -> KubeMode:
+    metrics = metrics or SchedulerMetrics()
     limiter = RateLimiter(qps=qps, burst=burst)
-    effects = KubeEffects(cache, client, scheduler_name=scheduler_name, limiter=limiter)
-    source = KubeSource(cache, client, resync=resync, on_pod_deleted=lambda uid: effects.forget("Pod", uid))
+    effects = KubeEffects(cache, client, scheduler_name=scheduler_name, limiter=limiter, metrics=metrics)
+    source = KubeSource(cache, client, resync=resync, on_pod_deleted=lambda uid: effects.forget("Pod", uid),
+                        on_refused=lambda kind: metrics.kube_refused.labels(kind).inc(),
+                        on_list=lambda kind: metrics.kube_lists.labels(kind).inc())
     source.start()
     if not source.wait_synced(sync_timeout):
         log.warning("not every kind listed within %gs; scheduling starts when they are", sync_timeout)
@@ -98,11 +103,19 @@ def start(cache: ClusterCache, client: Any, stop: threading.Event, *, scheduler_
     if leader_elect:
         namespace = lease_namespace or os.environ.get("POD_NAMESPACE") or "kube-system"
         pod_name = os.environ.get("POD_NAME")
+        label = leader_label(client, pod_name, namespace) if pod_name else None
+
+        def on_change(leading: bool) -> None:
+            metrics.leader.set(1 if leading else 0)
+            if label is not None:
+                label(leading)
+
         elector = LeaderElector(client, name=lease_name, namespace=namespace, lease_duration=lease_duration,
                                 renew_deadline=renew_deadline, retry_period=retry_period,
-                                identity=pod_name or None,
-                                on_change=leader_label(client, pod_name, namespace) if pod_name else None)
+                                identity=pod_name or None, on_change=on_change)
         t = threading.Thread(target=elector.run, args=(stop,), name="leader-election", daemon=True)
         t.start()
         threads.append(t)
+    else:
+        metrics.leader.set(1)
     return KubeMode(source, effects, elector, threads)

@@ -30,7 +30,8 @@ class KubeSource:
 
     def __init__(self, cache: ClusterCache, api_client: Any, *, resync: float = 600.0, watch_timeout: int = 300,
                  on_refused: Callable[[str], None] | None = None,
-                 on_pod_deleted: Callable[[str], None] | None = None):
+                 on_pod_deleted: Callable[[str], None] | None = None,
+                 on_list: Callable[[str], None] | None = None):
         from kubernetes import client
 
         self.cache = cache
@@ -49,7 +50,7 @@ class KubeSource:
 
         def informer(kind: str, list_fn, on_upsert, on_delete) -> Informer:
             return Informer(kind, list_fn, on_upsert=on_upsert, on_delete=on_delete, resync=resync,
-                            watch_timeout=watch_timeout)
+                            watch_timeout=watch_timeout, on_list=on_list)
 
         # order matters for the first sync: classes and queues before groups, groups and nodes before pods
         self.informers = [
