@@ -116,19 +116,24 @@ class NodeResources:
 
     ``kubernetes.io/batch-cpu`` (millicores, as a count) and
     ``kubernetes.io/batch-memory`` (bytes) go into ``status.capacity`` and
-    ``status.allocatable`` with a patch of the status subresource — only when
-    the figures differ from what was last written (the agent's policy already
-    republishes only meaningful moves), and again after a failure.
+    ``status.allocatable`` with a patch of the status subresource — when the
+    figures differ from what was last written (the agent's policy already
+    republishes only meaningful moves), again after a failure, and every
+    ``refresh`` seconds anyway (a Node object deleted and registered again by
+    its kubelet has lost them).
     """
 
-    def __init__(self, core_v1: Any, node_name: str, *, timeout: float = 5.0):
+    def __init__(self, core_v1: Any, node_name: str, *, timeout: float = 5.0, refresh: float = 300.0,
+                 clock=time.monotonic):
         self.api, self.node_name, self.timeout = core_v1, node_name, timeout
+        self.refresh, self.clock = refresh, clock
         self._written: tuple[int, int] | None = None
+        self._written_at = 0.0
         self._failing = False
 
     def __call__(self, cpu_millis: int, memory_bytes: int) -> bool:
         wanted = (int(cpu_millis), int(memory_bytes))
-        if wanted == self._written:
+        if wanted == self._written and self.clock() - self._written_at < self.refresh:
             return True
         amounts = {"kubernetes.io/batch-cpu": str(wanted[0]), "kubernetes.io/batch-memory": str(wanted[1])}
         try:
@@ -142,5 +147,5 @@ class NodeResources:
         if self._failing:
             log.info("node %s: batch resources published again", self.node_name)
         self._failing = False
-        self._written = wanted
+        self._written, self._written_at = wanted, self.clock()
         return True

@@ -229,10 +229,14 @@ class ClusterCache:
         return 0
 
     # -- the binder, evictor and status writer -------------------------------------------
-    def bind(self, uid: str, node: str, annotations: dict[str, str] | None = None, at: float | None = None) -> None:
-        """Place a pod, writing the placement decisions (NUMA zones, devices) onto it; ``at``: Unix seconds."""
+    def bind(self, uid: str, node: str, annotations: dict[str, str] | None = None, at: float | None = None) -> bool:
+        """Place a pod, writing the placement decisions (NUMA zones, devices) onto it; ``at``: Unix seconds.
+
+        False when the pod is gone (deleted while the cycle ran): nothing to bind."""
         with self.lock:
-            pod = self.pods[uid]
+            pod = self.pods.get(uid)
+            if pod is None:
+                return False
             pod.node_name, pod.phase, pod.reason, pod.nominated_node = node, "Running", None, ""
             # the decisions of this bind, and none left over from a manifest or an earlier life of the pod
             stale = [k for k in _DECISIONS if k in pod.annotations and k not in (annotations or {})]
@@ -243,6 +247,7 @@ class ClusterCache:
                 self._facts.pop(uid, None)
             pod.bound_at = at
             self.generation += 1
+            return True
 
     def unbind(self, uid: str) -> None:
         """An assumed bind the API server refused: the pod is pending again."""

@@ -117,7 +117,11 @@ def open_history(args: argparse.Namespace, kube_client=None):
     if not args.state_dir and kube_client is not None:  # Kubernetes mode: on the Nodes themselves
         from .kube.history_store import NodeAnnotationHistoryStore
         store = NodeAnnotationHistoryStore(kube_client)
-        kept = history.restore(store.load(), time.time())
+        try:
+            records = store.load()
+        except Exception as exc:  # no API server to start from: say so and stop (the Deployment restarts us)
+            raise ServeError(f"cannot read the load history from the API server: {exc}") from None
+        kept = history.restore(records, time.time())
         log.info("load history: %d node-week(s) restored from %s", kept, store.location)
         return history, HistorySaver(history, store)
     if not args.state_dir:
@@ -145,7 +149,7 @@ def start_kubernetes(args: argparse.Namespace, client, cache, stop, metrics):
     from .kube import mode
 
     names = args.scheduler_name or sorted(DEFAULT_SCHEDULER_NAMES)
-    return mode.start(cache, client, stop, metrics=metrics, scheduler_name=names[0], qps=args.kube_qps, burst=args.kube_burst,
+    return mode.start(cache, client, stop, metrics=metrics, scheduler_names=tuple(names), qps=args.kube_qps, burst=args.kube_burst,
                       resync=args.resync, leader_elect=args.leader_elect, lease_name=args.lease_name,
                       lease_namespace=args.lease_namespace, lease_duration=args.lease_duration,
                       renew_deadline=args.renew_deadline, retry_period=args.retry_period)
@@ -186,7 +190,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                           effects=kube.effects if kube else None)
     profiles = ProfileSource(args.qos_profile) if args.qos_profile else None
     intake = ReportIntake(cache, scheduler.metrics, register_nodes=args.register_nodes and not kube,
-                          profiles=profiles)
+                          profiles=profiles, accepting=kube.leading if kube else lambda: True)
     server = AgentServer(intake, listen=args.listen, tls=tls, insecure=args.insecure,
                          allow_insecure_remote=args.insecure_allow_remote)
     if args.metrics_port:

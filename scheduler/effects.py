@@ -20,8 +20,8 @@ class CacheEffects:
         self.cache = cache
         self.clock = clock  # Unix seconds: when a bind happened (usage estimates compare it with report times)
 
-    def bind(self, pod: Pod, node: str, annotations: dict[str, str]) -> None:
-        self.cache.bind(pod.uid, node, annotations, at=self.clock())
+    def bind(self, pod: Pod, node: str, annotations: dict[str, str]) -> bool:
+        return self.cache.bind(pod.uid, node, annotations, at=self.clock())
 
     def evict(self, pod: Pod, reason: str) -> None:
         self.cache.evict(pod.uid, f"Evicted: {reason}")
@@ -40,4 +40,7 @@ class CacheEffects:
 
     def flush(self) -> int:
         """Nothing is batched here: the cache already holds every decision."""
+        return 0
+
+    def backlog(self) -> int:
         return 0

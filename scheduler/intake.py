@@ -97,6 +97,9 @@ class ReportIntake:
     profiles: ProfileSource | None = None
     clock: Callable[[], float] = time.time
     ack_every: int = 10
+    # False while this replica does not schedule (not the leader): streams are closed so agents reconnect
+    # to the one that does, and a stale replica never holds the reports the leader needs
+    accepting: Callable[[], bool] = lambda: True
     streams: dict[str, StreamState] = field(default_factory=dict)
 
     def receive(self, stream: StreamState, report: Any, decode: Callable[[], NodeReport] | None = None,
@@ -108,6 +111,8 @@ class ReportIntake:
         ``capacity_key`` (equal keys: the capacity did not change, and its
         checks are not repeated).  Raises CloseStream for bad streams.
         """
+        if not self.accepting():
+            raise CloseStream(grpc.StatusCode.UNAVAILABLE, "this scheduler replica is not the leader: reconnect")
         now = self.clock()
         name = report.identity.node_name
         self._claim(stream, name)

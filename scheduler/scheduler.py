@@ -123,6 +123,8 @@ class Scheduler:
             timed = "shuffle" in self.config.actions and began - last >= idle_every
             quiet = (idle_since is not None and idle_since[0] == generation and began - idle_since[1] < idle_every) \
                 or not (self.cache.has_pending_work() or timed) or not active()
+            if quiet and active() and self.effects.backlog():
+                self.effects.flush()  # writes that failed: again, without a whole cycle
             if not quiet:
                 last = began
                 try:

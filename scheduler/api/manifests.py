@@ -216,7 +216,9 @@ def _pod(doc: dict, f: _Fields, meta: dict) -> Pod:
     if phase not in POD_PHASES:
         raise f.fail("status.phase", f"must be one of {', '.join(POD_PHASES)}, got {phase!r}")
     annotations = f.strings(meta, "metadata", "annotations")
-    _check_scheduling_requests(f, annotations, requests)
+    node_name = f.get(spec, "spec", "nodeName", str, "")
+    if not node_name:  # what a bound pod asked of the scheduler no longer matters: it must still be counted
+        _check_scheduling_requests(f, annotations, requests)
     return Pod(
         namespace=meta.get("namespace") or "default", name=meta["name"],
         uid=str(meta.get("uid") or f"{meta.get('namespace') or 'default'}/{meta['name']}"),
@@ -225,11 +227,12 @@ def _pod(doc: dict, f: _Fields, meta: dict) -> Pod:
         preferred_terms=tuple(preferred), tolerations=_tolerations(f, spec),
         priority_class_name=f.get(spec, "spec", "priorityClassName", str, ""),
         priority=f.get(spec, "spec", "priority", int), scheduler_name=f.get(spec, "spec", "schedulerName", str, ""),
-        node_name=f.get(spec, "spec", "nodeName", str, ""), phase=phase,
+        node_name=node_name, phase=phase,
         created=f.time(meta, "metadata", "creationTimestamp"),
         terminating=meta.get("deletionTimestamp") is not None,
         qos_class=_qos_class(f, containers),
         nominated_node=f.get(status, "status", "nominatedNodeName", str, ""),
+        resource_version=str(meta.get("resourceVersion") or ""),
     )
 
 

@@ -98,6 +98,7 @@ class Pod:
     created: datetime | None = None
     terminating: bool = False
     qos_class: str = "Burstable"  # Kubernetes' QoS class: Guaranteed, Burstable or BestEffort
+    resource_version: str = ""  # metadata.resourceVersion as last seen (Kubernetes mode: write preconditions)
     # Written by the scheduler.
     nominated_node: str = ""  # where preemption/reclaim made room for it (status.nominatedNodeName)
     reason: str | None = None

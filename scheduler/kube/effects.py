@@ -2,24 +2,30 @@
 
 * **Binds** are assumed in the cache at once (the next cycle counts them) and
   sent from a small pool of threads: first the placement decisions as pod
-  annotations (``scoria.io/numa-nodes``, ``scoria.io/devices``), then the
-  ``Binding`` subresource.  A bind the server refuses is undone in the cache
-  and reported as an event; 409 (bound already — by another replica that was
-  leader a moment ago, say) leaves the pod to the watch.
+  annotations (``scoria.io/numa-nodes``, ``scoria.io/devices``) with the
+  pod's resourceVersion and uid as preconditions — so they never land on a pod
+  that changed, was bound elsewhere or recreated meanwhile — then the
+  ``pods/binding`` subresource.  A bind the server refuses is undone in the
+  cache and reported as an event; 409 (bound already: another replica that was
+  leader a moment ago, say) leaves the pod to the watch; a bind whose answer
+  was lost is looked up before anything is undone.
 * **Evictions** go through the Eviction API, so PodDisruptionBudgets hold: a
   429 undoes the eviction in the cache and the victim stays; the next cycle
   may choose again.  Nothing is forced.
 * **Status** — PodGroup phase and conditions, Queue ``status.allocated``, pod
   ``nominatedNodeName`` and ``PodScheduled`` condition — is applied to the
-  cache at once and written to the API server in one batch at the end of the
-  cycle (:meth:`flush`), and only what differs from what was last written or
-  seen: a cycle that changes nothing writes nothing.
+  cache at once and written to the API server by a writer thread after each
+  cycle (:meth:`flush`), only what differs from what was last written, so a
+  cycle that changes nothing writes nothing and a slow API server never holds
+  up scheduling.  A failed write is retried (:meth:`backlog` keeps the loop
+  flushing until it is through).
 * **Events**: a ``FailedScheduling`` event per pending pod when its reason
-  changes, and again every ``event_interval`` while it stays (kube-scheduler
-  repeats them too, the API server aggregates); ``Scheduled``, ``Preempted``
-  and ``EvictionRefused`` events for the other outcomes.
+  changes, and again every ``event_interval`` while it stays; ``Scheduled``,
+  ``Preempted`` and ``EvictionRefused`` for the other outcomes.  Pods that name
+  another scheduler are never written to.
 
-Every request passes one client-side rate limiter (``--kube-qps``/``--kube-burst``).
+Every request passes one client-side rate limiter (``--kube-qps``/``--kube-burst``)
+and has a timeout: a silent connection cannot hang a writer.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from ..api.objects import Condition, Pod, PodGroup
 from ..api.placement import DEVICES_ANNOTATION, NUMA_NODES_ANNOTATION
@@ -43,11 +49,11 @@ from .ratelimit import RateLimiter
 log = logging.getLogger(__name__)
 
 VOLCANO = ("scheduling.volcano.sh", "v1beta1")
-MERGE = "application/merge-patch+json"
+TIMEOUT = (5.0, 30.0)  # connect, read: every write
 
 
 class KubeEffects:
-    def __init__(self, cache: ClusterCache, api_client: Any, *, scheduler_name: str = "scoria",
+    def __init__(self, cache: ClusterCache, api_client: Any, *, scheduler_names: Iterable[str] = ("scoria",),
                  limiter: RateLimiter | None = None, workers: int = 16, event_interval: float = 300.0,
                  clock: Callable[[], float] = time.time, metrics: SchedulerMetrics | None = None):
         from kubernetes import client
@@ -57,79 +63,102 @@ class KubeEffects:
         self.local = CacheEffects(cache, clock)
         self.core = client.CoreV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
-        self.scheduler_name = scheduler_name
+        self.scheduler_names = frozenset(scheduler_names)
+        self.component = sorted(self.scheduler_names)[0]
         self.limiter = limiter or RateLimiter(qps=50, burst=100)
         self.event_interval = event_interval
         self.clock = clock
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kube-write")
+        self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kube-status")
         self._lock = threading.Lock()
-        self._groups: dict[str, dict] = {}       # PodGroup key -> status to write
-        self._queues: dict[str, dict] = {}       # Queue name -> status to write
-        self._pods: dict[str, tuple[Pod, dict]] = {}  # pod uid -> (pod, status patch) to write
-        self._written: dict[tuple[str, str], str] = {}  # (kind, key) -> JSON last written (or seen)
+        self._queued: dict[tuple[str, str], tuple[dict, Callable[[dict], Any]]] = {}  # (kind, key) -> to write
+        self._writing = 0  # status writes taken by the writer and not finished
+        self._written: dict[tuple[str, str], dict] = {}  # (kind, key) -> status last written
         self._reasons: dict[str, tuple[str, float]] = {}  # pod uid -> (reason, when its event was recorded)
         self._futures: list = []
 
-
     def close(self, wait: bool = True) -> None:
+        """Shut down: what is queued is written, writes in flight finish."""
+        if wait:
+            self.flush()
+        self.writer.shutdown(wait=wait)
         self.pool.shutdown(wait=wait)
 
     def drain(self, timeout: float = 10.0) -> bool:
-        """Wait for the binds, evictions and events sent so far (tests; shutdown)."""
+        """Wait for the binds, evictions, events and status writes sent so far (tests; shutdown)."""
         from concurrent.futures import wait as wait_all
         with self._lock:
             pending, self._futures = self._futures, []
         done, not_done = wait_all(pending, timeout=timeout)
         return not not_done
 
-    def _submit(self, fn: Callable, *args) -> None:
-        future = self.pool.submit(fn, *args)
+    def _submit(self, fn: Callable, *args, executor: ThreadPoolExecutor | None = None) -> None:
+        future = (executor or self.pool).submit(fn, *args)
         with self._lock:
             self._futures = [f for f in self._futures if not f.done()]
             self._futures.append(future)
 
+    def _ours(self, pod: Pod) -> bool:
+        return not pod.scheduler_name or pod.scheduler_name in self.scheduler_names
+
     # -- binds ---------------------------------------------------------------------------------------------
     def bind(self, pod: Pod, node: str, annotations: dict[str, str]) -> None:
         stale = [k for k in (NUMA_NODES_ANNOTATION, DEVICES_ANNOTATION) if k in pod.annotations and k not in annotations]
-        self.local.bind(pod, node, annotations)  # assumed: the next cycle counts it
+        version = pod.resource_version
+        if not self.local.bind(pod, node, annotations):  # assumed: the next cycle counts it
+            return  # deleted while the cycle ran
         self._reasons.pop(pod.uid, None)
-        self._submit(self._bind, pod.namespace, pod.name, pod.uid, node, dict(annotations), stale)
+        self._submit(self._bind, pod.namespace, pod.name, pod.uid, version, node, dict(annotations), stale)
 
-    def _bind(self, namespace: str, name: str, uid: str, node: str, annotations: dict, stale: list) -> None:
+    def _bind(self, namespace: str, name: str, uid: str, version: str, node: str, annotations: dict,
+              stale: list) -> None:
         from kubernetes.client.exceptions import ApiException
         try:
             if annotations or stale:
-                patch = {"metadata": {"annotations": {**{k: None for k in stale}, **annotations}}}
-                self._call(self.core.patch_namespaced_pod, name, namespace, patch)
-            binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name, "namespace": namespace,
-                                                                            "uid": uid},
+                meta = {"uid": uid, "annotations": {**{k: None for k in stale}, **annotations}}
+                if version:
+                    meta["resourceVersion"] = version  # only onto the pod as this scheduler saw it
+                self._call(self.core.patch_namespaced_pod, name, namespace, {"metadata": meta},
+                           _preload_content=False)
+            binding = {"apiVersion": "v1", "kind": "Binding",
+                       "metadata": {"name": name, "namespace": namespace, "uid": uid},
                        "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
             self._call(self.core.create_namespaced_pod_binding, name, namespace, binding, _preload_content=False)
             self.metrics.kube_write("bind", "ok")
             self._event(namespace, name, uid, "Normal", "Scheduled", f"Successfully assigned {namespace}/{name} to {node}")
         except ApiException as exc:
             self.metrics.kube_write("bind", "refused")
-            if exc.status == 409:
-                log.info("bind %s/%s -> %s: %s (bound already; the watch will say where)", namespace, name, node,
-                         exc.reason)
+            if exc.status == 409 and self._bound_on_server(namespace, name, uid):
+                log.info("bind %s/%s -> %s: bound already; the watch will say where", namespace, name, node)
                 return
             log.warning("bind %s/%s -> %s refused: %s %s", namespace, name, node, exc.status, exc.reason)
             self.cache.unbind(uid)
             if exc.status != 404:
                 self._event(namespace, name, uid, "Warning", "FailedScheduling", f"binding to {node} rejected: "
                             f"{exc.status} {exc.reason}")
-        except Exception:
+        except Exception as exc:  # no answer: the bind may or may not have happened; ask before undoing it
             self.metrics.kube_write("bind", "failed")
-            log.exception("bind %s/%s -> %s failed", namespace, name, node)
-            self.cache.unbind(uid)
+            log.warning("bind %s/%s -> %s: no answer (%s)", namespace, name, node, exc)
+            if not self._bound_on_server(namespace, name, uid):
+                self.cache.unbind(uid)
+
+    def _bound_on_server(self, namespace: str, name: str, uid: str) -> bool:
+        """Is the pod (this uid) bound on the server?  Unknown (unreachable) counts as not."""
+        try:
+            resp = self._call(self.core.read_namespaced_pod, name, namespace, _preload_content=False)
+            obj = json.loads(resp.data)
+        except Exception:
+            return False
+        return obj.get("metadata", {}).get("uid") == uid and bool(obj.get("spec", {}).get("nodeName"))
 
     # -- evictions -------------------------------------------------------------------------------------------
     def evict(self, pod: Pod, reason: str) -> None:
         with self.cache.lock:
-            if pod.uid in self.cache.evicting:
-                return  # asked already
+            current = self.cache.pods.get(pod.uid)  # the cache's object: the watch may have replaced the session's
+            if current is None or pod.uid in self.cache.evicting:
+                return  # gone, or asked already
             self.cache.evicting[pod.uid] = self.clock()
-            pod.terminating = True
+            current.terminating = True
             self.cache.generation += 1
         self._submit(self._evict, pod.namespace, pod.name, pod.uid, reason)
 
@@ -169,26 +198,31 @@ class KubeEffects:
     def group_status(self, group: PodGroup, phase: str, conditions: list[Condition]) -> bool:
         changed = self.local.group_status(group, phase, conditions)
         if not group.implicit:
-            status = {"phase": phase, "conditions": [_condition(c) for c in conditions]}
-            with self._lock:
-                self._groups[group.key] = status
+            ns, name = group.namespace, group.name
+            # Volcano's PodGroup CRD has no status subresource: its status is written on the object itself
+            self._queue(("PodGroup", group.key), {"phase": phase, "conditions": [_condition(c) for c in conditions]},
+                        lambda body: self.custom.patch_namespaced_custom_object(*VOLCANO, ns, "podgroups", name, body,
+                                                                                _request_timeout=TIMEOUT))
         return changed
 
     def queue_allocated(self, name: str, allocated: dict[str, int]) -> None:
         self.local.queue_allocated(name, allocated)
         queue = self.cache.queues.get(name)
         if queue is not None and not queue.implicit:
-            with self._lock:
-                self._queues[name] = {"allocated": {k: format_quantity(k, v) for k, v in sorted(allocated.items())}}
+            amounts = {k: format_quantity(k, v) for k, v in sorted(allocated.items())}
+            self._queue(("Queue", name), {"allocated": amounts},
+                        lambda body: self.custom.patch_cluster_custom_object_status(*VOLCANO, "queues", name, body,
+                                                                                    _request_timeout=TIMEOUT))
 
     def nominate(self, pod: Pod, node: str | None) -> None:
         self.local.nominate(pod, node)
-        self._pod_status(pod, {"nominatedNodeName": node or None})
+        if self._ours(pod):
+            self._pod_status(pod, {"nominatedNodeName": node or None})
 
     def pod_reason(self, pod: Pod, reason: str | None) -> None:
         self.local.pod_reason(pod, reason)
-        if not reason or pod.node_name:
-            return
+        if not reason or pod.node_name or not self._ours(pod):
+            return  # another scheduler's pod is its business: no condition, no event
         last = self._reasons.get(pod.uid)
         now = self.clock()
         if last is not None and last[0] == reason and now - last[1] < self.event_interval:
@@ -199,49 +233,59 @@ class KubeEffects:
         self._submit(self._event, pod.namespace, pod.name, pod.uid, "Warning", "FailedScheduling", reason)
 
     def _pod_status(self, pod: Pod, status: dict) -> None:
+        key = ("Pod", pod.uid)
         with self._lock:
-            entry = self._pods.get(pod.uid)
-            merged = {**(entry[1] if entry else {}), **status}
-            self._pods[pod.uid] = (pod, merged)
+            queued = self._queued.get(key)
+        merged = {**(queued[0] if queued else {}), **status}
+        name, ns = pod.name, pod.namespace
+        self._queue(key, merged, lambda body: self.core.patch_namespaced_pod_status(
+            name, ns, body, _preload_content=False, _request_timeout=TIMEOUT))
+
+    def _queue(self, key: tuple[str, str], status: dict, send: Callable[[dict], Any]) -> None:
+        with self._lock:
+            self._queued[key] = (status, send)
 
     def flush(self) -> int:
-        """Write what changed this cycle; return how many writes were made.  Failures stay for the next flush."""
+        """Hand what this cycle changed to the status writer; how many writes were queued."""
         with self._lock:
-            groups, self._groups = self._groups, {}
-            queues, self._queues = self._queues, {}
-            pods, self._pods = self._pods, {}
-        writes = 0
-        for key, status in groups.items():
-            ns, _, name = key.partition("/")
-            # Volcano's PodGroup CRD has no status subresource: its status is written on the object itself
-            writes += self._write(("PodGroup", key), status, lambda body, ns=ns, name=name:
-                                  self.custom.patch_namespaced_custom_object(*VOLCANO, ns, "podgroups", name, body))
-        for name, status in queues.items():
-            writes += self._write(("Queue", name), status, lambda body, name=name:
-                                  self.custom.patch_cluster_custom_object_status(*VOLCANO, "queues", name, body))
-        for uid, (pod, status) in pods.items():
-            writes += self._write(("Pod", uid), status, lambda body, pod=pod:
-                                  self.core.patch_namespaced_pod_status(pod.name, pod.namespace, body,
-                                                                        _preload_content=False))
-        return writes
+            batch, self._queued = self._queued, {}
+            batch = {k: v for k, v in batch.items() if _normal(v[0]) != self._written.get(k)}
+            self._writing += len(batch)
+        if batch:
+            self._submit(self._write_all, batch, executor=self.writer)
+        return len(batch)
 
-    def _write(self, key: tuple[str, str], status: dict, send: Callable[[dict], Any]) -> int:
-        text = json.dumps(status, sort_keys=True)
-        if self._written.get(key) == text:
-            return 0
-        try:
-            self._call(send, {"status": status})
-        except Exception as exc:
-            self.metrics.kube_write("status", "failed")
-            log.warning("writing the status of %s %s failed (%s); will retry", key[0], key[1], exc)
-            return 0
-        self.metrics.kube_write("status", "ok")
-        self._written[key] = text
-        return 1
+    def backlog(self) -> int:
+        """Status writes queued or in flight: the loop flushes again until this is 0."""
+        with self._lock:
+            return len(self._queued) + self._writing
+
+    def _write_all(self, batch: dict) -> None:
+        for key, (status, send) in batch.items():
+            body = dict(status)
+            if key[0] == "Queue":  # a merge patch keeps keys it is not given: drop the ones gone
+                gone = set((self._written.get(key) or {}).get("allocated", {})) - set(status["allocated"])
+                body = {"allocated": {**status["allocated"], **{k: None for k in gone}}}
+            try:
+                self.limiter.acquire()
+                send({"status": body})  # its own timeout is bound in
+            except Exception as exc:
+                self.metrics.kube_write("status", "failed")
+                log.warning("writing the status of %s %s failed (%s); will retry", key[0], key[1], exc)
+                with self._lock:
+                    self._queued.setdefault(key, (status, send))  # unless a newer status came meanwhile
+                    self._writing -= 1
+                continue
+            self.metrics.kube_write("status", "ok")
+            with self._lock:
+                self._written[key] = _normal(status)
+                self._writing -= 1
 
     def forget(self, kind: str, key: str) -> None:
         """An object is gone: drop what was remembered of it (memory stays bounded)."""
-        self._written.pop((kind, key), None)
+        with self._lock:
+            self._written.pop((kind, key), None)
+            self._queued.pop((kind, key), None)
         if kind == "Pod":
             self._reasons.pop(key, None)
 
@@ -253,7 +297,7 @@ class KubeEffects:
                 "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": name, "namespace": namespace,
                                    "uid": uid},
                 "reason": reason, "message": message[:1024], "type": kind,
-                "source": {"component": self.scheduler_name}, "reportingComponent": self.scheduler_name,
+                "source": {"component": self.component}, "reportingComponent": self.component,
                 "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1}
         try:
             self._call(self.core.create_namespaced_event, namespace, body, _preload_content=False)
@@ -264,7 +308,13 @@ class KubeEffects:
 
     def _call(self, fn: Callable, *args, **kwargs):
         self.limiter.acquire()
+        kwargs.setdefault("_request_timeout", TIMEOUT)
         return fn(*args, **kwargs)
+
+
+def _normal(status: dict) -> dict:
+    """A status as compared with what was written (JSON round trip: tuples and lists alike)."""
+    return json.loads(json.dumps(status, sort_keys=True))
 
 
 def _condition(c: Condition) -> dict:

@@ -6,8 +6,10 @@ its own: ``scoria.io/load-history`` holds its last weeks — per week the week
 number and a byte per hour of the week for CPU and for memory, zlib-compressed,
 base64 — about a kilobyte per node.  Written once an hour per node with a
 merge patch of that one annotation (nothing else of the Node is touched),
-read back when a scheduler starts.  A node whose annotation cannot be read is
-skipped with a warning (the next save replaces it); nothing else is lost.
+through the scheduler's rate limiter, read back when a scheduler starts.  A
+node whose annotation cannot be read is skipped with a warning (the next save
+replaces it); a node that is gone is forgotten; a write that fails is kept and
+tried again with the next save, alone — the others are not written twice.
 """
 
 from __future__ import annotations
@@ -48,16 +50,23 @@ def decode(text: str) -> dict[int, tuple[bytes, bytes]]:
     return out
 
 
+def _default_limiter():
+    from .ratelimit import RateLimiter
+    return RateLimiter(qps=10, burst=20)
+
+
 class NodeAnnotationHistoryStore(HistoryStore):
-    def __init__(self, api_client: Any):
+    def __init__(self, api_client: Any, limiter: Any = None):
         from kubernetes import client
 
         self.core = client.CoreV1Api(api_client)
+        self.limiter = limiter or _default_limiter()  # its own budget: ten thousand nodes an hour, not binds
         self.location = f"the {ANNOTATION} annotation of each Node"
         self._weeks: dict[str, dict[int, tuple[bytes, bytes]]] = {}
+        self._unwritten: set[str] = set()  # nodes whose last write failed: written with the next save
 
     def load(self) -> list[WeekRecord]:
-        resp = self.core.list_node(_preload_content=False)
+        resp = self.core.list_node(_preload_content=False, _request_timeout=(10.0, 120.0))
         out = []
         for item in json.loads(resp.data).get("items") or []:
             name = item["metadata"]["name"]
@@ -74,21 +83,34 @@ class NodeAnnotationHistoryStore(HistoryStore):
         return out
 
     def save(self, records: Iterable[WeekRecord], *, forget_before: int | None = None) -> None:
-        """One patch per node touched; nodes that fail are reported together at the end (and retried)."""
-        touched: set[str] = set()
+        """One patch per node touched (and per node whose last write failed); failures are kept, not raised."""
+        from kubernetes.client.exceptions import ApiException
+
+        touched = set(self._unwritten)
         for r in records:
             self._weeks.setdefault(r.node, {})[r.week] = (r.cpu, r.memory)
             touched.add(r.node)
         failed = []
         for node in sorted(touched):
-            weeks = self._weeks[node]
+            weeks = self._weeks.get(node, {})
             if forget_before is not None:
                 for week in [w for w in weeks if w < forget_before]:
                     del weeks[week]
             patch = {"metadata": {"annotations": {ANNOTATION: encode(weeks)}}}
             try:
-                self.core.patch_node(node, patch, _preload_content=False)
-            except Exception as exc:  # a node deleted meanwhile, or the API server away
-                failed.append(f"{node} ({exc.__class__.__name__})")
+                self.limiter.acquire()
+                self.core.patch_node(node, patch, _preload_content=False, _request_timeout=(5.0, 30.0))
+            except ApiException as exc:
+                if exc.status == 404:  # the node is gone, and its history with it
+                    self._weeks.pop(node, None)
+                    self._unwritten.discard(node)
+                    continue
+                failed.append(node)
+            except Exception:  # the API server away
+                failed.append(node)
+            else:
+                self._unwritten.discard(node)
         if failed:
-            raise RuntimeError(f"load history not written on {len(failed)} node(s): {', '.join(failed[:5])}")
+            self._unwritten.update(failed)
+            log.warning("load history not written on %d node(s) (%s…); tried again with the next save",
+                        len(failed), ", ".join(failed[:5]))

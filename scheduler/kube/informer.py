@@ -102,7 +102,7 @@ class Informer:
 
     def relist(self) -> None:
         """List everything and hand on only the differences from what was handed on before."""
-        resp = self.list_fn(_preload_content=False, **self.list_kwargs)
+        resp = self.list_fn(_preload_content=False, _request_timeout=(10.0, 120.0), **self.list_kwargs)
         body = json.loads(resp.data)
         self.lists += 1
         self.on_list(self.kind)
@@ -121,9 +121,12 @@ class Informer:
         The stream is read here rather than through the client's ``Watch``, whose
         raw mode fails on the very ``ERROR`` event (410) that says to list again.
         """
+        # a read timeout past the server's own: a connection that went silent (a load balancer failing
+        # over, a NAT entry dropped) ends the watch instead of hanging it for ever
         resp = self._resp = self.list_fn(watch=True, resource_version=self.resource_version,
                                          timeout_seconds=self.watch_timeout, allow_watch_bookmarks=True,
-                                         _preload_content=False, **self.list_kwargs)
+                                         _preload_content=False,
+                                         _request_timeout=(10.0, self.watch_timeout + 30.0), **self.list_kwargs)
         try:
             for line in iter_resp_lines(resp):
                 if stop.is_set() or self._stop.is_set():

@@ -34,7 +34,8 @@ class LeaderElector:
     def __init__(self, api_client: Any, *, name: str, namespace: str, identity: str | None = None,
                  lease_duration: float = 15.0, renew_deadline: float = 10.0, retry_period: float = 2.0,
                  clock: Callable[[], float] = time.monotonic,
-                 on_change: Callable[[bool], None] | None = None):
+                 on_change: Callable[[bool], None] | None = None,
+                 on_step: Callable[[bool], None] | None = None):
         from kubernetes import client
 
         if not retry_period < renew_deadline < lease_duration:
@@ -46,6 +47,9 @@ class LeaderElector:
         self.lease_duration, self.renew_deadline, self.retry_period = lease_duration, renew_deadline, retry_period
         self.clock = clock
         self.on_change = on_change or (lambda leading: None)
+        self.on_step = on_step or (lambda leading: None)  # after every step, with whether this replica leads
+        # every call returns well within the renew deadline, or counts as failed
+        self.timeout = (min(5.0, renew_deadline / 2), renew_deadline / 2)
         self._leading = False
         self._renewed_at: float | None = None  # when this replica last renewed, as leader
         self._observed: tuple[str, float] | None = None  # (holder@renewTime, when we first saw it)
@@ -58,25 +62,32 @@ class LeaderElector:
                 and self.clock() - self._renewed_at < self.renew_deadline)
 
     def run(self, stop: threading.Event) -> None:
-        """Try to acquire, then renew, every ``retry_period`` until ``stop``; give the lease up on the way out."""
+        """Try to acquire, then renew, every ``retry_period`` until ``stop``.
+
+        The lease is not given up here: the owner calls :meth:`release` once its
+        own writes are done, so no other replica starts meanwhile.
+        """
         while not stop.is_set():
             self.step()
             stop.wait(self.retry_period)
-        self.release()
 
     def step(self) -> bool:
         """One attempt to acquire or renew; returns whether this replica leads afterwards."""
+        started = self.clock()  # a renewal holds from when it was asked, not from when the answer came
         try:
             leading = self._try()
         except Exception as exc:
             log.warning("leader election: %s", exc)
             leading = False
         if leading:
-            self._renewed_at = self.clock()
-        if self._leading and not leading and self.is_leader:
-            return True  # a failed renewal inside the deadline: still leading, try again
-        self._set(leading and self._renewed_at is not None)
+            self._renewed_at = started
+        if not (self._leading and not leading and self.is_leader):  # else: a failed renewal inside the deadline
+            self._set(leading and self.is_leader_at(self.clock()))
+        self.on_step(self._leading)
         return self._leading
+
+    def is_leader_at(self, now: float) -> bool:
+        return self._renewed_at is not None and now - self._renewed_at < self.renew_deadline
 
     def _set(self, leading: bool) -> None:
         if leading != self._leading:
@@ -89,7 +100,7 @@ class LeaderElector:
         from kubernetes.client.exceptions import ApiException
 
         try:
-            lease = self.api.read_namespaced_lease(self.name, self.namespace)
+            lease = self.api.read_namespaced_lease(self.name, self.namespace, _request_timeout=self.timeout)
         except ApiException as exc:
             if exc.status != 404:
                 raise
@@ -103,19 +114,20 @@ class LeaderElector:
         duration = spec.lease_duration_seconds or self.lease_duration
         if holder and holder != self.identity and now - self._observed[1] < duration:
             return False  # someone else holds it and renews it
-        if holder != self.identity:
+        taking = holder != self.identity
+        if taking:
             spec.acquire_time = _now_text()
             spec.lease_transitions = (spec.lease_transitions or 0) + 1
-            self.transitions += 1
         spec.holder_identity = self.identity
         spec.renew_time = _now_text()
         spec.lease_duration_seconds = int(self.lease_duration)
         try:
-            self.api.replace_namespaced_lease(self.name, self.namespace, lease)
+            self.api.replace_namespaced_lease(self.name, self.namespace, lease, _request_timeout=self.timeout)
         except ApiException as exc:
             if exc.status == 409:
                 return False  # another replica wrote first
             raise
+        self.transitions += taking
         return True
 
     def _create(self) -> bool:
@@ -128,7 +140,7 @@ class LeaderElector:
                                                       lease_duration_seconds=int(self.lease_duration),
                                                       lease_transitions=0))
         try:
-            self.api.create_namespaced_lease(self.namespace, body)
+            self.api.create_namespaced_lease(self.namespace, body, _request_timeout=self.timeout)
         except ApiException as exc:
             if exc.status == 409:
                 return False
@@ -138,14 +150,16 @@ class LeaderElector:
     def release(self) -> None:
         """Shutting down as leader: clear the holder so a follower takes over without waiting out the lease."""
         if not self._leading:
+            self.on_step(False)
             return
         self._set(False)
+        self.on_step(False)
         try:
-            lease = self.api.read_namespaced_lease(self.name, self.namespace)
+            lease = self.api.read_namespaced_lease(self.name, self.namespace, _request_timeout=self.timeout)
             if lease.spec.holder_identity == self.identity:
                 lease.spec.holder_identity = ""
                 lease.spec.lease_duration_seconds = 1
-                self.api.replace_namespaced_lease(self.name, self.namespace, lease)
+                self.api.replace_namespaced_lease(self.name, self.namespace, lease, _request_timeout=self.timeout)
         except Exception as exc:
             log.info("leader election: could not release the lease (%s); it expires by itself", exc)
 

@@ -30,21 +30,38 @@ log = logging.getLogger(__name__)
 LEADER_LABEL = "scoria.io/leader"
 
 
-def leader_label(client: Any, pod_name: str, namespace: str):
-    """``on_change`` for the elector: put the leader label on this replica's pod, or take it off."""
-    from kubernetes import client as k8s
+class LeaderLabel:
+    """Keeps this replica's pod labelled ``scoria.io/leader: "true"`` exactly while it leads.
 
-    core = k8s.CoreV1Api(client)
+    Called on every election step: it patches only when the label differs from
+    what it last applied, and a failed patch is simply tried again next step.
+    The first call always writes, so a replica that restarts as a follower
+    takes off a label its previous life left behind.
+    """
 
-    def set_label(leading: bool) -> None:
+    def __init__(self, client: Any, pod_name: str, namespace: str):
+        from kubernetes import client as k8s
+
+        self.core = k8s.CoreV1Api(client)
+        self.pod_name, self.namespace = pod_name, namespace
+        self.applied: bool | None = None
+        self._failing = False
+
+    def __call__(self, leading: bool) -> None:
+        if self.applied == leading:
+            return
         try:
-            core.patch_namespaced_pod(pod_name, namespace,
-                                      {"metadata": {"labels": {LEADER_LABEL: "true" if leading else None}}})
-        except Exception as exc:  # the Service keeps its old target until the next change; say so
-            log.warning("cannot %s label %s on pod %s/%s: %s", "set" if leading else "remove", LEADER_LABEL,
-                        namespace, pod_name, exc)
-
-    return set_label
+            self.core.patch_namespaced_pod(self.pod_name, self.namespace,
+                                           {"metadata": {"labels": {LEADER_LABEL: "true" if leading else None}}},
+                                           _preload_content=False, _request_timeout=(5.0, 10.0))
+        except Exception as exc:  # the agents' Service may point at the wrong replica until it works: say so once
+            if not self._failing:
+                log.warning("cannot %s label %s on pod %s/%s (retrying): %s", "set" if leading else "remove",
+                            LEADER_LABEL, self.namespace, self.pod_name, exc)
+            self._failing = True
+            return
+        self._failing = False
+        self.applied = leading
 
 
 def api_client(*, kubeconfig: str | None = None, in_cluster: bool = False) -> Any:
@@ -69,30 +86,34 @@ class KubeMode:
     threads: list[threading.Thread]
 
     def leading(self) -> bool:
-        return self.elector is None or self.elector.is_leader
+        """Schedule now: every kind listed (a partial cache would bind onto nodes it thinks empty), and leader."""
+        return self.ready() and (self.elector is None or self.elector.is_leader)
 
     def ready(self) -> bool:
         """Every kind listed: this replica could lead at once (the agents' Service picks the leader by label)."""
         return all(inf.synced.is_set() for inf in self.source.informers)
 
     def close(self) -> None:
-        """Graceful stop: writes in flight finish, the lease is handed back, the informers stop."""
+        """Graceful stop (the scheduling loop has stopped): writes finish, *then* the lease is handed back —
+        so no new leader schedules while this one's binds are still going out — and the informers stop."""
         self.effects.close(wait=True)
         for t in self.threads:
             t.join(timeout=5)
+        if self.elector is not None:
+            self.elector.release()
         self.source.stop()
 
 
 def start(cache: ClusterCache, client: Any, stop: threading.Event, *, metrics: SchedulerMetrics | None = None,
-          scheduler_name: str = "scoria",
+          scheduler_names: tuple[str, ...] = ("scoria",),
           qps: float = 50.0, burst: int = 100, resync: float = 600.0, leader_elect: bool = False,
           lease_name: str = "scoria-scheduler", lease_namespace: str | None = None,
           lease_duration: float = 15.0, renew_deadline: float = 10.0, retry_period: float = 2.0,
           sync_timeout: float = 60.0) -> KubeMode:
     metrics = metrics or SchedulerMetrics()
     limiter = RateLimiter(qps=qps, burst=burst)
-    effects = KubeEffects(cache, client, scheduler_name=scheduler_name, limiter=limiter, metrics=metrics)
-    source = KubeSource(cache, client, resync=resync, on_pod_deleted=lambda uid: effects.forget("Pod", uid),
+    effects = KubeEffects(cache, client, scheduler_names=scheduler_names, limiter=limiter, metrics=metrics)
+    source = KubeSource(cache, client, resync=resync, on_deleted=effects.forget,
                         on_refused=lambda kind: metrics.kube_refused.labels(kind).inc(),
                         on_list=lambda kind: metrics.kube_lists.labels(kind).inc())
     source.start()
@@ -103,16 +124,16 @@ def start(cache: ClusterCache, client: Any, stop: threading.Event, *, metrics: S
     if leader_elect:
         namespace = lease_namespace or os.environ.get("POD_NAMESPACE") or "kube-system"
         pod_name = os.environ.get("POD_NAME")
-        label = leader_label(client, pod_name, namespace) if pod_name else None
+        label = LeaderLabel(client, pod_name, namespace) if pod_name else None
 
-        def on_change(leading: bool) -> None:
+        def on_step(leading: bool) -> None:  # every step, not only on changes: a failed label is retried
             metrics.leader.set(1 if leading else 0)
             if label is not None:
                 label(leading)
 
         elector = LeaderElector(client, name=lease_name, namespace=namespace, lease_duration=lease_duration,
                                 renew_deadline=renew_deadline, retry_period=retry_period,
-                                identity=pod_name or None, on_change=on_change)
+                                identity=pod_name or None, on_step=on_step)
         t = threading.Thread(target=elector.run, args=(stop,), name="leader-election", daemon=True)
         t.start()
         threads.append(t)

@@ -30,13 +30,13 @@ class KubeSource:
 
     def __init__(self, cache: ClusterCache, api_client: Any, *, resync: float = 600.0, watch_timeout: int = 300,
                  on_refused: Callable[[str], None] | None = None,
-                 on_pod_deleted: Callable[[str], None] | None = None,
+                 on_deleted: Callable[[str, str], None] | None = None,
                  on_list: Callable[[str], None] | None = None):
         from kubernetes import client
 
         self.cache = cache
         self.on_refused = on_refused or (lambda kind: None)
-        self.on_pod_deleted = on_pod_deleted or (lambda uid: None)
+        self.on_deleted = on_deleted or (lambda kind, key: None)  # (kind, cache key) gone: forget what was written
         self.pdbs: dict[str, dict] = {}
         core = client.CoreV1Api(api_client)
         custom = client.CustomObjectsApi(api_client)
@@ -109,6 +109,7 @@ class KubeSource:
     def _delete(self, kind: str):
         def handler(obj: dict) -> None:
             self.cache.remove(kind, key_of(obj))
+            self.on_deleted(kind, key_of(obj))
         return handler
 
     def _upsert_pod(self, obj: dict) -> None:
@@ -133,7 +134,7 @@ class KubeSource:
         if uid:
             self.cache.remove_pod(uid)
             self.cache.evicting.pop(uid, None)
-            self.on_pod_deleted(uid)
+            self.on_deleted("Pod", uid)
 
     def _upsert_pdb(self, obj: dict) -> None:
         self.pdbs[key_of(obj)] = obj
