@@ -152,22 +152,31 @@ def test_a_gang_stays_unbound_until_it_fits_and_says_why(api, harness) -> None:
     wait_until(lambda: api.get("podgroups", "train", "default")["status"]["phase"] == "Running")
 
 
-def test_placement_decisions_are_written_before_the_binding(api, harness) -> None:
-    from tests.builders import report
-    from scheduler.api.loader import _node_report
-
-    api.put(node("n1", allocatable={"cpu": "8", "memory": "32Gi", "pods": "110"}))
-    api.put(pending_pod("db", cpu="3", limits={"cpu": "3", "memory": "1Gi"},
-                        annotations={"volcano.sh/numa-topology-policy": "single-numa-node"}))
-    h = harness("""
+NUMA_CONFIG = """
 actions: "enqueue, allocate"
 tiers:
 - plugins: [{name: priority}, {name: gang}]
 - plugins: [{name: predicates}, {name: numa-aware}, {name: nodeorder}]
-""")
+"""
+
+
+def numa_harness(harness) -> "Harness":
+    """NUMA-aware scheduling, with node n1 reporting two zones of 4 CPUs."""
+    from scheduler.api.loader import _node_report
+    from tests.builders import report
+
+    h = harness(NUMA_CONFIG)
     _, r = _node_report(report("n1", zones=[4, 4]), "test")
     r.identity.sample_time_ns = time.time_ns()
     h.cache.accept_report(r, time.time(), register=False, capacity_key="n1")
+    return h
+
+
+def test_placement_decisions_are_written_before_the_binding(api, harness) -> None:
+    api.put(node("n1", allocatable={"cpu": "8", "memory": "32Gi", "pods": "110"}))
+    api.put(pending_pod("db", cpu="3", limits={"cpu": "3", "memory": "1Gi"},
+                        annotations={"volcano.sh/numa-topology-policy": "single-numa-node"}))
+    h = numa_harness(harness)
     h.cycle()
     pod = api.get("pods", "db", "default")
     assert pod["spec"]["nodeName"] == "n1" and pod["metadata"]["annotations"]["scoria.io/numa-nodes"] in ("0", "1")
@@ -463,20 +472,9 @@ def test_queue_allocation_drops_resources_no_longer_held(api, harness) -> None:
 
 
 def test_decisions_are_not_written_onto_a_pod_that_changed_meanwhile(api, harness) -> None:
-    from tests.builders import report
-    from scheduler.api.loader import _node_report
-
     api.put(node("n1", allocatable={"cpu": "8", "memory": "32Gi", "pods": "110"}))
     api.put(pending_pod("db", cpu="3", annotations={"volcano.sh/numa-topology-policy": "single-numa-node"}))
-    h = harness("""
-actions: "enqueue, allocate"
-tiers:
-- plugins: [{name: priority}, {name: gang}]
-- plugins: [{name: predicates}, {name: numa-aware}, {name: nodeorder}]
-""")
-    _, r = _node_report(report("n1", zones=[4, 4]), "test")
-    r.identity.sample_time_ns = time.time_ns()
-    h.cache.accept_report(r, time.time(), register=False, capacity_key="n1")
+    h = numa_harness(harness)
     assert h.kube.source.wait_synced(10) and api.wait_watching("pods")
     api.fail("GET", "/api/v1/pods", status=503, times=None, watch=True)  # the cache misses what happens next
     api.close_watches()
