@@ -17,7 +17,7 @@ from .model import (
     Ack, Capacity, Colocation, ContainerUsage, CpuTopology, DeviceProcess, Devices, Directive, Eviction, Gpu, GpuLink,
     GpuTopologyLevel, Identity, Load,
     LogicalCpu, MigMode, NodeReport, Npu, NumaZone, PodAction, PodActionKind, PodUsage, Pressure, QosLevel,
-    QosProfile,
+    QosProfile, PodRuntime, ContainerRuntime,
 )
 from .scoria.v1 import agent_pb2 as pb
 
@@ -90,6 +90,11 @@ def report_to_pb(r: NodeReport) -> Any:
     for e in co.evictions:
         mco.evictions.add(pod_uid=e.pod_uid, namespace=e.namespace, name=e.name, reason=e.reason, time_ns=e.time_ns)
     mco.qos_profile, mco.evicting = co.qos_profile, co.evicting
+    for p in r.runtime:
+        mp = msg.runtime.add(uid=p.uid, namespace=p.namespace, name=p.name, phase=p.phase, reason=p.reason,
+                             message=p.message, restarts=p.restarts, started_ns=p.started_ns, log_dir=p.log_dir)
+        for c in p.containers:
+            mp.containers.add(name=c.name, state=c.state, exit_code=c.exit_code, restarts=c.restarts, pid=c.pid)
     return msg
 
 
@@ -153,7 +158,14 @@ def report_from_pb(msg: Any, capacity: Capacity | None = None) -> NodeReport:
             co.offline_cpu_quota_millis if co.HasField("offline_cpu_quota_millis") else None,
             [Eviction(e.pod_uid, e.namespace, e.name, e.reason, e.time_ns) for e in co.evictions],
             co.qos_profile, co.evicting),
+        runtime=runtime_from_pb(msg.runtime),
     )
+
+
+def runtime_from_pb(pods: Any) -> list[PodRuntime]:
+    return [PodRuntime(p.uid, p.namespace, p.name, p.phase, p.reason, p.message, p.restarts, p.started_ns, p.log_dir,
+                       [ContainerRuntime(c.name, c.state, c.exit_code, c.restarts, c.pid) for c in p.containers])
+            for p in pods]
 
 
 def _pods_from(pods: Any, details: Any) -> list[PodUsage]:

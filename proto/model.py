@@ -192,12 +192,38 @@ class Colocation:
 
 
 @dataclass(slots=True)
+class ContainerRuntime:
+    name: str
+    state: str = "waiting"  # waiting, running, terminated
+    exit_code: int = 0
+    restarts: int = 0
+    pid: int = 0
+
+
+@dataclass(slots=True)
+class PodRuntime:
+    """Embedded mode: a pod the agent's local runtime holds, as it stands."""
+
+    uid: str
+    namespace: str = ""
+    name: str = ""
+    phase: str = "Pending"  # Pending, Running, Succeeded, Failed
+    reason: str = ""
+    message: str = ""
+    restarts: int = 0
+    started_ns: int = 0
+    log_dir: str = ""
+    containers: list[ContainerRuntime] = field(default_factory=list)
+
+
+@dataclass(slots=True)
 class NodeReport:
     identity: Identity
     capacity: Capacity = field(default_factory=Capacity)
     devices: Devices = field(default_factory=Devices)
     load: Load = field(default_factory=Load)
     colocation: Colocation = field(default_factory=Colocation)
+    runtime: list[PodRuntime] = field(default_factory=list)  # embedded mode: the pods the agent runs
 
 
 @dataclass(slots=True)

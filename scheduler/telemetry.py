@@ -166,6 +166,7 @@ def check_report(r: NodeReport, *, now_ns: int, limits: ReportLimits = ReportLim
         _devices(r, len(r.capacity.numa_zones), limits)
         _load(r, limits)
         _colocation(r, limits)
+        _runtime(r, limits)
     except _Problem as exc:
         return str(exc)
     return None
@@ -353,6 +354,33 @@ def _colocation(r: NodeReport, limits: ReportLimits) -> None:
     for k, e in enumerate(co.evictions):
         if not e.pod_uid:
             raise _Problem(f"colocation.evictions[{k}].pod_uid: must be set")
+
+
+POD_PHASES = ("Pending", "Running", "Succeeded", "Failed")
+CONTAINER_STATES = ("waiting", "running", "terminated")
+
+
+def _runtime(r: NodeReport, limits: ReportLimits) -> None:
+    """Embedded mode: the pods the agent's local runtime holds."""
+    pods = getattr(r, "runtime", ())
+    if not pods:
+        return
+    _at_most("runtime", pods, limits.max_pods, "pods")
+    seen = set()
+    for k, p in enumerate(pods):
+        path = f"runtime[{k}]"
+        if not p.uid or p.uid in seen:
+            raise _Problem(f"{path}.uid: must be set and unique, got {p.uid!r}")
+        seen.add(p.uid)
+        if p.phase not in POD_PHASES:
+            raise _Problem(f"{path}.phase: must be one of {', '.join(POD_PHASES)}, got {p.phase!r}")
+        _natural(f"{path}.restarts", p.restarts)
+        _at_most(f"{path}.containers", p.containers, limits.max_containers, "containers")
+        for j, c in enumerate(p.containers):
+            if c.state not in CONTAINER_STATES:
+                raise _Problem(f"{path}.containers[{j}].state: must be one of {', '.join(CONTAINER_STATES)}, "
+                               f"got {c.state!r}")
+            _natural(f"{path}.containers[{j}].restarts", c.restarts)
 
 
 def node_allocatable(r: NodeReport) -> dict[str, int]:

@@ -73,6 +73,9 @@ BAD = [
     ("GPU link to itself", {"devices__gpus__0__links__0__peer_index": 0}, "devices.gpus[0].links[0].peer_index"),
     ("GPU link to a missing GPU", {"devices__gpus__1__links__0__peer_index": 7}, "devices.gpus[1].links[0]"),
     ("negative NVLink count", {"devices__gpus__0__links__0__nvlinks": -2}, "links[0].nvlinks"),
+    ("runtime phase unknown", {"runtime__0__phase": "Sleeping"}, "runtime[0].phase"),
+    ("runtime uid repeated", {"runtime__1__uid": "pod-uid-1"}, "runtime[1].uid"),
+    ("runtime container state", {"runtime__0__containers__0__state": "zombie"}, "runtime[0].containers[0].state"),
     ("negative process memory", {"devices__npus__0__processes": [DeviceProcess(1, -1)]}, "processes[0].memory_bytes"),
 ]
 

@@ -8,7 +8,7 @@ import time
 
 from proto.model import (
     Capacity, Colocation, ContainerUsage, CpuTopology, DeviceProcess, Devices, Eviction, Gpu, GpuLink,
-    GpuTopologyLevel, Identity, Load,
+    GpuTopologyLevel, Identity, Load, PodRuntime, ContainerRuntime,
     LogicalCpu, MigMode, NodeReport, Npu, NumaZone, PodUsage, Pressure, QosLevel,
 )
 from scheduler.cache import ClusterCache
@@ -43,7 +43,11 @@ def full_report(name: str = "node-a", *, sequence: int = 1, sample_ns: int | Non
                             [ContainerUsage("0123456789ab", 0.5, GI // 2), ContainerUsage("ba9876543210", 0.25, 1)],
                             Pressure(7.5, 2.0, 1.0, 0.5, 4321, 123))]),
         colocation=Colocation(2500, 6 * GI, 1750, [Eviction("pod-uid-9", "ml", "old-0", "memory pressure", 17)],
-                              "default@0123abcd", True))
+                              "default@0123abcd", True),
+        runtime=[PodRuntime("pod-uid-1", "ml", "trainer-0", "Running", "", "", 2, 1234, "/var/lib/scoria/logs/x",
+                            [ContainerRuntime("trainer", "running", 0, 2, 4242)]),
+                 PodRuntime("pod-uid-8", "ml", "done-0", "Failed", "Error", "exit code 3", 0, 99, "",
+                            [ContainerRuntime("main", "terminated", 3, 0, 0)])])
 
 
 @contextlib.asynccontextmanager

@@ -47,18 +47,58 @@ QOS_LS: QosLevel
 QOS_BE: QosLevel
 
 class NodeReport(_message.Message):
-    __slots__ = ("identity", "capacity", "devices", "load", "colocation")
+    __slots__ = ("identity", "capacity", "devices", "load", "colocation", "runtime")
     IDENTITY_FIELD_NUMBER: _ClassVar[int]
     CAPACITY_FIELD_NUMBER: _ClassVar[int]
     DEVICES_FIELD_NUMBER: _ClassVar[int]
     LOAD_FIELD_NUMBER: _ClassVar[int]
     COLOCATION_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_FIELD_NUMBER: _ClassVar[int]
     identity: Identity
     capacity: Capacity
     devices: Devices
     load: Load
     colocation: Colocation
-    def __init__(self, identity: _Optional[_Union[Identity, _Mapping]] = ..., capacity: _Optional[_Union[Capacity, _Mapping]] = ..., devices: _Optional[_Union[Devices, _Mapping]] = ..., load: _Optional[_Union[Load, _Mapping]] = ..., colocation: _Optional[_Union[Colocation, _Mapping]] = ...) -> None: ...
+    runtime: _containers.RepeatedCompositeFieldContainer[PodRuntime]
+    def __init__(self, identity: _Optional[_Union[Identity, _Mapping]] = ..., capacity: _Optional[_Union[Capacity, _Mapping]] = ..., devices: _Optional[_Union[Devices, _Mapping]] = ..., load: _Optional[_Union[Load, _Mapping]] = ..., colocation: _Optional[_Union[Colocation, _Mapping]] = ..., runtime: _Optional[_Iterable[_Union[PodRuntime, _Mapping]]] = ...) -> None: ...
+
+class PodRuntime(_message.Message):
+    __slots__ = ("uid", "namespace", "name", "phase", "reason", "message", "restarts", "started_ns", "log_dir", "containers")
+    UID_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    STARTED_NS_FIELD_NUMBER: _ClassVar[int]
+    LOG_DIR_FIELD_NUMBER: _ClassVar[int]
+    CONTAINERS_FIELD_NUMBER: _ClassVar[int]
+    uid: str
+    namespace: str
+    name: str
+    phase: str
+    reason: str
+    message: str
+    restarts: int
+    started_ns: int
+    log_dir: str
+    containers: _containers.RepeatedCompositeFieldContainer[ContainerRuntime]
+    def __init__(self, uid: _Optional[str] = ..., namespace: _Optional[str] = ..., name: _Optional[str] = ..., phase: _Optional[str] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., restarts: _Optional[int] = ..., started_ns: _Optional[int] = ..., log_dir: _Optional[str] = ..., containers: _Optional[_Iterable[_Union[ContainerRuntime, _Mapping]]] = ...) -> None: ...
+
+class ContainerRuntime(_message.Message):
+    __slots__ = ("name", "state", "exit_code", "restarts", "pid")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    state: str
+    exit_code: int
+    restarts: int
+    pid: int
+    def __init__(self, name: _Optional[str] = ..., state: _Optional[str] = ..., exit_code: _Optional[int] = ..., restarts: _Optional[int] = ..., pid: _Optional[int] = ...) -> None: ...
 
 class Identity(_message.Message):
     __slots__ = ("node_name", "agent_version", "boot_id", "sequence", "sample_time_ns", "report_interval_ms")
