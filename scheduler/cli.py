@@ -69,12 +69,20 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--metrics-port", type=int, default=9090, metavar="PORT",
                      help="/metrics and /healthz over HTTP (0: off; default 9090)")
     srv.add_argument("--port-file", metavar="FILE", help="write the agent port here once listening")
-    srv.add_argument("--state-dir", metavar="DIR",
+    srv.add_argument("--state-dir", "--state", metavar="DIR",
                      help="keep what must survive a restart here (DIR/history.sqlite: online load learned by time "
                           "of week); without it, that is kept in memory only, or with --kubernetes in an "
                           "annotation on each Node (scoria.io/load-history)")
     srv.add_argument("--history-weeks", type=int, default=4, metavar="N",
                      help="weeks of online load history kept per hour of the week (default 4)")
+    emb = srv.add_argument_group("embedded mode (one machine: the cluster in SQLite under --state, pods run by "
+                                 "the agent's local runtime)")
+    emb.add_argument("--embedded", action="store_true",
+                     help="keep pods, groups, queues and bindings in --state DIR/store.sqlite, register nodes "
+                          "that report, tell agents what to run, serve the control endpoint for apply/get/...")
+    emb.add_argument("--api-port", type=int, default=50052, metavar="PORT",
+                     help="the control endpoint on 127.0.0.1 (default 50052; 0 picks a free one)")
+    emb.add_argument("--api-port-file", metavar="FILE", help="write the control port here once listening")
     kube = srv.add_argument_group("Kubernetes mode (the cluster's objects from the API server)")
     kube.add_argument("--kubernetes", action="store_true",
                       help="watch the API server and bind through it (else: nodes register by reporting)")
@@ -96,6 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
     kube.add_argument("--kube-burst", type=int, default=100, metavar="N", help="requests at once (default 100)")
     kube.add_argument("--resync", type=float, default=600.0, metavar="SECONDS",
                       help="list every kind again this often, to repair anything a watch missed (default 600)")
+    from .ctl import add_commands
+    add_commands(sub)
     return parser
 
 
@@ -144,6 +154,24 @@ def kube_client(args: argparse.Namespace):
     return mode.api_client(kubeconfig=args.kubeconfig, in_cluster=args.in_cluster)
 
 
+def start_embedded(args: argparse.Namespace, cache):
+    """Embedded mode for serve: the store under --state, loaded into the cache."""
+    from pathlib import Path
+
+    from .embedded import Embedded
+    from .server import ServeError
+    from .store import Store, StoreError
+
+    try:
+        Path(args.state_dir).mkdir(parents=True, exist_ok=True)
+        store = Store(Path(args.state_dir) / "store.sqlite")
+    except (OSError, StoreError) as exc:
+        raise ServeError(str(exc)) from None
+    embedded = Embedded(cache, store)
+    log.info("embedded store %s: %d object(s) loaded", store.path, embedded.load())
+    return embedded
+
+
 def start_kubernetes(args: argparse.Namespace, client, cache, stop, metrics):
     """Kubernetes mode for serve: informers, effects through the API server, leader election."""
     from .kube import mode
@@ -173,6 +201,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise ServeError("--tls-client-ca needs --tls-cert and --tls-key")
     if args.stale_intervals < 1:
         raise ServeError("--stale-intervals: must be at least 1")
+    if args.embedded and not args.state_dir:
+        raise ServeError("--embedded needs --state DIR (where the cluster is kept)")
+    if args.embedded and args.kubernetes:
+        raise ServeError("--embedded and --kubernetes exclude each other")
     # Thousands of reports a second churn short-lived objects on top of the cycles': collect young ones
     # less often still, or full collections of the whole cache pause report latency by 100+ ms.
     tune_gc(50_000, 20, 100)
@@ -185,12 +217,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
     cache.history, saver = open_history(args, client)
     metrics = SchedulerMetrics()
     kube = start_kubernetes(args, client, cache, stop, metrics) if client is not None else None
+    embedded = start_embedded(args, cache) if args.embedded else None
     names = frozenset(args.scheduler_name or DEFAULT_SCHEDULER_NAMES)
-    scheduler = Scheduler(cache, config_path=args.config, scheduler_names=names, metrics=metrics,
-                          effects=kube.effects if kube else None)
+    effects = kube.effects if kube else (embedded.effects if embedded else None)
+    scheduler = Scheduler(cache, config_path=args.config, scheduler_names=names, metrics=metrics, effects=effects)
     profiles = ProfileSource(args.qos_profile) if args.qos_profile else None
-    intake = ReportIntake(cache, scheduler.metrics, register_nodes=args.register_nodes and not kube,
-                          profiles=profiles, accepting=kube.leading if kube else lambda: True)
+    intake = ReportIntake(cache, scheduler.metrics, register_nodes=(args.register_nodes or args.embedded) and not kube,
+                          profiles=profiles, accepting=kube.leading if kube else lambda: True,
+                          pod_actions=embedded.pod_actions if embedded else None)
+    control = None
+    if embedded is not None:
+        from .control import ControlServer
+        control = ControlServer(embedded, port=args.api_port)
+        control.start()
+        log.info("control endpoint on 127.0.0.1:%d", control.port)
+        if args.api_port_file:
+            Path(args.api_port_file).write_text(f"{control.port}\n")
     server = AgentServer(intake, listen=args.listen, tls=tls, insecure=args.insecure,
                          allow_insecure_remote=args.insecure_allow_remote)
     if args.metrics_port:
@@ -214,6 +256,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         loop_thread.join(timeout=5)
         if kube is not None:
             kube.close()
+        if control is not None:
+            control.stop()
+        if embedded is not None:
+            scheduler.effects.flush()
+            embedded.store.close()
         if saver is not None:
             saver.stop()
     return 0
@@ -244,6 +291,9 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_simulate(args)
         if args.command == "serve":
             return cmd_serve(args)
+        if args.command in ("apply", "get", "describe", "logs", "delete", "top"):
+            from .ctl import run
+            return run(args)
     except (ManifestError, ConfigError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

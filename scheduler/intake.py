@@ -100,6 +100,8 @@ class ReportIntake:
     # False while this replica does not schedule (not the leader): streams are closed so agents reconnect
     # to the one that does, and a stale replica never holds the reports the leader needs
     accepting: Callable[[], bool] = lambda: True
+    # embedded mode: what the reporting node's agent should start, stop or evict (scheduler.embedded)
+    pod_actions: Callable[[str, Any], list] | None = None
     streams: dict[str, StreamState] = field(default_factory=dict)
 
     def receive(self, stream: StreamState, report: Any, decode: Callable[[], NodeReport] | None = None,
@@ -134,10 +136,11 @@ class ReportIntake:
         evictions = len(report.colocation.evictions)
         self.metrics.report_accepted(max(0.0, now - report.identity.sample_time_ns / 1e9), evictions=evictions)
         profile = self._profile_update(stream)
+        actions = self.pod_actions(name, report) if self.pod_actions is not None else []
         stream.unacked += 1
-        if first or evictions or profile is not None or stream.unacked >= self.ack_every:
+        if first or evictions or profile is not None or actions or stream.unacked >= self.ack_every:
             stream.unacked = 0
-            return Directive(ack=Ack(seq, OK), qos_profile=profile)
+            return Directive(ack=Ack(seq, OK), qos_profile=profile, pod_actions=actions)
         return None
 
     def _claim(self, stream: StreamState, name: str) -> None:

@@ -111,6 +111,11 @@ def iter_documents(path: Path) -> Iterable[tuple[object, str]]:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
         raise ManifestError(str(path), "", f"cannot read: {exc}") from None
+    return iter_text(text, str(path))
+
+
+def iter_text(text: str, path: str) -> Iterable[tuple[object, str]]:
+    """:func:`iter_documents` of text already read, named ``path`` in messages."""
     loader = yaml.SafeLoader(text)
     try:
         while loader.check_node():

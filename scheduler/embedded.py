@@ -1,0 +1,304 @@
+"""Embedded mode: one machine, the cluster kept in SQLite, pods run by the agent's local runtime.
+
+:class:`Embedded` joins the pieces:
+
+* the **store** (:mod:`scheduler.store`) holds what was applied and what was
+  decided; at start it fills the cache, so a restarted scheduler has every
+  pod, group, queue and binding it had;
+* **apply/delete** (the ``python -m scheduler apply|delete`` CLI through
+  :mod:`scheduler.control`) check manifests exactly as the simulator does and
+  store a whole file or nothing;
+* the **effects** persist binds at once (before any agent can hear of them)
+  and statuses in one transaction per cycle;
+* **pod actions** reconcile, on every report of a node, what should run there
+  (pods bound to it) with what its runtime says runs: START what is missing,
+  STOP what was deleted, EVICT what was evicted — level-triggered, so an agent
+  or scheduler restart converges without duplicates; the runtime's phases
+  (Running, Succeeded, Failed, restarts, logs) are recorded on the pods.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import threading
+import time
+import uuid
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+from proto.model import PodAction, PodActionKind
+
+from .api.loader import check_references, Workload
+from .api.manifests import ManifestError, parse_object
+from .api.objects import Condition, Node, Pod, PodGroup, PriorityClass, Queue
+from .cache import ClusterCache
+from .effects import CacheEffects
+from .store import Store, Stored
+
+log = logging.getLogger(__name__)
+
+RESEND_START_S = 5.0  # a START not reflected in the node's runtime yet is sent again after this
+FINISHED = ("Succeeded", "Failed")
+_KIND_OF = {Pod: "Pod", PodGroup: "PodGroup", Queue: "Queue", PriorityClass: "PriorityClass", Node: "Node"}
+
+
+def key_of(manifest: dict) -> str:
+    meta = manifest.get("metadata") or {}
+    if manifest.get("kind") in ("Pod", "PodGroup"):
+        return f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+    return str(meta.get("name"))
+
+
+class Embedded:
+    def __init__(self, cache: ClusterCache, store: Store, *, clock: Callable[[], float] = time.time):
+        self.cache, self.store, self.clock = cache, store, clock
+        self._lock = threading.Lock()
+        self._started: dict[str, float] = {}  # pod uid -> when START was last sent
+        self.effects = EmbeddedEffects(self)
+
+    # -- the store into the cache ----------------------------------------------------------------
+    def load(self) -> int:
+        """Fill the cache from the store; how many objects."""
+        n = 0
+        for stored in self.store.load():
+            try:
+                self.cache.upsert(self._object(stored))
+                n += 1
+            except ManifestError as exc:  # stored by an older version, say: keep it stored, say so
+                log.error("stored %s %s cannot be used: %s", stored.kind, stored.key, exc)
+        return n
+
+    def _object(self, stored: Stored):
+        doc = copy.deepcopy(stored.manifest)
+        status = stored.status
+        if stored.kind == "Pod":
+            meta, spec = doc.setdefault("metadata", {}), doc.setdefault("spec", {})
+            meta.setdefault("annotations", {}).update(status.get("annotations") or {})
+            if status.get("nodeName"):
+                spec["nodeName"] = status["nodeName"]
+            doc["status"] = {"phase": status.get("phase", "Pending")}
+            if status.get("deleting") or status.get("evicting"):
+                meta["deletionTimestamp"] = status.get("deleting") or status.get("evicting")
+        elif stored.kind == "PodGroup" and status.get("phase"):
+            doc["status"] = {"phase": status["phase"]}
+        obj = parse_object(doc, f"store {stored.kind} {stored.key}")
+        if isinstance(obj, Pod):
+            obj.reason = status.get("reason")
+            obj.evicted = bool(status.get("evicted"))
+            if obj.evicted:
+                obj.node_name = ""
+        return obj
+
+    # -- apply and delete --------------------------------------------------------------------------
+    def apply(self, docs: list[tuple[Any, str]]) -> list[str]:
+        """Check and store every document (all or nothing); the names of what was created or updated.
+
+        ``docs`` are ``(document, source)`` pairs as the loader reads them.
+        Pods are created once (a pod of the same name must be deleted first);
+        PodGroups, Queues and PriorityClasses are replaced.
+        """
+        work = Workload()
+        parsed: list[tuple[Any, dict]] = []
+        for doc, source in docs:
+            if not isinstance(doc, dict):
+                raise ManifestError(source, "", "expected a Kubernetes object (a mapping)")
+            doc = copy.deepcopy(doc)
+            if doc.get("kind") == "Node":
+                raise ManifestError(source, f"Node {key_of(doc)}", "nodes join by running an agent, not by apply")
+            obj = parse_object(doc, source)
+            work.add(obj, source)
+            parsed.append((obj, doc))
+        with self._lock, self.cache.lock:
+            self._check(work)
+            stored, out = [], []
+            for obj, doc in parsed:
+                kind = _KIND_OF[type(obj)]
+                key = key_of(doc)
+                if kind == "Pod":
+                    if any(p.key == key for p in self.cache.pods.values()):
+                        raise ManifestError(work.sources[("Pod", key)], f"Pod {key}",
+                                            "already exists: pods are not updated in place; delete it first")
+                    meta = doc.setdefault("metadata", {})
+                    meta.setdefault("namespace", "default")
+                    meta["uid"] = meta.get("uid") or str(uuid.uuid4())
+                    meta.setdefault("creationTimestamp", datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+                    doc.pop("status", None)
+                    if doc.get("spec", {}).get("nodeName"):
+                        raise ManifestError(work.sources[("Pod", key)], f"Pod {key}",
+                                            "spec.nodeName: leave placement to the scheduler")
+                    obj = parse_object(doc, work.sources[("Pod", key)])
+                old = self.store.get(kind, key)
+                stored.append(Stored(kind, key, doc, old.status if old and kind != "Pod" else {}))
+                out.append((obj, f"{kind.lower()}/{key}"))
+            self.store.put(stored)  # one transaction: the whole file or nothing
+            for obj, _ in out:
+                self.cache.upsert(obj)
+        return [name for _, name in out]
+
+    def _check(self, work: Workload) -> None:
+        """References may point at what the cluster already has as well as at this file."""
+        full = Workload(nodes=list(self.cache.nodes.values()), queues=[q for q in self.cache.queues.values()
+                                                                       if not q.implicit],
+                        podgroups=list(self.cache.podgroups.values()),
+                        priority_classes=list(self.cache.priority_classes.values()))
+        full.pods, full.sources = [], dict(work.sources)
+        for obj in work.pods + work.podgroups + work.queues + work.priority_classes:
+            table = {Pod: full.pods, PodGroup: full.podgroups, Queue: full.queues,
+                     PriorityClass: full.priority_classes}[type(obj)]
+            table[:] = [o for o in table if getattr(o, "key", o.name) != getattr(obj, "key", obj.name)] + [obj]
+        for group in full.podgroups + full.queues + full.priority_classes:
+            kind = _KIND_OF[type(group)]
+            full.sources.setdefault((kind, getattr(group, "key", group.name)), "(stored)")
+        check_references(full)
+
+    def delete(self, kind: str, key: str) -> str:
+        """Delete an object; a pod that runs is stopped first (its record goes once the agent has)."""
+        with self._lock, self.cache.lock:
+            stored = self.store.get(kind, key)
+            if stored is None:
+                raise KeyError(f"{kind.lower()} {key} not found")
+            if kind == "Pod":
+                pod = self._pod(key)
+                if pod is not None and pod.node_name and pod.phase not in FINISHED:
+                    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+                    self.store.update_status([("Pod", key, {"deleting": stamp})])
+                    pod.terminating = True
+                    self.cache.generation += 1
+                    return "deleting"
+                self.store.delete(kind, key)
+                if pod is not None:
+                    self.cache.remove_pod(pod.uid)
+                return "deleted"
+            self.store.delete(kind, key)
+            self.cache.remove(kind, key)
+            return "deleted"
+
+    def _pod(self, key: str) -> Pod | None:
+        return next((p for p in self.cache.pods.values() if p.key == key), None)
+
+    # -- reconciling with a node's runtime ---------------------------------------------------------------
+    def pod_actions(self, node: str, view: Any) -> list[PodAction]:
+        """What ``node``'s agent should do, given the pods its runtime reports (``view.runtime``)."""
+        runtime = {p.uid: p for p in getattr(view, "runtime", ())}
+        actions: list[PodAction] = []
+        changes: list[tuple[str, str, dict]] = []
+        gone: list[Pod] = []
+        now = self.clock()
+        with self._lock, self.cache.lock:
+            by_uid = {p.uid: p for p in self.cache.pods.values()}
+            for uid, r in runtime.items():
+                pod = by_uid.get(uid)
+                if pod is None:  # deleted here (or never ours): it must not run
+                    actions.append(PodAction(PodActionKind.STOP, uid, r.namespace, r.name, "deleted"))
+                    continue
+                changes.extend(self._observe(pod, r))
+                stored = self.store.get("Pod", pod.key)
+                status = stored.status if stored else {}
+                if status.get("deleting"):
+                    actions.append(self._stop(pod, PodActionKind.STOP, "deleted"))
+                elif status.get("evicting") and r.phase not in FINISHED:
+                    actions.append(self._stop(pod, PodActionKind.EVICT, status.get("reason") or "evicted"))
+            for pod in by_uid.values():
+                if pod.node_name != node or pod.uid in runtime:
+                    continue
+                stored = self.store.get("Pod", pod.key)
+                status = stored.status if stored else {}
+                if status.get("deleting"):
+                    gone.append(pod)  # stopped on the node: the record goes
+                elif status.get("evicting"):
+                    changes.append(("Pod", pod.key, {"evicting": None, "evicted": True, "phase": "Failed"}))
+                    self._evicted(pod, status.get("reason") or "Evicted")
+                elif pod.phase not in FINISHED and now - self._started.get(pod.uid, 0.0) >= RESEND_START_S:
+                    self._started[pod.uid] = now
+                    actions.append(PodAction(PodActionKind.START, pod.uid, pod.namespace, pod.name,
+                                             pod_json=json.dumps(self._manifest(pod))))
+            self.store.update_status(changes)
+            for pod in gone:
+                self.store.delete("Pod", pod.key)
+                self.cache.remove_pod(pod.uid)
+                self._started.pop(pod.uid, None)
+        return actions
+
+    def _observe(self, pod: Pod, r: Any) -> list[tuple[str, str, dict]]:
+        """Record what the runtime says of a pod: phase, reason, restarts, where its logs are."""
+        containers = [{"name": c.name, "state": c.state, "exitCode": c.exit_code, "restarts": c.restarts,
+                       "pid": c.pid} for c in r.containers]
+        fields = {"runtime": {"phase": r.phase, "reason": r.reason, "message": r.message, "restarts": r.restarts,
+                              "logDir": r.log_dir, "containers": containers}}
+        if r.phase in FINISHED and pod.phase not in FINISHED:
+            reason = f"{r.reason}: {r.message}" if r.message else r.reason
+            fields.update(phase=r.phase, reason=reason or None)
+            pod.phase, pod.reason = r.phase, reason or None
+            self.cache.generation += 1
+        return [("Pod", pod.key, fields)]
+
+    def _stop(self, pod: Pod, kind: PodActionKind, reason: str) -> PodAction:
+        grace = int(((self._manifest(pod).get("spec") or {}).get("terminationGracePeriodSeconds")) or 30)
+        return PodAction(kind, pod.uid, pod.namespace, pod.name, reason, grace_period_seconds=grace)
+
+    def _evicted(self, pod: Pod, reason: str) -> None:
+        pod.evicted, pod.phase, pod.node_name, pod.terminating = True, "Failed", "", False
+        pod.reason = reason
+        self.cache.generation += 1
+
+    def _manifest(self, pod: Pod) -> dict:
+        stored = self.store.get("Pod", pod.key)
+        doc = copy.deepcopy(stored.manifest) if stored else {}
+        doc.setdefault("metadata", {}).setdefault("annotations", {}).update(
+            (stored.status.get("annotations") or {}) if stored else {})
+        doc.setdefault("spec", {})["nodeName"] = pod.node_name
+        return doc
+
+
+class EmbeddedEffects(CacheEffects):
+    """The cache's effects, persisted: binds at once, statuses once per cycle, evictions handed to the agent."""
+
+    def __init__(self, embedded: Embedded):
+        super().__init__(embedded.cache, embedded.clock)
+        self.embedded = embedded
+        self._changes: dict[tuple[str, str], dict] = {}
+        self._lock = threading.Lock()
+
+    def bind(self, pod: Pod, node: str, annotations: dict[str, str]) -> bool:
+        # stored first: once bound in the cache an agent may start it, and a crash must not forget it
+        self.embedded.store.update_status([("Pod", pod.key, {"nodeName": node, "phase": "Running", "reason": None,
+                                                             "annotations": dict(annotations)})])
+        return super().bind(pod, node, annotations)
+
+    def evict(self, pod: Pod, reason: str) -> None:
+        """The agent stops it (EVICT); until it has, it counts as leaving."""
+        self.embedded.store.update_status([("Pod", pod.key, {"evicting": datetime.now(timezone.utc).strftime(
+            "%Y-%m-%dT%H:%M:%SZ"), "reason": f"Evicted: {reason}"})])
+        with self.cache.lock:
+            current = self.cache.pods.get(pod.uid)
+            if current is not None:
+                current.terminating = True
+                self.cache.generation += 1
+
+    def pod_reason(self, pod: Pod, reason: str | None) -> None:
+        if pod.reason != reason:
+            self._note(("Pod", pod.key), {"reason": reason})
+        super().pod_reason(pod, reason)
+
+    def group_status(self, group: PodGroup, phase: str, conditions: list[Condition]) -> bool:
+        changed = super().group_status(group, phase, conditions)
+        if not group.implicit:
+            self._note(("PodGroup", group.key), {"phase": phase, "conditions": [
+                {"type": c.type, "status": c.status, "reason": c.reason, "message": c.message} for c in conditions]})
+        return changed
+
+    def queue_allocated(self, name: str, allocated: dict[str, int]) -> None:
+        super().queue_allocated(name, allocated)
+        self._note(("Queue", name), {"allocated": dict(allocated)})
+
+    def _note(self, key: tuple[str, str], fields: dict) -> None:
+        with self._lock:
+            self._changes.setdefault(key, {}).update(fields)
+
+    def flush(self) -> int:
+        with self._lock:
+            changes, self._changes = self._changes, {}
+        self.embedded.store.update_status([(kind, key, fields) for (kind, key), fields in changes.items()])
+        return len(changes)
