@@ -43,9 +43,9 @@ class Store:
         self._lock = threading.Lock()
         try:
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            self._check()  # before anything that writes: a foreign file is left exactly as it was
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
-            self._check()
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path}: not a readable SQLite database ({exc})") from None
 
