@@ -37,6 +37,14 @@ class AgentMetrics:
         self.numa_unpinned = Gauge("scoria_agent_numa_unpinned_pods",
                                    "Pods placed in NUMA zones (scoria.io/numa-nodes) that the agent cannot pin, "
                                    "by reason", ["reason"], registry=r)
+        self.runtime_pods = Gauge("scoria_agent_runtime_pods",
+                                  "Embedded mode: pods the local runtime holds, by phase", ["phase"], registry=r)
+        self.runtime_restarts = Counter("scoria_agent_runtime_container_restarts_total",
+                                        "Embedded mode: containers the local runtime started again", registry=r)
+
+    def runtime_phases(self, counts: dict[str, int]) -> None:
+        for phase in ("Pending", "Running", "Succeeded", "Failed"):
+            self.runtime_pods.labels(phase).set(counts.get(phase, 0))
 
     def observed(self, *, cpu_used: float, memory_used: int, online_cpu: float) -> None:
         self.cpu_used.set(cpu_used)

@@ -4,12 +4,14 @@ placed in a cgroup, and an agent managing pods under a parent of our own."""
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import sys
 import uuid
 from pathlib import Path
 
 from agent.agent import Agent, AgentConfig
+from agent.cgroups.backend import detect_backend
 from agent.cgroups.layout import FixedLayout
 from agent.cgroups.tree import attach, make_group, remove_group
 from agent.evictor import RecordingEvictor
@@ -51,3 +53,19 @@ def make_agent(backend, parent: str, pods: list[PodInfo], profile: Path | None =
         make_group(backend, layout.pod_path(pod.uid, pod.qos_class))
     return Agent(config or AgentConfig("this-node"), paths=HostPaths(), backend=backend, layout=layout,
                  pods=StaticPodSource(pods), profiles=ProfileWatcher(profile), evictor=RecordingEvictor())
+
+
+def runtime_unavailable() -> str | None:
+    """Why the local runtime's real-process tests cannot run here (None: they can)."""
+    if os.geteuid() != 0:
+        return "needs root (the local runtime makes cgroups and moves processes into them)"
+    try:
+        backend = detect_backend(HostPaths())
+    except FileNotFoundError:
+        return "no cgroup hierarchy mounted"
+    if backend.version != 1:
+        return "these tests are written for cgroup v1"
+    for controller in ("cpu", "cpuacct", "memory", "cpuset"):
+        if not os.access(backend.directory("", controller), os.W_OK):
+            return f"needs a writable cgroup v1 {controller} hierarchy"
+    return None

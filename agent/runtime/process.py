@@ -1,0 +1,217 @@
+"""Container processes: started through a tiny wrapper shell, watched, signalled.
+
+The agent is multi-threaded, so nothing runs between fork and exec
+(no ``preexec_fn``).  Instead each container runs as::
+
+    /bin/sh -c WRAPPER scoria-wrap EXIT_FILE N PROCS_1 … PROCS_N COMMAND ARGS…
+
+The wrapper writes its own PID into each controller's ``cgroup.procs`` (so the
+command starts inside its cgroup and everything it forks stays there), runs
+the command, and writes the command's exit status to ``EXIT_FILE`` (atomically)
+before exiting with it — an exit that happens while the agent is down is still
+known when it comes back.  It traps SIGTERM/SIGINT/SIGHUP (the command gets the
+default dispositions back on exec) so that a stop's SIGTERM to the process
+group reaches the command and the wrapper still records how it ended.  Each
+container is its own session and process group (``start_new_session``), so
+signals to the agent's terminal do not reach it and the group can be signalled
+as one.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import signal
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import psutil
+
+WRAPPER = r"""s=$1 n=$2
+shift 2
+while [ "$n" -gt 0 ]; do
+  if ! echo $$ > "$1"; then
+    echo "scoria: cannot join cgroup ($1)" >&2
+    echo join > "$s.tmp" && mv -f "$s.tmp" "$s"
+    exit 125
+  fi
+  n=$((n - 1))
+  shift
+done
+trap : TERM INT HUP
+"$@"
+c=$?
+echo $c > "$s.tmp" && mv -f "$s.tmp" "$s"
+exit $c
+"""
+JOIN_FAILED = "join"
+SHELL = "/bin/sh"
+
+
+class StartFailed(Exception):
+    """The command could not be started (not found, not executable, no such working directory)."""
+
+
+def resolve(argv0: str, env: Mapping[str, str], cwd: str) -> str:
+    """The executable ``argv0`` names, searched in the container's PATH as a container runtime does."""
+    if "/" in argv0:
+        path = argv0 if os.path.isabs(argv0) else os.path.join(cwd, argv0)
+        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+            raise StartFailed(f"{argv0}: no such executable file")
+        return argv0
+    found = shutil.which(argv0, path=env.get("PATH") or os.defpath)
+    if found is None:
+        raise StartFailed(f"{argv0}: executable file not found in $PATH")
+    return found
+
+
+@dataclass
+class Started:
+    popen: subprocess.Popen
+    pid: int
+    create_time: float
+
+
+def spawn(argv: Sequence[str], *, env: Mapping[str, str], cwd: str, log_path: Path, exit_file: Path,
+          procs_files: Sequence[str]) -> Started:
+    """Start ``argv`` through the wrapper; StartFailed if it cannot be."""
+    if not os.path.isdir(cwd):
+        raise StartFailed(f"working directory {cwd}: no such directory")
+    exe = resolve(argv[0], env, cwd)
+    exit_file.parent.mkdir(parents=True, exist_ok=True)
+    exit_file.unlink(missing_ok=True)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as out:
+        try:
+            popen = subprocess.Popen(
+                [SHELL, "-c", WRAPPER, "scoria-wrap", str(exit_file), str(len(procs_files)), *procs_files,
+                 exe, *argv[1:]],
+                env=dict(env), cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                start_new_session=True, close_fds=True)
+        except OSError as exc:
+            raise StartFailed(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
+    try:
+        created = psutil.Process(popen.pid).create_time()
+    except psutil.Error:  # cannot happen for a child not yet reaped; keep going without it
+        created = 0.0
+    return Started(popen, popen.pid, created)
+
+
+class Handle:
+    """A container's wrapper process: our own child (``popen``) or one adopted from an earlier agent."""
+
+    def __init__(self, pid: int, create_time: float, popen: subprocess.Popen | None = None):
+        self.pid, self.create_time, self.popen = pid, create_time, popen
+        self._proc: psutil.Process | None = None
+        self.returncode: int | None = None   # shell-style (128 + signal), once known from our own child
+
+    @classmethod
+    def adopt(cls, pid: int, create_time: float) -> "Handle | None":
+        """A handle on ``pid`` if it is still the process that started at ``create_time``; else None."""
+        if pid <= 0:
+            return None
+        try:
+            proc = psutil.Process(pid)
+            if abs(proc.create_time() - create_time) > 1.0 or proc.status() == psutil.STATUS_ZOMBIE:
+                return None
+        except psutil.Error:
+            return None
+        handle = cls(pid, create_time)
+        handle._proc = proc
+        return handle
+
+    def alive(self) -> bool:
+        """Still running (a zombie is not)."""
+        if self.popen is not None:
+            code = self.popen.poll()
+            if code is None:
+                return True
+            self.returncode = code if code >= 0 else 128 - code
+            return False
+        try:
+            proc = self._proc or psutil.Process(self.pid)
+            return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return False
+
+    def killpg(self, sig: int) -> bool:
+        """``sig`` to the container's process group while its leader lives (a dead leader's group id may
+        belong to someone else once the group is empty); True if sent."""
+        if not self.alive():
+            return False
+        try:
+            os.killpg(self.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+
+
+def find_wrapper(pid: int, create_time: float, *, cgroup: str, version: int, exit_file: Path, members: set[int],
+                 proc: str = "/proc") -> Handle | None:
+    """A container's wrapper, if it still runs: the recorded ``pid`` (same start time, in its cgroup — or
+    not there yet, just started, but then with this ``exit_file`` on its command line), else a wrapper
+    for ``exit_file`` among the cgroup's ``members``.  With no pid recorded (saved just before its start)
+    every process is looked at: started or not, a container must not run twice."""
+    handle = Handle.adopt(pid, create_time)
+    if handle is not None and (in_cgroup(pid, cgroup, version, proc) or is_wrapper(pid, exit_file)):
+        return handle
+    candidates = set(members)
+    if not pid:
+        candidates |= {p.pid for p in psutil.process_iter()}
+    for candidate in sorted(candidates):
+        if is_wrapper(candidate, exit_file):
+            try:
+                return Handle.adopt(candidate, psutil.Process(candidate).create_time())
+            except psutil.Error:
+                continue
+    return None
+
+
+def is_wrapper(pid: int, exit_file: Path) -> bool:
+    """Whether ``pid`` is a wrapper started for ``exit_file`` (a session leader running our script)."""
+    try:
+        cmdline = psutil.Process(pid).cmdline()
+        return os.getsid(pid) == pid and cmdline[:5] == [SHELL, "-c", WRAPPER, "scoria-wrap", str(exit_file)]
+    except (psutil.Error, OSError):
+        return False
+
+
+def in_cgroup(pid: int, cgroup: str, version: int, proc: str = "/proc") -> bool:
+    """Whether ``pid`` is in ``cgroup`` (relative path) in the cpu hierarchy (v1) or the unified one (v2)."""
+    try:
+        text = Path(proc, str(pid), "cgroup").read_text()
+    except OSError:
+        return False
+    want = "/" + cgroup.strip("/")
+    for line in text.splitlines():
+        hid, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        if version == 2 and hid == "0" and controllers == "":
+            return path == want
+        if version == 1 and "cpu" in controllers.split(","):
+            return path == want
+    return False
+
+
+def signal_container(handle: "Handle | None", members: set[int], sig: int) -> None:
+    """``sig`` to a container: its process group, and every process in its cgroup outside that group."""
+    group = handle.pid if handle is not None and handle.killpg(sig) else 0
+    for pid in members:
+        try:
+            if group and os.getpgid(pid) == group:
+                continue
+            os.kill(pid, sig)
+        except OSError as exc:
+            if exc.errno not in (errno.ESRCH, errno.EPERM):
+                raise
+
+
+def exit_status(code: int) -> int:
+    """A Popen returncode as a shell reports it (a signal ``n`` is ``128 + n``)."""
+    return code if code >= 0 else 128 - code
+
+
+SIGTERM, SIGKILL = signal.SIGTERM, signal.SIGKILL
