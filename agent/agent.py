@@ -21,10 +21,10 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, replace
-from typing import Callable
+from typing import Callable, Protocol
 
 from proto.model import (
-    Capacity, Colocation, ContainerUsage, Devices, Eviction, Identity, Load, NodeReport, PodUsage,
+    Capacity, Colocation, ContainerUsage, Devices, Eviction, Identity, Load, NodeReport, PodRuntime, PodUsage,
 )
 
 from . import __version__
@@ -62,6 +62,14 @@ class AgentConfig:
     enforce: bool = True           # False: observe and report only
 
 
+class LocalPods(Protocol):
+    """Embedded mode's local runtime as the agent drives it (see agent.runtime.LocalRuntime)."""
+
+    def tick(self) -> None: ...
+
+    def runtime(self) -> list[PodRuntime]: ...
+
+
 class Agent:
     def __init__(self, config: AgentConfig, *, paths: HostPaths, backend: Backend, layout: Layout,
                  pods: PodSource, profiles: ProfileWatcher, evictor: Evictor, metrics: AgentMetrics | None = None,
@@ -70,7 +78,7 @@ class Agent:
                  monotonic: Callable[[], float] = time.monotonic,
                  node_labels: Callable[[], dict[str, str]] | None = None,
                  taint: Callable[[bool], bool] | None = None, topology_policy: Callable[[], str] | None = None,
-                 node_resources: Callable[[int, int], bool] | None = None):
+                 node_resources: Callable[[int, int], bool] | None = None, runtime: LocalPods | None = None):
         self.config = config
         self.paths, self.backend, self.layout = paths, backend, layout
         self.pods, self.profiles, self.evictor = pods, profiles, evictor
@@ -84,6 +92,7 @@ class Agent:
         self.taint = taint                 # marks the node while evicting (Kubernetes mode)
         self.node_resources = node_resources  # batch allocatable into the Node's status (Kubernetes mode)
         self._tainted: bool | None = None  # what the node is known to carry; None: not known yet
+        self.runtime = runtime             # embedded mode: runs the pods; ticked by the slow loop, in the report
         self.clock, self.monotonic = clock, monotonic
         self.boot_id = boot_id(paths)
         self.capacity = self._read_capacity()
@@ -183,6 +192,11 @@ class Agent:
             self.metrics.profile_in_force(self.profiles.current.name, self.profiles.current.digest)
         self.spec = self.profiles.current.effective(self.node_labels(), _now(self.clock))
         self._refresh_slow_collectors(started)
+        if self.runtime is not None:
+            try:  # exits, restarts and stops first, so this tick sees the pods as they are now
+                self.runtime.tick()
+            except Exception:  # the runtime's trouble must not cost the node its QoS or its report
+                log.exception("local runtime tick failed")
         state = self.observe()
         self._system_cpu, self._offline_cpu = state.system_cpu, state.offline_cpu
         self.metrics.observed(cpu_used=state.cpu_used, memory_used=state.memory_used, online_cpu=state.online_cpu)
@@ -329,7 +343,8 @@ class Agent:
             capacity=self.capacity, devices=self._devices,
             load=Load(state.cpu_used / 1000.0, state.memory_used, cpu_p, mem_p, io_p, pods),
             colocation=Colocation(batch.cpu_millis, batch.memory_bytes, self.quota, list(self.unreported),
-                                  self.profiles.current.label, self.eviction_state.under_pressure))
+                                  self.profiles.current.label, self.eviction_state.under_pressure),
+            runtime=self.runtime.runtime() if self.runtime is not None else [])
 
 
 def _now(clock: Callable[[], float]):

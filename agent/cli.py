@@ -35,8 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--host-root", default="/", help="where the host's /sys and /proc are (DaemonSet: /host)")
         p.add_argument("--cgroup-root", help="the host's cgroup root (default: <host-root>/sys/fs/cgroup)")
         p.add_argument("--profile", metavar="FILE", help="QoS profile YAML (a mounted ConfigMap), reloaded on change")
-        p.add_argument("--pods-from", choices=("cgroups", "kubernetes", "none"), default="cgroups",
-                       help="pod inventory: the kubelet's pod cgroups (default), the API server, or none")
+        p.add_argument("--pods-from", choices=("cgroups", "kubernetes", "none"), default=None,
+                       help="pod inventory: the kubelet's pod cgroups (default), the API server, or none "
+                            "(--embedded: the local runtime's)")
         p.add_argument("--kubeconfig", help="with --pods-from kubernetes (default: in-cluster)")
         p.add_argument("--no-devices", action="store_true", help="do not ask NVML or npu-smi")
         p.add_argument("--node-labels", default="", metavar="K=V,...",
@@ -68,7 +69,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--metrics-port", type=int, default=9100, help="/metrics and /healthz (0: off)")
     run.add_argument("--dry-run", action="store_true", help="observe and report; write no cgroup, evict nothing")
     run.add_argument("--cgroup-parent", metavar="PATH",
-                     help="manage pods under this cgroup (PATH/online, PATH/offline) instead of the kubelet's")
+                     help="manage pods under this cgroup (PATH/online, PATH/offline) instead of the kubelet's "
+                          "(--embedded: default scoria)")
+    run.add_argument("--embedded", action="store_true",
+                     help="embedded mode: run the pods the scheduler binds here as local processes in cgroups "
+                          "under --cgroup-parent (implies the local runtime as the pod inventory)")
+    run.add_argument("--state", metavar="DIR", help="--embedded: the local runtime's pod records and logs")
+    run.add_argument("--shutdown-grace", type=float, default=10.0, metavar="SECONDS",
+                     help="--embedded: on SIGINT/SIGTERM each pod gets at most this long to stop (default 10)")
     return parser
 
 
@@ -83,11 +91,16 @@ def make_agent(args, *, enforce: bool, publish=None):
     from .pods import CgroupPodSource, KubernetesPodSource, StaticPodSource
     from .profile import ProfileWatcher
 
+    embedded = getattr(args, "embedded", False)
+    if embedded:
+        _check_embedded(args, enforce)
     paths = HostPaths.under(args.host_root)
     if args.cgroup_root:
         paths = HostPaths(paths.sys, paths.proc, Path(args.cgroup_root))
     backend = detect_backend(paths)
-    if getattr(args, "cgroup_parent", None):
+    if embedded:
+        layout = FixedLayout(backend, args.cgroup_parent or "scoria")
+    elif getattr(args, "cgroup_parent", None):
         layout = FixedLayout(backend, args.cgroup_parent)
     else:
         try:
@@ -100,8 +113,13 @@ def make_agent(args, *, enforce: bool, publish=None):
     profiles = ProfileWatcher(args.profile, on_result=lambda r: metrics.profile_reloads.labels(r).inc())
     evictor = RecordingEvictor()
     labels = NodeLabels(parse_labels(args.node_labels))
-    taint = resources = None
-    if args.pods_from == "kubernetes":
+    taint = resources = runtime = None
+    if embedded:
+        from .runtime import LocalEvictor, LocalRuntime
+        runtime = LocalRuntime(args.state, backend, layout, node_name=args.node_name, metrics=metrics,
+                               proc=str(paths.proc))
+        pods, evictor = runtime, LocalEvictor(runtime)
+    elif args.pods_from == "kubernetes":
         core = _kubernetes(args.kubeconfig)
         labels = NodeLabels(labels.static, core_v1=core, node_name=args.node_name)
         taint = NodeTaint(core, args.node_name) if enforce else None
@@ -110,7 +128,7 @@ def make_agent(args, *, enforce: bool, publish=None):
         pods.start()
         pods.synced.wait(30)
         evictor = KubernetesEvictor(core)
-    elif args.pods_from == "cgroups":
+    elif args.pods_from in (None, "cgroups"):
         pods = CgroupPodSource(layout)
     else:
         pods = StaticPodSource()
@@ -118,9 +136,23 @@ def make_agent(args, *, enforce: bool, publish=None):
     pace = {"fast_interval": args.fast_interval, "slow_interval": args.interval} if args.command == "run" else {}
     config = AgentConfig(args.node_name, enforce=enforce, **pace)
     policy = topology_policy_source(args.host_root, args.kubelet_config, args.topology_policy)
-    return Agent(config, paths=paths, backend=backend, layout=layout, pods=pods, profiles=profiles, evictor=evictor,
-                 metrics=metrics, devices=devices, publish=publish, node_labels=labels, taint=taint,
-                 topology_policy=policy, node_resources=resources)
+    agent = Agent(config, paths=paths, backend=backend, layout=layout, pods=pods, profiles=profiles, evictor=evictor,
+                  metrics=metrics, devices=devices, publish=publish, node_labels=labels, taint=taint,
+                  topology_policy=policy, node_resources=resources, runtime=runtime)
+    if runtime is not None:
+        runtime.executor = agent.executor  # one seam for cgroup writes: one audit, one error count
+    return agent
+
+
+def _check_embedded(args, enforce: bool) -> None:
+    if args.pods_from is not None:
+        raise ValueError("--embedded takes its pods from the local runtime: drop --pods-from")
+    if not args.state:
+        raise ValueError("--embedded needs --state DIR (the local runtime's pod records and logs)")
+    if not enforce:
+        raise ValueError("--embedded runs pods in cgroups: it cannot be a --dry-run")
+    if args.shutdown_grace < 0:
+        raise ValueError(f"--shutdown-grace must be >= 0, got {args.shutdown_grace:g}")
 
 
 def _kubernetes(kubeconfig: str | None):
@@ -158,30 +190,68 @@ def cmd_run(args) -> int:
     from .client import ClientOptions, ReportClient
 
     client = None
+    handlers: list = []  # directives' receivers (filled once the agent exists)
     if args.scheduler:
         options = ClientOptions(args.scheduler, interval=args.interval, ca=_path(args.ca), cert=_path(args.cert),
                                 key=_path(args.key), server_name=args.server_name, insecure=args.insecure)
         if not args.insecure and options.ca is None:
             raise ValueError("--scheduler needs --ca (TLS) or --insecure")
-        client = ReportClient(options)
+        client = ReportClient(options, on_directive=lambda d: [handle(d) for handle in handlers])
     agent = make_agent(args, enforce=not args.dry_run, publish=client.publish if client else None)
+    if agent.runtime is not None:
+        handlers.append(agent.runtime.on_directive)  # START/STOP/EVICT pod actions
     health = {"last": time.monotonic()}
-    if args.metrics_port:
-        start_http(agent.metrics.registry, args.metrics_port,
-                   healthy=lambda: time.monotonic() - health["last"] < 10 * args.interval + 5)
     stop = threading.Event()
+    control = None
 
     def after_slow() -> None:
         health["last"] = time.monotonic()
 
-    control = threading.Thread(target=agent.run, args=(stop, after_slow), name="agent-loops", daemon=True)
-    control.start()
-    try:
+    _interrupt_on_sigterm()
+    try:  # from here on a Ctrl-C or SIGTERM, however early, ends in the runtime's shutdown
+        if args.metrics_port:
+            start_http(agent.metrics.registry, args.metrics_port,
+                       healthy=lambda: time.monotonic() - health["last"] < 10 * args.interval + 5)
+        control = threading.Thread(target=agent.run, args=(stop, after_slow), name="agent-loops", daemon=True)
+        control.start()
         asyncio.run(_serve(client, stop))
+    except KeyboardInterrupt:  # SIGINT before the event loop took it over
+        pass
     finally:
         stop.set()
-        control.join(timeout=10)
+        if control is not None:
+            control.join(timeout=10)
+        if agent.runtime is not None:
+            _shutdown_runtime(agent.runtime, args.shutdown_grace)
     return 0
+
+
+def _interrupt_on_sigterm() -> None:
+    """Until the event loop takes the signals over, SIGTERM interrupts as SIGINT does (a clean stop)."""
+    import signal
+
+    def interrupt(*_) -> None:
+        raise KeyboardInterrupt
+    try:
+        signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread (tests)
+        pass
+
+
+def _shutdown_runtime(runtime, grace: float) -> None:
+    """Stop every local pod and remove its cgroups; a second SIGINT/SIGTERM meanwhile kills at once."""
+    import signal
+    previous = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            previous[sig] = signal.signal(sig, lambda *_: runtime.hurry())
+        except ValueError:  # not the main thread (tests): no handlers, the shutdown still runs
+            pass
+    try:
+        runtime.shutdown(grace)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 async def _serve(client, stop: threading.Event) -> None:
