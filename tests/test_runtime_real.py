@@ -373,3 +373,73 @@ def _peek(proc: subprocess.Popen) -> str:
         chunk = ""
     _seen[proc.pid] = _seen.get(proc.pid, "") + chunk
     return _seen[proc.pid]
+
+
+class FakeScheduler:
+    """The scheduler's side of the stream, just enough: acks every report, hands out queued pod actions."""
+
+    def __init__(self) -> None:
+        import queue
+        self.actions: "queue.Queue[PodAction]" = queue.Queue()
+        self.reports: list = []
+
+    def Connect(self, request_iterator, context):
+        from proto import codec
+        from proto.model import Ack, Directive
+        for message in request_iterator:
+            report = codec.report_from_pb(message)
+            self.reports.append(report)
+            actions = []
+            while not self.actions.empty():
+                actions.append(self.actions.get())
+            yield codec.directive_to_pb(Directive(ack=Ack(report.identity.sequence), pod_actions=actions))
+
+    def runtime(self) -> dict:
+        return {p.uid: p for p in self.reports[-1].runtime} if self.reports else {}
+
+
+def test_the_agent_runs_what_the_scheduler_sends_and_reports_it(env, tmp_path: Path) -> None:
+    from concurrent import futures
+
+    import grpc
+
+    from proto.scoria.v1 import agent_pb2_grpc
+    backend, parent, runtime = env
+    scheduler = FakeScheduler()
+    server = grpc.server(futures.ThreadPoolExecutor(4))
+    agent_pb2_grpc.add_NodeAgentServicer_to_server(scheduler, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    agent = subprocess.Popen([sys.executable, "-m", "agent", "run", "--embedded", "--state", str(tmp_path / "state"),
+                              "--cgroup-parent", parent, "--scheduler", f"127.0.0.1:{port}", "--insecure",
+                              "--interval", "0.2", "--metrics-port", "0", "--no-devices", "--node-name", "box"],
+                             cwd=ROOT, stderr=subprocess.PIPE, text=True)
+
+    def wait(cond: Callable[[], bool], timeout: float = 15) -> None:
+        deadline = time.monotonic() + timeout
+        while not cond():
+            assert agent.poll() is None, _peek(agent)
+            assert time.monotonic() < deadline, (scheduler.runtime(), _peek(agent))
+            time.sleep(0.05)
+    try:
+        scheduler.actions.put(PodAction(PodActionKind.START, "one", "default", "one",
+                                        pod_json=manifest("one", "exec sleep 30")))
+        wait(lambda: "one" in scheduler.runtime() and scheduler.runtime()["one"].phase == "Running")
+        pid = scheduler.runtime()["one"].containers[0].pid
+        scheduler.actions.put(PodAction(PodActionKind.STOP, "one", "default", "one"))
+        wait(lambda: "one" not in scheduler.runtime())
+        assert gone(pid)
+        scheduler.actions.put(PodAction(PodActionKind.START, "two", "default", "two",
+                                        pod_json=manifest("two", "exec sleep 30", policy="Always")))
+        wait(lambda: "two" in scheduler.runtime() and scheduler.runtime()["two"].phase == "Running")
+        pid = scheduler.runtime()["two"].containers[0].pid
+        assert scheduler.reports[-1].identity.node_name == "box"
+        agent.send_signal(signal.SIGINT)
+        assert agent.wait(10) == 0
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+            agent.wait()
+        server.stop(0)
+    assert gone(pid)
+    assert not (CG / "cpu" / parent).exists() and not (CG / "memory" / parent).exists()
