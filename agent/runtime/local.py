@@ -11,8 +11,8 @@ carries them out:
   ``terminationGracePeriodSeconds``) — the pod was deleted, or the scheduler
   has recorded its final phase: SIGTERM to each container's process group,
   SIGKILL after the grace, cgroups removed, logs kept, and the pod is dropped
-  from the report once nothing of it runs.  A late START for a stopped uid is
-  ignored.
+  from the report once nothing of it runs.  A late START for a uid stopped
+  since this agent started is ignored (remembered in memory, not across restarts).
 * EVICT (``pod_uid``, ``reason``, ``grace_period_seconds``) — as STOP, but
   the pod stays reported, Failed with reason Evicted and the reason as its
   message, until a STOP.  The agent's own evictions under pressure come in
@@ -33,8 +33,8 @@ meanwhile gets its exit code from the wrapper's exit file and goes through
 the usual rules.  :meth:`LocalRuntime.shutdown` (a clean agent stop, Ctrl-C)
 stops every pod and removes every cgroup it made: nothing is left behind; on
 the next start pods are treated as after a node reboot (restartPolicy Always
-and OnFailure containers start again, Never ones stay Failed with exit code
-143 or 137).  Bad input — pod JSON that does not parse, a pod without
+and OnFailure containers start again; Never pods end Failed with exit code
+143 or 137 and the message that the agent's shutdown stopped them).  Bad input — pod JSON that does not parse, a pod without
 containers, a cgroup that cannot be made — is logged with the pod named and
 reported as a Failed pod with a reason; it never stops the agent.
 """
