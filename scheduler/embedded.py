@@ -200,6 +200,9 @@ class Embedded:
                     actions.append(self._stop(pod, PodActionKind.STOP, "deleted"))
                 elif status.get("evicting") and r.phase not in FINISHED:
                     actions.append(self._stop(pod, PodActionKind.EVICT, status.get("reason") or "evicted"))
+                elif r.phase in FINISHED and pod.phase in FINISHED and not status.get("evicting"):
+                    # its end is recorded: the runtime may let it go (it keeps finished pods until told)
+                    actions.append(PodAction(PodActionKind.STOP, pod.uid, pod.namespace, pod.name, "finished"))
             for pod in by_uid.values():
                 if pod.node_name != node or pod.uid in runtime:
                     continue

@@ -1,0 +1,230 @@
+#!/usr/bin/env python3
+"""``./hack/up.sh``: Scoria's embedded mode on this machine, with a live view.
+
+Starts the scheduler (``serve --embedded``) and the agent (``run --embedded``)
+as two real processes, applies the demo in ``daemonset/examples/embedded/`` —
+an online HTTP service under a steady request load with a latency probe, and
+offline gang jobs in two queues running CPU-heavy work on batch resources —
+and shows every two seconds: pods and their phases, the online service's p99
+latency, offline throughput, and the offline CPU quota the agent moves as
+online load changes.  Ctrl-C or ``--duration`` ends it with a summary; the
+agent's shutdown stops every pod and removes every cgroup it made, and the
+demo checks that nothing is left behind.
+
+Needs root and writable cgroups (the pods run in real cgroups); elsewhere it
+says so and runs the scheduler simulator on the bundled example instead
+(``--simulate`` does that anywhere).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PY = sys.executable
+DEMO = ROOT / "daemonset" / "examples" / "embedded"
+CONFIG = ROOT / "daemonset" / "config" / "scheduler-colocation.conf"
+
+
+def can_run_pods() -> str | None:
+    """None when pods can run here, else why not."""
+    if os.geteuid() != 0:
+        return "the embedded demo runs pods in cgroups and needs root"
+    for candidate in ("/sys/fs/cgroup/cpu", "/sys/fs/cgroup"):
+        if os.access(candidate, os.W_OK):
+            return None
+    return "no writable cgroup hierarchy under /sys/fs/cgroup"
+
+
+def wait_file(path: Path, proc: subprocess.Popen, what: str, timeout: float = 60) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text().strip():
+            return path.read_text().strip()
+        if proc.poll() is not None:
+            raise SystemExit(f"{what} exited with {proc.returncode}; see its log")
+        time.sleep(0.1)
+    raise SystemExit(f"{what} did not start within {timeout:g}s")
+
+
+def get(api: str, path: str):
+    with urllib.request.urlopen(api + path, timeout=10) as resp:
+        return json.loads(resp.read())
+
+
+def last_json(path: Path) -> dict:
+    """The last JSON line of a log file ({} when there is none yet)."""
+    try:
+        with path.open("rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 4096))
+            lines = f.read().decode(errors="replace").splitlines()
+    except OSError:
+        return {}
+    for line in reversed(lines):
+        try:
+            return json.loads(line)
+        except ValueError:
+            continue
+    return {}
+
+
+class Demo:
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self.state = Path(args.state or tempfile.mkdtemp(prefix="scoria-demo-"))
+        self.parent = f"scoria-demo-{os.getpid()}"
+        self.procs: list[subprocess.Popen] = []
+        self.samples: list[dict] = []
+
+    def start(self) -> None:
+        (self.state / "logs").mkdir(parents=True, exist_ok=True)
+        sched_log = open(self.state / "logs" / "scheduler.log", "w")
+        self.scheduler = subprocess.Popen(
+            [PY, "-m", "scheduler", "-v", "serve", "--embedded", "--state", str(self.state / "scheduler"),
+             "--insecure", "--listen", "127.0.0.1:0", "--port-file", str(self.state / "port"),
+             "--api-port", "0", "--api-port-file", str(self.state / "api"), "--metrics-port", "0",
+             "--config", str(CONFIG), "--schedule-interval", "0.5"],
+            cwd=ROOT, stdout=sched_log, stderr=subprocess.STDOUT)
+        self.procs.append(self.scheduler)
+        port = wait_file(self.state / "port", self.scheduler, "the scheduler")
+        self.api = f"http://127.0.0.1:{wait_file(self.state / 'api', self.scheduler, 'the scheduler')}"
+        agent_log = open(self.state / "logs" / "agent.log", "w")
+        self.agent = subprocess.Popen(
+            [PY, "-m", "agent", "-v", "run", "--embedded", "--scheduler", f"127.0.0.1:{port}", "--insecure",
+             "--state", str(self.state / "agent"), "--cgroup-parent", self.parent, "--metrics-port", "0",
+             "--no-devices"],
+            cwd=ROOT, stdout=agent_log, stderr=subprocess.STDOUT)
+        self.procs.append(self.agent)
+        print(f"scoria: scheduler on 127.0.0.1:{port} (control {self.api}), agent running pods under cgroup "
+              f"{self.parent}; state and logs in {self.state}")
+        deadline = time.monotonic() + 30
+        while not get(self.api, "/top/nodes") and time.monotonic() < deadline:
+            time.sleep(0.2)
+        env = dict(os.environ, SCORIA_SERVER=self.api)
+        subprocess.run([PY, "-m", "scheduler", "apply", "-f", str(DEMO)], cwd=ROOT, env=env, check=True)
+
+    # -- the live view ---------------------------------------------------------------------------------
+    def sample(self) -> dict:
+        pods = get(self.api, "/objects/pods")
+        nodes = get(self.api, "/top/nodes")
+        logs = {p["key"]: (p["status"].get("runtime") or {}).get("logDir") for p in pods}
+        probe = last_json(Path(logs.get("shop/probe") or "/nonexistent") / "probe.log")
+        burners = [last_json(Path(d) / "work.log") for k, d in logs.items() if k.startswith("batch/") and d]
+        phases: dict[str, int] = {}
+        for p in pods:
+            phase = p["status"].get("phase") or "Pending"
+            phases[phase] = phases.get(phase, 0) + 1
+        node = nodes[0] if nodes else {}
+        return {"t": time.time(), "phases": phases, "p50_ms": probe.get("p50_ms"), "p99_ms": probe.get("p99_ms"),
+                "offline_per_s": sum(b.get("per_second", 0) for b in burners if "per_second" in b),
+                "running_offline": sum(1 for b in burners if "per_second" in b),
+                "cpu_used": node.get("cpuUsedCores"), "batch_cpu": node.get("batchCpuMillis"),
+                "quota": node.get("offlineQuotaMillis"), "pods": [
+                    (p["key"], p["status"].get("nodeName") or "-", p["status"].get("phase") or "Pending",
+                     (p["status"].get("reason") or "")[:70]) for p in pods]}
+
+    def show(self, s: dict) -> None:
+        tty = sys.stdout.isatty()
+        lines = [f"scoria embedded demo — {time.strftime('%H:%M:%S')}  (Ctrl-C to stop)",
+                 f"online p50/p99: {s['p50_ms']} / {s['p99_ms']} ms    offline: {s['running_offline']} pods, "
+                 f"{s['offline_per_s']:,} iterations/s",
+                 f"node CPU in use: {s['cpu_used']} cores    batch allocatable: {s['batch_cpu']}m    "
+                 f"offline quota: {'unlimited' if s['quota'] is None else str(s['quota']) + 'm'}"]
+        if tty:
+            lines.append("")
+            lines += [f"  {k:<18} {node:<12} {phase:<10} {reason}" for k, node, phase, reason in s["pods"]]
+            sys.stdout.write("\033[H\033[J" + "\n".join(lines) + "\n")
+        else:
+            sys.stdout.write(" | ".join(lines[1:]) + f" | phases {s['phases']}\n")
+        sys.stdout.flush()
+
+    def watch(self) -> None:
+        end = time.monotonic() + self.args.duration if self.args.duration else None
+        while end is None or time.monotonic() < end:
+            for proc, name in ((self.scheduler, "scheduler"), (self.agent, "agent")):
+                if proc.poll() is not None:
+                    raise SystemExit(f"the {name} exited ({proc.returncode}); see {self.state}/logs/{name}.log")
+            try:
+                s = self.sample()
+            except OSError as exc:
+                print(f"(control endpoint: {exc})")
+                time.sleep(2)
+                continue
+            self.samples.append(s)
+            self.show(s)
+            time.sleep(2)
+
+    def summary(self) -> None:
+        seen = [s for s in self.samples if s["p99_ms"] is not None]
+        if not seen:
+            print("no samples")
+            return
+        p99 = sorted(s["p99_ms"] for s in seen)
+        offline = [s["offline_per_s"] for s in seen if s["running_offline"]]
+        quotas = [s["quota"] for s in seen if s["quota"] is not None]
+        print(f"\nsummary over {len(self.samples)} samples ({len(self.samples) * 2}s):")
+        print(f"  online p99: median {p99[len(p99) // 2]} ms, worst {p99[-1]} ms")
+        if offline:
+            print(f"  offline throughput: {sum(offline) / len(offline):,.0f} iterations/s on average")
+        if quotas:
+            print(f"  offline CPU quota moved between {min(quotas)}m and {max(quotas)}m")
+        print(f"  pods at the end: {self.samples[-1]['phases']}")
+
+    # -- cleaning up -----------------------------------------------------------------------------------
+    def stop(self) -> None:
+        for proc in reversed(self.procs):  # the agent first: it stops the pods and removes their cgroups
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(timeout=40)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+        left = [p for p in (Path("/sys/fs/cgroup") / c / self.parent for c in ("cpu", "memory", "cpuset", ""))
+                if p.is_dir()]
+        if left:
+            print(f"warning: cgroups left behind: {', '.join(map(str, left))}")
+        else:
+            print("cleaned up: no pod process or cgroup left behind")
+        if not self.args.state and not self.args.keep:
+            shutil.rmtree(self.state, ignore_errors=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--duration", type=float, default=0, metavar="SECONDS", help="stop after this long")
+    parser.add_argument("--state", metavar="DIR", help="keep state and logs here (default: a temporary folder)")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
+    parser.add_argument("--simulate", action="store_true", help="run the scheduler simulator instead")
+    args, rest = parser.parse_known_args()
+    why = None if args.simulate else can_run_pods()
+    if args.simulate or why:
+        if why:
+            print(f"scoria: {why}; running the scheduler simulator on the bundled example instead", file=sys.stderr)
+        return subprocess.call([PY, "-m", "scheduler", "simulate", "-f",
+                                str(ROOT / "daemonset" / "examples" / "simulator"), *rest], cwd=ROOT)
+    demo = Demo(args)
+    try:
+        demo.start()
+        demo.watch()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        demo.summary()
+        demo.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
