@@ -125,7 +125,11 @@ class Agent:
 
     # -- observe ------------------------------------------------------------------------------------
     def observe(self) -> NodeState:
+        # /proc/stat counts whole ticks: over a second the rate can read a little above the machine
+        # (101%), which is tick jitter, not load; a watermark of 100% must never fire on it
         node_cpu = self._node_meter.sample() or 0.0
+        if self.capacity.cpu_millis:
+            node_cpu = min(node_cpu, float(self.capacity.cpu_millis))
         mem_total, mem_used = memory_used(self.paths)
         now = self.monotonic()
         detail = self._detail_at is None or now - self._detail_at >= self.config.detail_interval

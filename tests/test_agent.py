@@ -296,3 +296,19 @@ def test_run_drives_both_loops_on_one_thread_and_survives_a_failing_tick(tmp_pat
         thread.join(2)
     assert not thread.is_alive()
     assert agent.metrics.registry.get_sample_value("scoria_agent_loops_cpu_seconds_total") > 0
+
+
+def test_tick_jitter_above_the_machine_reads_as_a_full_machine(tmp_path: Path) -> None:
+    """/proc/stat moves in whole ticks: a second can count 101% of the node.  That is a full node, not more,
+    so a high watermark of 100% never fires and the report never claims more cores than there are."""
+    profile = "spec:\n  eviction: {cpuHighPercent: 100, cpuLowPercent: 99, samples: 1}\n"
+    agent, clock, layout, evictor, _ = build(tmp_path, 1, profile=profile)
+    usage = {"node": 0.0, "web": 0.0, "batch": 0.0}
+    advance(tmp_path, clock, layout, 1, seconds=0, node_busy_cores=0, web_cores=0, batch_cores=0, usage=usage)
+    agent.slow_tick()
+    for _ in range(3):
+        advance(tmp_path, clock, layout, 1, seconds=1, node_busy_cores=4.04, web_cores=1.0, batch_cores=3.0,
+                usage=usage)
+        report = agent.slow_tick()
+        assert report.load.cpu_used_cores == pytest.approx(4.0)
+    assert not evictor.evicted and not agent.eviction_state.cpu_over
