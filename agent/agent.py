@@ -147,6 +147,7 @@ class Agent:
                          cpu_used=node_cpu, memory_used=mem_used, pods=tuple(samples),
                          offline_parent=self.layout.offline_parent, cgroup_version=self.backend.version,
                          has_cpu_idle=self.has_cpu_idle, has_cpu_burst=self.has_cpu_burst,
+                         owns_offline_parent=self.layout.owns_parents,
                          numa_zones=tuple(self.capacity.numa_zones))
 
     def _sample_pod(self, pod: PodInfo, seen: set[str], detail: bool) -> PodSample:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -187,3 +189,17 @@ LEVELS = [
 @pytest.mark.parametrize("annotations,qos_class,batch,expected", LEVELS)
 def test_qos_level(annotations, qos_class, batch, expected) -> None:
     assert qos_level(annotations, qos_class, batch) == expected
+
+
+def test_an_offline_parent_of_our_own_is_made_idle_too() -> None:
+    """The kernel weighs an online against an offline task where their cgroup paths meet (the two QoS
+    parents), so idle offline pods alone do not make online wake-ups preempt them; the parent must be idle.
+    Only where the parent is ours: the kubelet rewrites besteffort's shares, which an idle group refuses."""
+    batch = PodSample(pod("batch", QosLevel.BE), "kubepods/besteffort/podbatch", cpu_used=2000)
+    ours = replace(state(batch), owns_offline_parent=True)
+    idle = [(w.path, w.knob, w.value) for w in cpu_intents(ours, CpuSettings(), BurstSettings()) if w.knob == "cpu.idle"]
+    assert idle == [("kubepods/besteffort", "cpu.idle", 1), ("kubepods/besteffort/podbatch", "cpu.idle", 1)]
+    kubelets = [w.path for w in cpu_intents(state(batch), CpuSettings(), BurstSettings()) if w.knob == "cpu.idle"]
+    assert kubelets == ["kubepods/besteffort/podbatch"]
+    not_wanted = cpu_intents(ours, CpuSettings(use_cpu_idle=False), BurstSettings())
+    assert [(w.path, w.knob, w.value) for w in not_wanted[1:]] == [("kubepods/besteffort/podbatch", "cpu.shares", 2)]

@@ -47,6 +47,29 @@ def test_offline_group_gets_cpu_idle_and_a_quota(sandbox) -> None:
     assert quota > 0 and agent.quota == quota * 1000 // 100_000
 
 
+def test_online_work_takes_a_shared_cpu_from_offline_work(sandbox, tmp_path: Path) -> None:
+    """One online and one offline hog on the same CPU, the quota out of the way: the offline parent is
+    idle, so the online pod gets nearly all of the CPU.  With only the offline *pod* idle, the kernel
+    weighs online-parent against offline-parent (equal weights) and online gets about half."""
+    backend, parent, procs = sandbox
+    profile = tmp_path / "profile.yaml"
+    profile.write_text("spec:\n  cpu: {offlineThresholdPercent: 100}\n")
+    agent = make_agent(backend, parent, [PodInfo("web", qos_class="Burstable", qos_level=QosLevel.LS),
+                                         PodInfo("batch", qos_class="BestEffort", qos_level=QosLevel.BE)],
+                       profile=profile)
+    for group in ("online/podweb", "offline/podbatch"):
+        os.sched_setaffinity(spawn(backend, f"{parent}/{group}", procs).pid, {0})
+    agent.slow_tick()
+    cpu = Path("/sys/fs/cgroup/cpu") / parent
+    assert (cpu / "offline/cpu.idle").read_text().strip() == "1"
+    assert (cpu / "online/cpu.idle").read_text().strip() == "0"
+    used = lambda group: backend.cpu_usage_ns(f"{parent}/{group}")  # noqa: E731
+    before = {g: used(g) for g in ("online/podweb", "offline/podbatch")}
+    time.sleep(1.0)
+    online, offline = (used(g) - before[g] for g in ("online/podweb", "offline/podbatch"))
+    assert online / (online + offline) > 0.9, (online, offline)
+
+
 def test_an_online_burst_shrinks_the_offline_quota(sandbox) -> None:
     backend, parent, procs = sandbox
     agent = make_agent(backend, parent, [PodInfo("web", qos_class="Burstable", qos_level=QosLevel.LS),

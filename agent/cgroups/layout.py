@@ -42,6 +42,10 @@ class Layout:
 
     root: str = ""  # the cgroup holding every pod
     offline_parent: str = ""  # the cgroup holding every offline pod (its CPU quota is the offline quota)
+    # Whether the QoS parents are ours to set.  The kubelet rewrites kubepods/besteffort's cpu.shares
+    # (2) on every pod sync, and the kernel refuses a shares write to an idle group (EINVAL), so on a
+    # kubelet's node the offline parent keeps its low weight and is not made SCHED_IDLE.
+    owns_parents: bool = False
 
     def pod_path(self, uid: str, qos_class: str) -> str:
         raise NotImplementedError
@@ -109,6 +113,7 @@ class FixedLayout(Layout):
         self.root = root.strip("/")
         self.offline_parent = f"{self.root}/offline"
         self.online_parent = f"{self.root}/online"
+        self.owns_parents = True
 
     def pod_path(self, uid: str, qos_class: str) -> str:
         parent = self.offline_parent if qos_class == "BestEffort" else self.online_parent

@@ -33,6 +33,12 @@ def quota_write(state: NodeState, settings: CpuSettings) -> CgroupWrite:
 def offline_pod_writes(state: NodeState, settings: CpuSettings) -> list[CgroupWrite]:
     idle = settings.use_cpu_idle and state.has_cpu_idle
     out = []
+    if idle and state.owns_offline_parent and state.offline_parent:
+        # The scheduler compares tasks of two cgroups at the level where their paths meet: for an online
+        # and an offline pod that is online-parent against offline-parent, so only an idle offline
+        # *parent* makes every online wake-up preempt offline work at once.  The pods' own flag below
+        # orders offline pods against other tasks inside that parent.
+        out.append(CgroupWrite(state.offline_parent, "cpu.idle", 1, "offline parent: SCHED_IDLE"))
     for sample in state.offline:
         if sample.path is None:
             continue

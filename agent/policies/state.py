@@ -35,6 +35,7 @@ class NodeState:
     cgroup_version: int = 1
     has_cpu_idle: bool = False
     has_cpu_burst: bool = False
+    owns_offline_parent: bool = False  # the layout's parents are ours (embedded), not the kubelet's
     numa_zones: tuple[NumaZone, ...] = ()   # the node's NUMA zones (online CPUs only)
     extras: dict = field(default_factory=dict, compare=False)
 
