@@ -19,6 +19,7 @@ from typing import Any
 
 from .api.loader import expand_paths
 from .api.quantity import format_quantity
+from .simulator import text_table
 
 DEFAULT_SERVER = "http://127.0.0.1:50052"
 KINDS = {"pod": "pods", "pods": "pods", "po": "pods", "podgroup": "podgroups", "podgroups": "podgroups",
@@ -134,7 +135,7 @@ def get(args) -> int:
         json.dump(items, sys.stdout, indent=2)
         print()
     else:
-        print(_table(TABLES[plural](items)))
+        print(text_table(TABLES[plural](items)))
     return 0
 
 
@@ -205,7 +206,7 @@ def top(args) -> int:
                      f"{format_quantity('memory', _mi(n.get('memoryUsedBytes', 0)))}",
                      f"{n.get('batchCpuMillis', 0)}m", format_quantity("memory", _mi(n.get("batchMemoryBytes", 0))),
                      "unlimited" if quota is None else f"{quota}m", n["pods"], "yes" if n["ready"] else "no"))
-    print(_table(rows))
+    print(text_table(rows))
     return 0
 
 
@@ -259,6 +260,3 @@ def _classes(items) -> list[tuple]:
 TABLES = {"pods": _pods, "podgroups": _groups, "queues": _queues, "nodes": _nodes, "priorityclasses": _classes}
 
 
-def _table(rows: list[tuple]) -> str:
-    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)

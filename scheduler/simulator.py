@@ -164,9 +164,9 @@ def render_table(sim: Simulation) -> str:
             zones = ",".join(map(str, p["numaNodes"])) if p["numaNodes"] is not None else "-"
             where = (zones, ",".join(_device_label(d) for d in p["devices"]) or "-")
         rows.append((p["namespace"], p["name"], p["node"] or "-", status, *where, p["reason"] or ""))
-    out = [_table(rows)]
+    out = [text_table(rows)]
     if data["podGroups"]:
-        out.append(_table([("NAMESPACE", "PODGROUP", "QUEUE", "PHASE")] +
+        out.append(text_table([("NAMESPACE", "PODGROUP", "QUEUE", "PHASE")] +
                           [(g["namespace"], g["name"], g["queue"], g["phase"]) for g in data["podGroups"]]))
     queue_rows = [("QUEUE", "CPU", "MEMORY", "OTHER")]
     for q in data["queues"]:
@@ -174,7 +174,7 @@ def render_table(sim: Simulation) -> str:
         cpu, mem = alloc.pop("cpu"), alloc.pop("memory")
         other = ", ".join(f"{k}={format_quantity(k, v)}" for k, v in alloc.items())
         queue_rows.append((q["name"], f"{cpu:g}", format_quantity("memory", mem), other or "-"))
-    out.append(_table(queue_rows))
+    out.append(text_table(queue_rows))
     s = data["stats"]
     out.append(f"{s['pods_scheduled']} pod(s) scheduled in {s['cycles']} cycle(s), {s['seconds']:.3f}s")
     return "\n\n".join(out)
@@ -187,10 +187,7 @@ def _device_label(d: dict) -> str:
     return f"{kind}{d['index']}" if whole else f"{kind}{d['index']}:{d['memoryMiB']}Mi/{d['cores']}%"
 
 
-def _table(rows: list[tuple]) -> str:
+def text_table(rows: list[tuple]) -> str:
+    """Rows as aligned columns, kubectl-style (the first row is the header)."""
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
-    lines = []
-    for row in rows:
-        cells = [str(c).ljust(w) for c, w in zip(row[:-1], widths)] + [str(row[-1])]
-        lines.append("  ".join(cells).rstrip())
-    return "\n".join(lines)
+    return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)

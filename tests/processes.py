@@ -1,8 +1,9 @@
 """Real processes for tests and benchmarks: a free port, ``python -m scheduler serve`` started and waited
-for, Prometheus text read back, a process's CPU time.  (``hack/bench/`` imports this module too.)"""
+for, a process stopped gracefully (killed if it will not), Prometheus text read back, a process's CPU time.  (``hack/bench/`` imports this module too.)"""
 
 from __future__ import annotations
 
+import signal
 import socket
 import subprocess
 import sys
@@ -42,6 +43,18 @@ def wait_port(port_file: Path, proc: subprocess.Popen, timeout: float) -> int:
             raise ServeFailed(f"serve exited with {proc.returncode}: {stderr}")
         time.sleep(0.05)
     raise ServeFailed(f"serve did not write its port within {timeout:g} s")
+
+
+def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
+    """``sig`` to a running process, SIGKILL if it has not exited within ``timeout``; its exit status."""
+    if proc.poll() is None:
+        proc.send_signal(sig)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return proc.returncode
 
 
 def scrape(url: str, timeout: float = 10) -> dict[str, float]:

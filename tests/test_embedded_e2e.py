@@ -24,7 +24,7 @@ import psutil
 import pytest
 import yaml
 
-from .processes import ROOT, free_port
+from .processes import ROOT, free_port, stop
 from .real_cgroups import runtime_unavailable
 
 pytestmark = pytest.mark.skipif(bool(runtime_unavailable()), reason=runtime_unavailable() or "")
@@ -166,13 +166,8 @@ class Stack:
     def close(self) -> None:
         """Ctrl-C to the agent (it stops every pod and removes their cgroups), then the scheduler."""
         for proc in (self.agent, self.scheduler):
-            if proc is not None and proc.poll() is None:
-                proc.send_signal(signal.SIGINT)
-                try:
-                    proc.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+            if proc is not None:
+                stop(proc, signal.SIGINT)
         left = self.cgroups_left()
         procs = marked(self.tag)
         for pid in procs:  # never leave a stray process to the next test, whatever the verdict

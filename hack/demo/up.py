@@ -31,6 +31,8 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+from tests.processes import stop  # noqa: E402 — the repository's own helpers, as hack/bench uses them
 PY = sys.executable
 DEMO = ROOT / "daemonset" / "examples" / "embedded"
 CONFIG = ROOT / "daemonset" / "config" / "scheduler-colocation.conf"
@@ -184,13 +186,7 @@ class Demo:
     # -- cleaning up -----------------------------------------------------------------------------------
     def stop(self) -> None:
         for proc in reversed(self.procs):  # the agent first: it stops the pods and removes their cgroups
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(timeout=40)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+            stop(proc, signal.SIGTERM, timeout=40)
         left = [p for p in (Path("/sys/fs/cgroup") / c / self.parent for c in ("cpu", "memory", "cpuset", ""))
                 if p.is_dir()]
         if left:
