@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, replace
 from typing import Callable, Protocol
 
@@ -58,6 +59,7 @@ class AgentConfig:
     detail_interval: float = 10.0  # per-container usage and pod PSI (report detail; policies read pods only)
     topology_interval: float = 60.0
     fast_cut_percent: float = 2.0  # the fast loop cuts the quota when it should shrink by more than this (of capacity)
+    fast_reopen: float = 0.2       # after a fast cut, the quota rises again once online use has left room this long
     offline_busy_percent: float = 1.0  # offline work above this (of capacity) keeps the fast loop at full pace
     enforce: bool = True           # False: observe and report only
 
@@ -113,6 +115,9 @@ class Agent:
         self._detail: dict[str, tuple] = {}   # pod cgroup -> (containers, cpu PSI, memory PSI)
         self._detail_at: float | None = None
         self._fast_online: float | None = None
+        self._fast_recent: deque[tuple[float, float]] = deque()  # (time, online millicores) of recent fast windows
+        self._fast_cut_at: float | None = None  # when the fast loop last cut the quota, until it is fully reopened
+        self._slow_quota: int | None = None     # the quota the slow loop decided last (the fast loop's ceiling)
         self._offline_busy = True  # until the fast loop has measured otherwise
         self._system_cpu = 0.0     # CPU used outside pods, from the last slow sample
         self._offline_cpu = 0.0    # CPU used by offline pods, from the last slow sample
@@ -210,6 +215,7 @@ class Agent:
             self._note_unpinned(numa.problems)
             writes = cpu_intents(state, self.spec.cpu, self.spec.burst) + memory_intents(state, self.spec.memory)
             self._apply(writes + numa.writes)
+            self._slow_quota, self._fast_cut_at = self.quota, None
             self._evict(state)
         else:
             self.quota = quota_write(state, self.spec.cpu).value
@@ -293,14 +299,37 @@ class Agent:
         rising = self._fast_online is not None and online > self._fast_online + capacity * 0.05
         self._fast_online = online
         window_start, self._fast_last = self._fast_last, started
-        cut = self.quota is None or wanted < self.quota - capacity * self.config.fast_cut_percent / 100.0
+        recent = self._fast_recent
+        recent.append((started, online))
+        while recent and recent[0][0] < started - self.config.fast_reopen:
+            recent.popleft()
+        step = capacity * self.config.fast_cut_percent / 100.0
+        cut = self.quota is None or wanted < self.quota - step
         if cut:
             self._apply([CgroupWrite(self.layout.offline_parent, "cpu.quota", wanted,
                                      f"fast: online {online:.0f}m + system {system:.0f}m")])
+            self._fast_cut_at = started
             if rising:
                 self.metrics.reaction.observe(self.monotonic() - window_start)
+        elif self._fast_cut_at is not None and started - self._fast_cut_at >= self.config.fast_reopen:
+            self._reopen(capacity, max(o for _, o in recent), system, step)
         self._fast_seconds.observe(self.monotonic() - started)
         return cut
+
+    def _reopen(self, capacity: int, peak: float, system: float, step: float) -> None:
+        """After a cut, give offline work back the room online work has left for ``fast_reopen`` seconds:
+        the quota for the highest online use seen in that span, never above the slow loop's decision.
+        Without this a cut held until the next slow tick, and bursty online work kept the offline quota
+        at its 25 ms peaks nearly all the time."""
+        if self._slow_quota is None or self.quota is None:
+            return
+        target = min(self._slow_quota, offline_quota(capacity, peak, system, self.spec.cpu))
+        if target > self.quota + step:
+            self._apply([CgroupWrite(self.layout.offline_parent, "cpu.quota", target,
+                                     f"fast: room again (online peak {peak:.0f}m over "
+                                     f"{self.config.fast_reopen * 1000:.0f} ms + system {system:.0f}m)")])
+        if self.quota >= self._slow_quota:
+            self._fast_cut_at = None
 
     # -- the control thread -------------------------------------------------------------------------
     def run(self, stop: threading.Event, after_slow: Callable[[], None] | None = None) -> None:
