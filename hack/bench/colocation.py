@@ -1,0 +1,860 @@
+#!/usr/bin/env python3
+"""Co-location on this machine's real cgroups: online latency, offline throughput, CPU use, reaction.
+
+Everything runs under a private cgroup parent ``scoria-colo-<random>`` (removed
+at the end, its processes killed, also on Ctrl-C, SIGTERM or an error)::
+
+    <parent>/node/online/podweb     the online service: a stdlib ThreadingHTTPServer whose
+                                    handler does --work-ms of pure-Python work per request
+    <parent>/node/offline/podbatch  --hogs offline CPU hogs counting the work they get done
+    <parent>/client                 the load generator (outside the pods: it plays the users,
+                                    who are not on this node; the agent sees it as system CPU)
+    <parent>/agent                  the real agent, ``python -m agent run --cgroup-parent
+                                    <parent>/node`` (FixedLayout; podweb is LS, podbatch BE)
+
+The load generator is open loop: Poisson arrivals at --rate (seeded; the same
+arrival sequence in every phase), over a pool of keep-alive connections, each
+latency counted from the request's *scheduled* time, so queueing anywhere
+(client included) counts and nothing is omitted.  Three phases of equal length
+follow each other in one run, with the traffic running throughout:
+
+    (a) the online service alone;
+    (b) the same plus the hogs, equal cgroup shares (1024 each), no quota, no agent;
+    (c) the same with the agent's QoS (cpu.idle on the offline pod, the CFS quota on
+        the offline parent, the fast loop), using --profile (the shipped profile).
+
+In every phase --bursts-per-phase bursts of --burst-requests requests arrive at
+the same offsets; in (c) each is timed from its scheduled start until the
+offline quota has dropped by --reaction-drop of the node (polled every ms, as
+hack/bench/qos_reaction.py does).  Latency is reported for the steady stream
+outside the bursts' shadows (the goal's figure) and for every request.  CPU
+utilisation comes from /proc/stat; per-cgroup CPU from cpuacct.  Prints one
+JSON line; needs root and cgroup v1 or v2 with the cpu controller::
+
+    sudo .venv/bin/python hack/bench/colocation.py [--phase-seconds 20] [--rate 200] [--work-ms 1.5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SELF = str(Path(__file__).resolve())
+ERR = -2.0      # latency slot: the request failed
+PENDING = -1.0  # latency slot: no answer (yet)
+
+
+def spin(n: int) -> int:
+    """A fixed amount of pure-Python work (the online handler's and the hogs' unit)."""
+    x = 0
+    for i in range(n):
+        x = (x + i * i) % 1000003
+    return x
+
+
+# -- child roles (the same file, re-executed) ---------------------------------------------------------
+
+def _server(work_ms: float, connections: int) -> None:
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    best = min(_timed(spin, 20000) for _ in range(7)) / 20000
+    iterations = max(1, round(work_ms / 1000 / best))
+    reply = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 3\r\n\r\nok\n"
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive
+        disable_nagle_algorithm = True
+
+        def do_GET(self) -> None:
+            spin(iterations)
+            self.wfile.write(reply)  # one write: no write-write-read stall
+
+        def log_message(self, *args) -> None:
+            pass
+
+    class Server(ThreadingHTTPServer):
+        request_queue_size = max(128, connections * 2)
+        daemon_threads = True
+
+    httpd = Server(("127.0.0.1", 0), Handler)
+    print(f"READY {httpd.server_address[1]} {iterations} {iterations * best * 1000:.4f}", flush=True)
+    httpd.serve_forever()
+
+
+def _timed(fn, *args) -> float:
+    t = time.perf_counter()
+    fn(*args)
+    return time.perf_counter() - t
+
+
+def _hog(counter_path: str, index: int, unit: int) -> None:
+    import mmap
+    import struct
+    with open(counter_path, "r+b") as f:
+        counters = mmap.mmap(f.fileno(), 0)
+    done = 0
+    while True:
+        spin(unit)
+        done += 1
+        struct.pack_into("Q", counters, index * 8, done)
+
+
+class LoadClient:
+    """Open-loop HTTP load over keep-alive connections: a sender thread sends at scheduled times
+    (``time.sleep`` is precise to tens of µs; epoll timeouts round up to whole ms), a receiver
+    thread waits in epoll and stamps each answer as it arrives.  A request due while every
+    connection is busy waits for one; its latency still runs from its scheduled time."""
+
+    REQUEST = b"GET / HTTP/1.1\r\nHost: bench\r\n\r\n"
+
+    def __init__(self, port: int, rate: float, connections: int):
+        import array
+        import collections
+        import select
+        import threading
+        self.port, self.rate = port, rate
+        self.lock = threading.Lock()
+        self.epoll = select.epoll()
+        self.socks, self.bufs, self.inflight = {}, {}, {}   # fd -> socket, bytes so far, request index
+        self.idle, self.waiting = collections.deque(), collections.deque()
+        self.sched, self.lat, self.late, self.kind = array.array("d"), array.array("d"), array.array("d"), array.array("d")
+        self.stopping = threading.Event()
+        for _ in range(connections):
+            self.idle.append(self._connect())
+
+    def _connect(self):
+        import select
+        import socket
+        s = socket.create_connection(("127.0.0.1", self.port))
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        s.setblocking(False)
+        self.socks[s.fileno()], self.bufs[s.fileno()] = s, b""
+        self.epoll.register(s.fileno(), select.EPOLLIN)
+        return s
+
+    def _drop(self, fd: int) -> None:
+        """A connection that closed or failed: its request failed; a fresh connection replaces it."""
+        sock = self.socks.pop(fd)
+        self.epoll.unregister(fd)
+        sock.close()
+        idx = self.inflight.pop(fd, None)
+        if idx is not None:
+            self.lat[idx] = ERR
+        self._release(self._connect())
+
+    def _send_on(self, sock, idx: int) -> None:  # holding the lock
+        self.inflight[sock.fileno()] = idx
+        self.late[idx] = time.monotonic() - self.sched[idx]
+        try:
+            sock.send(self.REQUEST)
+        except OSError:
+            self._drop(sock.fileno())
+
+    def _release(self, sock) -> None:  # holding the lock
+        if self.waiting:
+            self._send_on(sock, self.waiting.popleft())
+        else:
+            self.idle.append(sock)
+
+    def dispatch(self, t: float, kind: int) -> None:
+        with self.lock:
+            idx = len(self.sched)
+            self.sched.append(t)
+            self.lat.append(PENDING)
+            self.late.append(0.0)
+            self.kind.append(kind)
+            if self.idle:
+                self._send_on(self.idle.popleft(), idx)
+            else:
+                self.waiting.append(idx)
+
+    def receive(self) -> None:
+        deadline = None
+        while True:
+            if self.stopping.is_set():
+                deadline = deadline or time.monotonic() + 2.0
+                if not self.inflight and not self.waiting or time.monotonic() > deadline:
+                    return
+            for fd, _ in self.epoll.poll(0.1):
+                sock = self.socks.get(fd)
+                if sock is None:
+                    continue
+                try:
+                    data = sock.recv(65536)
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    data = b""
+                now = time.monotonic()
+                with self.lock:
+                    if not data:
+                        self._drop(fd)
+                    else:
+                        self._answer(fd, sock, self.bufs[fd] + data, now)
+
+    def _answer(self, fd: int, sock, buf: bytes, now: float) -> None:  # holding the lock
+        head_end = buf.find(b"\r\n\r\n")
+        length = 0
+        if head_end >= 0:
+            for line in buf[:head_end].split(b"\r\n"):
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":", 1)[1])
+        if head_end < 0 or len(buf) < head_end + 4 + length:
+            self.bufs[fd] = buf
+            return
+        self.bufs[fd] = buf[head_end + 4 + length:]
+        idx = self.inflight.pop(fd, None)
+        if idx is not None:
+            self.lat[idx] = now - self.sched[idx] if buf.startswith(b"HTTP/1.1 200") else ERR
+        self._release(sock)
+
+    def send_loop(self, commands) -> None:
+        """Arrivals: Poisson at ``rate`` from each ``reseed`` on (its own seed), plus the bursts."""
+        import heapq
+        import random
+        rng, next_t, bursts, stop_at = None, float("inf"), [], float("inf")
+        reseeds: list[tuple[float, int]] = []
+        while True:
+            for cmd in commands.drain():
+                if cmd[0] == "reseed":
+                    reseeds.append((float(cmd[1]), int(cmd[2])))
+                    reseeds.sort()
+                elif cmd[0] == "burst":
+                    t0, n, burst_rate = float(cmd[1]), int(cmd[2]), float(cmd[3])
+                    for i in range(n):
+                        heapq.heappush(bursts, t0 + i / burst_rate)
+                elif cmd[0] == "stop":
+                    stop_at = min(stop_at, time.monotonic())
+            if reseeds and reseeds[0][0] <= next_t:
+                at, seed = reseeds.pop(0)
+                rng = random.Random(seed)
+                next_t = at + rng.expovariate(self.rate)
+            t = min(next_t, bursts[0] if bursts else float("inf"))
+            if t >= stop_at and stop_at < float("inf"):
+                return
+            wait = t - time.monotonic()
+            if wait > 0:
+                time.sleep(min(wait, 0.01))  # wake at least every 10 ms for new commands
+                continue
+            if bursts and bursts[0] <= next_t:
+                self.dispatch(heapq.heappop(bursts), 1)
+            else:
+                self.dispatch(next_t, 0)
+                next_t += rng.expovariate(self.rate)
+
+    def write(self, out: str) -> None:
+        import array
+        with self.lock, open(out, "wb") as f:
+            array.array("d", [len(self.sched)]).tofile(f)
+            for a in (self.sched, self.lat, self.late, self.kind):
+                a.tofile(f)
+
+
+class Commands:
+    """Lines from stdin, read on a thread of their own."""
+
+    def __init__(self):
+        import threading
+        self.lock, self.items = threading.Lock(), []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in sys.stdin:
+            with self.lock:
+                self.items.append(line.split())
+        with self.lock:
+            self.items.append(["stop"])
+
+    def drain(self) -> list[list[str]]:
+        with self.lock:
+            items, self.items = self.items, []
+        return items
+
+
+def _client(port: int, rate: float, connections: int, out: str) -> None:
+    import threading
+    client = LoadClient(port, rate, connections)
+    print("READY", flush=True)
+    receiver = threading.Thread(target=client.receive, daemon=True)
+    receiver.start()
+    client.send_loop(Commands())
+    client.stopping.set()
+    receiver.join()
+    client.write(out)
+    print("DONE", flush=True)
+
+
+# -- the benchmark ------------------------------------------------------------------------------------
+
+PHASES = ("a", "b", "c")
+STAT_BUSY = (0, 1, 2, 5, 6)  # /proc/stat cpu: user nice system [idle iowait] irq softirq [steal]
+HOG_UNIT = 1000              # spin() iterations per counted unit of offline work
+
+
+def _die_with_parent() -> None:
+    import ctypes
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: no orphans if we are killed
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace):
+        import tempfile
+        import uuid
+
+        from agent.cgroups.backend import detect_backend
+        from agent.cgroups.layout import FixedLayout
+        from agent.hostpaths import HostPaths
+        self.args = args
+        self.backend = detect_backend(HostPaths())
+        self.parent = f"scoria-colo-{uuid.uuid4().hex[:10]}"
+        self.layout = FixedLayout(self.backend, f"{self.parent}/node")
+        self.groups = {"online": self.layout.pod_path("web", "Burstable"),
+                       "offline": self.layout.pod_path("batch", "BestEffort"),
+                       "client": f"{self.parent}/client", "agent": f"{self.parent}/agent"}
+        self.procs: list[subprocess.Popen] = []
+        self.tmp = Path(tempfile.mkdtemp(prefix="scoria-colo-"))
+        self.counters = self.tmp / "offline-counters"
+        self.client: subprocess.Popen | None = None
+        self.agent: subprocess.Popen | None = None
+        self.metrics_port = 0
+        self.reactions: list[float] = []
+        self.missed = self.skipped = 0
+        self.floor = 0.0
+        self.hogs: list[subprocess.Popen] = []
+        self.knobs_b: list[dict] = []
+        self.thresholds: set[float] = set()
+        self.quotas: list[tuple[float, int | None]] = []
+
+    # -- processes ------------------------------------------------------------------------------
+    def spawn(self, argv: list[str], group: str, **popen) -> subprocess.Popen:
+        from agent.cgroups.tree import attach
+        p = subprocess.Popen(argv, preexec_fn=_die_with_parent, start_new_session=True, cwd=ROOT, **popen)
+        self.procs.append(p)
+        attach(self.backend, group, p.pid)
+        return p
+
+    def role(self, *args, group: str, **popen) -> subprocess.Popen:
+        return self.spawn([sys.executable, SELF, *map(str, args)], group, **popen)
+
+    def command(self, line: str) -> None:
+        try:
+            self.client.stdin.write(line + "\n")
+            self.client.stdin.flush()
+        except BrokenPipeError:
+            raise RuntimeError(f"the load generator exited ({self.client.poll()}): {self.log_tail('client')}") from None
+
+    def log_tail(self, name: str) -> str:
+        try:
+            return (self.tmp / f"{name}.log").read_text()[-2000:]
+        except OSError:
+            return ""
+
+    def start(self) -> tuple[int, int, float]:
+        from agent.cgroups.tree import make_group
+        for group in self.groups.values():
+            make_group(self.backend, group)
+        a = self.args
+        server = self.role("_server", a.work_ms, a.connections, group=self.groups["online"], stdout=subprocess.PIPE,
+                           stderr=open(self.tmp / "server.log", "w"), text=True)
+        ready = server.stdout.readline().split()
+        if not ready or ready[0] != "READY":
+            raise RuntimeError(f"the online server did not start ({server.poll()}): {self.log_tail('server')}")
+        port, iterations, work_ms = int(ready[1]), int(ready[2]), float(ready[3])
+        self.client = self.role("_client", port, a.rate, a.connections, self.tmp / "latencies", group=self.groups["client"],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(self.tmp / "client.log", "w"),
+                                text=True)
+        if a.client_cpu is not None:
+            os.sched_setaffinity(self.client.pid, {a.client_cpu})
+        if self.client.stdout.readline().strip() != "READY":
+            raise RuntimeError(f"the load generator did not start ({self.client.poll()}): {self.log_tail('client')}")
+        self.command(f"reseed {time.monotonic() + 0.05:.6f} {a.seed + 1000}")  # traffic from now on
+        return port, iterations, work_ms
+
+    def start_hogs(self) -> None:
+        """The hogs, stopped (SIGSTOP) until the first phase (b)."""
+        self.counters.write_bytes(bytes(8 * self.args.hogs))
+        for i in range(self.args.hogs):
+            self.hogs.append(self.role("_hog", self.counters, i, HOG_UNIT, group=self.groups["offline"],
+                                       stdout=subprocess.DEVNULL))
+        self.signal_hogs(signal.SIGSTOP)
+
+    def signal_hogs(self, sig: int) -> None:
+        for p in self.hogs:
+            p.send_signal(sig)
+
+    def enter(self, name: str) -> None:
+        """Bring the node into phase ``name``'s state, then let it settle (not measured)."""
+        if name == "a":
+            self.stop_agent()
+            self.signal_hogs(signal.SIGSTOP)
+        elif name == "b":
+            self.stop_agent()
+            self.signal_hogs(signal.SIGCONT)
+            self.knobs_b.append(self.plain_knobs())
+        else:
+            self.start_agent()
+            self.set_offline_parent()
+            self.thresholds.add(_threshold(self.args.profile))
+        time.sleep(self.args.settle)
+
+    def stop_agent(self) -> None:
+        """The agent gone and what it (or --offline-parent) wrote undone: equal shares, no idle, no quota."""
+        if self.agent is None:
+            return
+        self.agent.terminate()
+        try:
+            self.agent.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.agent.kill()
+            self.agent.wait()
+        self.agent = None
+        parent = self.layout.offline_parent
+        for group, knob, value in ((self.groups["offline"], "cpu.idle", 0), (parent, "cpu.idle", 0),
+                                   (parent, "cpu.shares", 1024), (parent, "cpu.quota", None)):
+            if self.knob(group, knob) is not None or knob == "cpu.quota":
+                self.backend.write(group, knob, value)
+
+    def start_agent(self) -> None:
+        from tests.processes import free_port
+        self.metrics_port = free_port()
+        log = open(self.tmp / "agent.log", "w")
+        self.agent = self.spawn(
+            [sys.executable, "-m", "agent", "run", "--node-name", "colocation-bench", "--cgroup-parent",
+             f"{self.parent}/node", "--pods-from", "cgroups", "--no-devices", "--profile", self.args.profile,
+             "--metrics-port", str(self.metrics_port), "--fast-interval", str(self.args.fast_interval)],
+            self.groups["agent"], stdout=subprocess.DEVNULL, stderr=log)
+        self.floor = os.cpu_count() * 1000 * _cpu_settings(self.args.profile).offline_floor_percent / 100
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # until the agent has applied its QoS: cpu.idle and a quota
+            if self.agent.poll() is not None:
+                raise RuntimeError(f"the agent exited: {self.log_tail('agent')}")
+            if self.knob(self.groups["offline"], "cpu.idle") == 1 and self.quota() is not None:
+                return
+            time.sleep(0.05)
+        raise RuntimeError("the agent did not apply its QoS within 60 s")
+
+    def set_offline_parent(self) -> None:
+        """--offline-parent: an experiment, not the agent's doing (it leaves the parent's weight alone)."""
+        if self.args.offline_parent == "idle":
+            self.backend.write(self.layout.offline_parent, "cpu.idle", 1)
+        elif self.args.offline_parent == "shares2":  # what the kubelet gives kubepods/besteffort
+            self.backend.write(self.layout.offline_parent, "cpu.shares", 2)
+
+    def knob(self, group: str, knob: str):
+        try:
+            return self.backend.read(group, knob)
+        except Exception:  # noqa: BLE001 — a knob this kernel lacks reads as None
+            return None
+
+    def quota(self) -> int | None:
+        return self.knob(self.layout.offline_parent, "cpu.quota")
+
+    def plain_knobs(self) -> dict:
+        """What phase (b) runs with (checked, not assumed): equal shares, no idle, no quota."""
+        g, parent = self.groups, self.layout.offline_parent
+        return {"online_shares": self.knob(g["online"], "cpu.shares"), "offline_shares": self.knob(g["offline"], "cpu.shares"),
+                "offline_idle": self.knob(g["offline"], "cpu.idle"), "offline_parent_shares": self.knob(parent, "cpu.shares"),
+                "offline_parent_idle": self.knob(parent, "cpu.idle"), "offline_quota": self.quota()}
+
+    # -- measuring ------------------------------------------------------------------------------
+    def snapshot(self) -> dict:
+        import struct
+        with open("/proc/stat") as f:
+            stat = [int(x) for x in f.readline().split()[1:9]]
+        usage = {name: _cpu_ns(self.backend, group) for name, group in self.groups.items()}
+        usage["all"] = _cpu_ns(self.backend, self.parent)
+        work = sum(struct.unpack(f"{self.args.hogs}Q", self.counters.read_bytes())) if self.counters.exists() else 0
+        return {"t": time.monotonic(), "stat": stat, "usage": usage, "work": work,
+                "throttle": _cpu_stat(self.backend, self.layout.offline_parent), "agent": self.agent_metrics()}
+
+    def agent_metrics(self) -> dict:
+        if not self.metrics_port or self.agent is None:
+            return {}
+        from tests.processes import scrape
+        try:
+            return scrape(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=2)
+        except OSError:
+            return {}
+
+    def phase(self, name: str, round_: int) -> dict:
+        """One round's part of phase ``name``: its traffic and bursts, measured."""
+        a = self.args
+        length, n_bursts = a.phase_seconds / a.rounds, a.bursts_per_phase // a.rounds
+        start = time.monotonic() + 0.1
+        end = start + length
+        bursts = [start + (k + 0.5) * length / n_bursts for k in range(n_bursts)]
+        # the same arrivals, relative to its start, in the three phases of a round; others between them
+        self.command(f"reseed {start:.6f} {a.seed * 1000 + round_}")
+        self.command(f"reseed {end:.6f} {a.seed * 1000 + 500 + 3 * round_ + PHASES.index(name)}")
+        for t in bursts:
+            self.command(f"burst {t:.6f} {a.burst_requests} {a.burst_rate}")
+        _sleep_until(start)
+        before = self.snapshot()
+        self.quotas = []
+        for t in bursts:
+            self.sample_quota(t - 0.03)
+            if name == "c":
+                self.time_reaction(t, end)
+        self.sample_quota(end)
+        after = self.snapshot()
+        return {"name": name, "round": round_, "start": start, "end": end, "bursts": bursts, "before": before,
+                "after": after, "quota": _quota_figures(self.quotas, start, end)}
+
+    def sample_quota(self, until: float, every: float = 0.02) -> None:
+        """The offline quota every 20 ms (the same cost in every phase; in (a) and (b) there is none)."""
+        while time.monotonic() < until:
+            self.quotas.append((time.monotonic(), self.quota()))
+            time.sleep(max(0.0, min(every, until - time.monotonic())))
+
+    def time_reaction(self, burst_at: float, until: float) -> None:
+        """From the burst's scheduled start until the offline quota fell by --reaction-drop of the node."""
+        _sleep_until(burst_at - 0.03)
+        before = self.quota()
+        while time.monotonic() < burst_at:
+            before = self.quota()
+            self.quotas.append((time.monotonic(), before))
+            time.sleep(0.002)
+        drop = os.cpu_count() * 1000 * self.args.reaction_drop / 100
+        if before is None or before - drop < self.floor:  # already (nearly) at its floor: no cut to time
+            self.skipped += 1
+            self.sample_quota(min(burst_at + 1.0, until))
+            return
+        while time.monotonic() < min(burst_at + 1.0, until):
+            q = self.quota()
+            self.quotas.append((time.monotonic(), q))
+            if before is not None and q is not None and q <= before - drop:
+                self.reactions.append(time.monotonic() - burst_at)
+                return
+            time.sleep(0.001)
+        self.missed += 1
+
+    def finish(self):
+        import numpy as np
+        self.command("stop")
+        if self.client.stdout.readline().strip() != "DONE":
+            raise RuntimeError(f"the load generator failed ({self.client.wait()}): {self.log_tail('client')}")
+        data = np.fromfile(self.tmp / "latencies")
+        n = int(data[0])
+        return data[1:].reshape(4, n)  # sched, latency, send lateness, kind
+
+    def cleanup(self) -> None:
+        import shutil
+
+        from agent.cgroups.tree import remove_group
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not leave things half removed
+        if self.agent is not None and self.agent.poll() is None:
+            self.agent.terminate()
+            try:
+                self.agent.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+        for pid in _pids_below(self.backend, self.parent):  # anything they started
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        remove_group(self.backend, self.parent)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def _sleep_until(t: float) -> None:
+    while (left := t - time.monotonic()) > 0:
+        time.sleep(left)
+
+
+def _cpu_ns(backend, group: str) -> int:
+    try:
+        return backend.cpu_usage_ns(group)
+    except OSError:
+        return 0
+
+
+def _cpu_stat(backend, group: str) -> dict[str, int]:
+    try:
+        text = (backend.directory(group, "cpu") / "cpu.stat").read_text()
+    except OSError:
+        return {}
+    return {k: int(v) for k, v in (line.split() for line in text.splitlines() if len(line.split()) == 2)}
+
+
+def _pids_below(backend, parent: str) -> set[int]:
+    out: set[int] = set()
+    controller = "" if backend.version == 2 else "cpu"
+    root = backend.directory(parent, controller)
+    for procs in root.rglob("cgroup.procs") if root.is_dir() else ():
+        try:
+            out.update(int(x) for x in procs.read_text().split())
+        except OSError:
+            continue
+    return out
+
+
+# -- the figures ------------------------------------------------------------------------------------
+
+def _latency(lat, mask) -> dict:
+    import numpy as np
+    sel = lat[mask]
+    answered = sel[sel >= 0]
+    failed = int((sel == ERR).sum())
+    unanswered = int((sel == PENDING).sum())
+    # a request that failed or got no answer counts as slower than any answer
+    ms = np.concatenate([answered, np.full(failed + unanswered, np.inf)]) * 1000
+    out = {"sent": int(mask.sum()), "answered": int(answered.size), "errors": failed, "unanswered": unanswered}
+    for key, q in (("p50", 50), ("p90", 90), ("p99", 99)):
+        v = float(np.percentile(ms, q, method="higher")) if ms.size else None
+        out[key] = round(v, 3) if v is not None and np.isfinite(v) else None
+    out["mean"] = round(float(answered.mean() * 1000), 3) if answered.size else None
+    out["max"] = round(float(answered.max() * 1000), 3) if answered.size else None
+    return out
+
+
+def _quota_figures(samples: list[tuple[float, int | None]], start: float, end: float) -> dict | None:
+    """The offline quota over one part of a phase, time-weighted (millicores); None when there was none."""
+    total = weighted = 0.0
+    low = high = None
+    for (t, q), (t_next, _) in zip(samples, samples[1:] + [(end, None)]):
+        if q is None:
+            continue
+        span = max(0.0, min(t_next, end) - max(t, start))
+        total += span
+        weighted += q * span
+        low, high = min(q, low if low is not None else q), max(q, high if high is not None else q)
+    return {"weighted": weighted, "seconds": total, "min": low, "max": high} if total else None
+
+
+def _quota_over(parts: list[dict]) -> dict | None:
+    qs = [p["quota"] for p in parts if p["quota"]]
+    if not qs:
+        return None
+    return {"mean": round(sum(q["weighted"] for q in qs) / sum(q["seconds"] for q in qs)),
+            "min": min(q["min"] for q in qs), "max": max(q["max"] for q in qs)}
+
+
+def _delta(parts: list[dict], get) -> float:
+    """A counter's growth summed over the parts of a phase."""
+    return sum(get(p["after"]) - get(p["before"]) for p in parts)
+
+
+def _usage(parts: list[dict], cpus: int) -> dict:
+    dt = _delta(parts, lambda s: s["t"])
+    d = [_delta(parts, lambda s, i=i: s["stat"][i]) for i in range(8)]
+    total = sum(d) or 1
+    busy = sum(d[i] for i in STAT_BUSY)
+    cores = {k: _delta(parts, lambda s, k=k: s["usage"][k]) / 1e9 / dt for k in parts[0]["after"]["usage"]}
+    out = {"cpu_util_percent": round(100 * busy / total, 1), "steal_percent": round(100 * d[7] / total, 1),
+           "cores": {k: round(v, 3) for k, v in cores.items() if k != "all"}, "seconds": round(dt, 2),
+           "work_per_s": _delta(parts, lambda s: s["work"]) * HOG_UNIT / dt}
+    # busy CPU outside the benchmark's cgroups: other work on the machine (noise), the benchmark's own main process
+    out["cores"]["outside_bench"] = round(max(0.0, busy / total * cpus - cores["all"]), 3)
+    periods = _delta(parts, lambda s: s["throttle"].get("nr_periods", 0))
+    if periods > 0:
+        out["offline_throttled_percent"] = round(
+            100 * _delta(parts, lambda s: s["throttle"].get("nr_throttled", 0)) / periods, 1)
+    return out
+
+
+def _agent_figures(parts: list[dict]) -> dict:
+    dt = _delta(parts, lambda s: s["t"])
+
+    def delta(prefix: str) -> float:
+        return _delta(parts, lambda s: sum(v for k, v in s["agent"].items() if k.startswith(prefix)))
+
+    cuts = delta("scoria_agent_reaction_seconds_count")
+    return {"evictions_recorded": int(delta("scoria_agent_evictions_total")),
+            "offline_quota_millicores": _quota_over(parts),
+            "cpu_percent_of_core": round(100 * _delta(parts, lambda s: s["usage"]["agent"]) / 1e9 / dt, 2),
+            "loops_cpu_percent_of_core": round(100 * delta("scoria_agent_loops_cpu_seconds_total") / dt, 2),
+            "fast_cuts_on_rising_online": int(cuts),
+            "own_reaction_mean_ms": round(1000 * delta("scoria_agent_reaction_seconds_sum") / cuts, 1) if cuts else None}
+
+
+def _derive_profile(path: str, threshold: float, out: Path) -> str:
+    """--threshold: the profile with its offline CPU threshold set to ``threshold``, windows included."""
+    import yaml
+    doc = yaml.safe_load(Path(path).read_text()) or {}
+    if doc.get("kind") == "ConfigMap":
+        doc = yaml.safe_load(next(iter(doc["data"].values())))
+    spec = doc.setdefault("spec", {})
+    spec.setdefault("cpu", {})["offlineThresholdPercent"] = threshold
+    for window in spec.get("windows") or []:
+        if "offlineThresholdPercent" in (window.get("cpu") or {}):
+            window["cpu"]["offlineThresholdPercent"] = threshold
+    out.write_text(yaml.safe_dump(doc))
+    return str(out)
+
+
+def _cpu_settings(profile: str):
+    """The profile's CPU settings in force now (windows applied), as the agent reads them."""
+    from datetime import datetime, timezone
+
+    from agent.profile import ProfileWatcher
+    return ProfileWatcher(profile).current.effective({}, datetime.now(timezone.utc)).cpu
+
+
+def _threshold(profile: str) -> float:
+    return _cpu_settings(profile).offline_threshold_percent
+
+
+def _latencies(parts: list[dict], records, shadow_s: float) -> tuple[dict, dict, list]:
+    """(steady stream outside the bursts' shadows, every request, steady p99 of each round) of a phase."""
+    import numpy as np
+    sched, lat, late, kind = records
+    inside, steady, per_round = np.zeros(sched.shape, bool), np.zeros(sched.shape, bool), []
+    for p in parts:
+        part = (sched >= p["start"]) & (sched < p["end"])
+        shadow = np.zeros_like(part)
+        for t in p["bursts"]:
+            shadow |= (sched >= t) & (sched < t + shadow_s)
+        inside |= part
+        steady |= part & (kind == 0) & ~shadow
+        per_round.append(_latency(lat, part & (kind == 0) & ~shadow)["p99"])
+    out = _latency(lat, steady)
+    out["send_late_p99_ms"] = round(float(np.percentile(late[inside], 99)) * 1000, 3) if inside.any() else None
+    return out, _latency(lat, inside), per_round
+
+
+def _ratio(x, y, digits: int = 3):
+    return round(x / y, digits) if x is not None and y else None
+
+
+def report(bench: Bench, parts: list[dict], records, server: tuple, load: tuple) -> dict:
+    import numpy as np
+    a = bench.args
+    cpus = os.cpu_count()
+    by = {name: [p for p in parts if p["name"] == name] for name in PHASES}
+    steady, every, rounds, usage = {}, {}, {}, {}
+    for name, ps in by.items():
+        steady[name], every[name], rounds[name] = _latencies(ps, records, a.burst_shadow)
+        usage[name] = _usage(ps, cpus)
+    work = {name: usage[name].pop("work_per_s") for name in PHASES}
+    offline_ratio = _ratio(work["c"], work["b"])
+    p99_ratio = _ratio(steady["c"]["p99"], steady["a"]["p99"])
+    react = np.array(bench.reactions) * 1000
+    totals = {k: sum(every[p][k] for p in PHASES) for k in ("sent", "answered", "errors", "unanswered")}
+    return {
+        "phase_seconds": a.phase_seconds, "rounds": a.rounds, "rate_per_s": a.rate, "work_ms": a.work_ms,
+        "work_ms_calibrated": server[2], "work_iterations": server[1], "hogs": a.hogs, "cpus": cpus, "seed": a.seed,
+        "profile": os.path.relpath(a.profile_source, ROOT) if a.profile_source.startswith(str(ROOT)) else a.profile_source,
+        "threshold_override": a.threshold, "offline_parent": a.offline_parent,
+        "offline_threshold_percent": sorted(bench.thresholds), "cgroup_version": bench.backend.version,
+        "load_average": {"before": load[0], "after": load[1]},
+        "latency_ms": steady, "latency_all_requests_ms": every, "p99_by_round_ms": rounds, "requests": totals,
+        "p99_ratio_c_over_a": p99_ratio, "p99_ratio_b_over_a": _ratio(steady["b"]["p99"], steady["a"]["p99"]),
+        "offline_iterations_per_s": {"b": round(work["b"]), "c": round(work["c"])},
+        "offline_ratio_c_over_b": offline_ratio,
+        "cpu": usage,
+        "phase_b_knobs": [dict(k) for k in {tuple(sorted(k.items())) for k in bench.knobs_b}],  # one per distinct setting
+        "reaction_ms": {"bursts": len(react) + bench.missed + bench.skipped, "timed": len(react), "missed": bench.missed,
+                        "skipped_at_floor": bench.skipped,
+                        "median": round(float(np.median(react)), 1) if react.size else None,
+                        "max": round(float(react.max()), 1) if react.size else None,
+                        "all": [round(float(x), 1) for x in react], "drop_percent_of_node": a.reaction_drop},
+        "bursts": {"per_phase": a.bursts_per_phase, "requests": a.burst_requests, "rate_per_s": a.burst_rate,
+                   "shadow_s": a.burst_shadow},
+        "agent": _agent_figures(by["c"]),
+        "goals": {"online_p99_c_within_5pct_of_a": bool(p99_ratio is not None and p99_ratio <= 1.05),
+                  "cpu_util_c_at_least_90pct": bool(usage["c"]["cpu_util_percent"] >= 90.0),
+                  "offline_c_at_least_80pct_of_b": bool(offline_ratio is not None and offline_ratio >= 0.8)},
+        "cgroup_parent": bench.parent,
+    }
+
+
+def run(args: argparse.Namespace) -> dict:
+    bench = Bench(args)
+    args.profile_source = args.profile
+    if args.threshold is not None:
+        args.profile = _derive_profile(args.profile, args.threshold, bench.tmp / "profile.yaml")
+    load_before = _loadavg()
+    try:
+        server = bench.start()
+        bench.start_hogs()
+        parts = []
+        for round_ in range(args.rounds):
+            for name in PHASES:
+                bench.enter(name)
+                parts.append(bench.phase(name, round_))
+        records = bench.finish()
+    finally:
+        bench.cleanup()
+    return report(bench, parts, records, server, (load_before, _loadavg()))
+
+
+def _loadavg() -> list[float]:
+    with open("/proc/loadavg") as f:
+        return [float(x) for x in f.read().split()[:3]]
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--phase-seconds", type=float, default=20.0, help="length of each phase (default 20)")
+    p.add_argument("--rounds", type=int, default=4,
+                   help="each phase in this many equal parts, interleaved a b c a b c … so that drifting load "
+                        "on a shared machine falls on all three alike (default 4)")
+    p.add_argument("--rate", type=float, default=200.0, help="online requests per second, Poisson (default 200)")
+    p.add_argument("--work-ms", type=float, default=1.5, help="CPU work per request in ms (default 1.5)")
+    p.add_argument("--hogs", type=int, default=os.cpu_count() or 2, help="offline hog processes (default: one per CPU)")
+    p.add_argument("--seed", type=int, default=1, help="seed of the arrival times")
+    p.add_argument("--profile", default=str(ROOT / "daemonset/config/qos-profile.yaml"),
+                   help="the agent's QoS profile (default: the shipped one)")
+    p.add_argument("--threshold", type=float, metavar="PERCENT",
+                   help="experiment: the profile with cpu.offlineThresholdPercent (windows too) set to this")
+    p.add_argument("--connections", type=int, default=64, help="keep-alive connections of the load generator")
+    p.add_argument("--bursts-per-phase", type=int, default=4)
+    p.add_argument("--burst-requests", type=int, default=30, help="requests in one burst (default 30)")
+    p.add_argument("--burst-rate", type=float, default=2000.0, help="request rate within a burst (default 2000/s)")
+    p.add_argument("--burst-shadow", type=float, default=0.25,
+                   help="steady requests this many seconds after a burst's start are reported with the bursts only")
+    p.add_argument("--reaction-drop", type=float, default=5.0,
+                   help="the offline quota must fall by this percentage of the node to count as a reaction")
+    p.add_argument("--settle", type=float, default=2.0, help="seconds between phases (not measured)")
+    p.add_argument("--fast-interval", type=float, default=0.025, help="the agent's fast loop interval")
+    p.add_argument("--client-cpu", type=int, help="pin the load generator to this CPU")
+    p.add_argument("--offline-parent", choices=("agent", "idle", "shares2"), default="agent",
+                   help="experiment: in (c) also give the offline parent cpu.idle, or cpu.shares 2 as the kubelet "
+                        "does for kubepods/besteffort (default: leave it as the agent does)")
+    args = p.parse_args(argv)
+    args.profile = str(Path(args.profile).resolve())
+    if args.phase_seconds <= 0 or args.rate <= 0 or args.hogs < 1 or args.rounds < 1:
+        p.error("--phase-seconds and --rate must be positive, --hogs and --rounds at least 1")
+    if args.bursts_per_phase < args.rounds or args.bursts_per_phase % args.rounds:
+        p.error("--bursts-per-phase must be a multiple of --rounds")
+    return args
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1].startswith("_"):
+        role, rest = sys.argv[1], sys.argv[2:]
+        if role == "_server":
+            _server(float(rest[0]), int(rest[1]))
+        elif role == "_hog":
+            _hog(rest[0], int(rest[1]), int(rest[2]))
+        elif role == "_client":
+            _client(int(rest[0]), float(rest[1]), int(rest[2]), rest[3])
+        return
+    args = parse_args(sys.argv[1:])
+    if os.geteuid() != 0 or not Path("/sys/fs/cgroup").exists():
+        raise SystemExit("needs root and a cgroup hierarchy")
+    sys.path.insert(0, str(ROOT))
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        print(json.dumps(run(args)))
+    except KeyboardInterrupt:
+        raise SystemExit("interrupted: processes stopped, cgroups removed") from None
+
+
+def _terminate(signum, frame) -> None:
+    raise SystemExit(128 + signum)
+
+
+if __name__ == "__main__":
+    main()
