@@ -20,8 +20,8 @@ follow each other in one run, with the traffic running throughout:
 
     (a) the online service alone;
     (b) the same plus the hogs, equal cgroup shares (1024 each), no quota, no agent;
-    (c) the same with the agent's QoS (cpu.idle on the offline pod, the CFS quota on
-        the offline parent, the fast loop), using --profile (the shipped profile).
+    (c) the same with the agent's QoS (cpu.idle on the offline parent and pod, the CFS
+        quota on the offline parent, the fast loop), using --profile (the shipped profile).
 
 In every phase --bursts-per-phase bursts of --burst-requests requests arrive at
 the same offsets; in (c) each is timed from its scheduled start until the
@@ -399,12 +399,11 @@ class Bench:
             self.knobs_b.append(self.plain_knobs())
         else:
             self.start_agent()
-            self.set_offline_parent()
             self.thresholds.add(_threshold(self.args.profile))
         time.sleep(self.args.settle)
 
     def stop_agent(self) -> None:
-        """The agent gone and what it (or --offline-parent) wrote undone: equal shares, no idle, no quota."""
+        """The agent gone and what it wrote undone: equal shares, no idle, no quota."""
         if self.agent is None:
             return
         self.agent.terminate()
@@ -438,13 +437,6 @@ class Bench:
                 return
             time.sleep(0.05)
         raise RuntimeError("the agent did not apply its QoS within 60 s")
-
-    def set_offline_parent(self) -> None:
-        """--offline-parent: an experiment, not the agent's doing (it leaves the parent's weight alone)."""
-        if self.args.offline_parent == "idle":
-            self.backend.write(self.layout.offline_parent, "cpu.idle", 1)
-        elif self.args.offline_parent == "shares2":  # what the kubelet gives kubepods/besteffort
-            self.backend.write(self.layout.offline_parent, "cpu.shares", 2)
 
     def knob(self, group: str, knob: str):
         try:
@@ -745,7 +737,7 @@ def report(bench: Bench, parts: list[dict], records, server: tuple, load: tuple)
         "phase_seconds": a.phase_seconds, "rounds": a.rounds, "rate_per_s": a.rate, "work_ms": a.work_ms,
         "work_ms_calibrated": server[2], "work_iterations": server[1], "hogs": a.hogs, "cpus": cpus, "seed": a.seed,
         "profile": os.path.relpath(a.profile_source, ROOT) if a.profile_source.startswith(str(ROOT)) else a.profile_source,
-        "threshold_override": a.threshold, "offline_parent": a.offline_parent,
+        "threshold_override": a.threshold,
         "offline_threshold_percent": sorted(bench.thresholds), "cgroup_version": bench.backend.version,
         "load_average": {"before": load[0], "after": load[1]},
         "latency_ms": steady, "latency_all_requests_ms": every, "p99_by_round_ms": rounds, "requests": totals,
@@ -819,9 +811,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--settle", type=float, default=2.0, help="seconds between phases (not measured)")
     p.add_argument("--fast-interval", type=float, default=0.025, help="the agent's fast loop interval")
     p.add_argument("--client-cpu", type=int, help="pin the load generator to this CPU")
-    p.add_argument("--offline-parent", choices=("agent", "idle", "shares2"), default="agent",
-                   help="experiment: in (c) also give the offline parent cpu.idle, or cpu.shares 2 as the kubelet "
-                        "does for kubepods/besteffort (default: leave it as the agent does)")
     args = p.parse_args(argv)
     args.profile = str(Path(args.profile).resolve())
     if args.phase_seconds <= 0 or args.rate <= 0 or args.hogs < 1 or args.rounds < 1:
