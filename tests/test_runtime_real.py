@@ -26,7 +26,7 @@ from agent.runtime import Backoff, LocalEvictor, LocalRuntime
 from agent.runtime.cgroups import container_cgroup
 from proto.model import PodAction, PodActionKind
 
-from .processes import ROOT
+from .processes import ROOT, stop
 from .real_cgroups import make_agent, runtime_unavailable, sandbox as cgroup_sandbox
 
 pytestmark = pytest.mark.skipif(bool(runtime_unavailable()), reason=runtime_unavailable() or "")
@@ -352,9 +352,7 @@ def test_the_agent_cli_adopts_pods_and_cleans_up_on_sigint(env, tmp_path: Path) 
         agent.send_signal(signal.SIGINT)
         assert agent.wait(10) == 0
     finally:
-        if agent.poll() is None:
-            agent.kill()
-            agent.wait()
+        stop(agent, signal.SIGKILL)
     assert gone(pid)
     assert not (CG / "cpu" / parent).exists() and not (CG / "memory" / parent).exists()
 
@@ -437,9 +435,7 @@ def test_the_agent_runs_what_the_scheduler_sends_and_reports_it(env, tmp_path: P
         agent.send_signal(signal.SIGINT)
         assert agent.wait(10) == 0
     finally:
-        if agent.poll() is None:
-            agent.kill()
-            agent.wait()
+        stop(agent, signal.SIGKILL)
         server.stop(0)
     assert gone(pid)
     assert not (CG / "cpu" / parent).exists() and not (CG / "memory" / parent).exists()
