@@ -113,3 +113,23 @@ def test_groups_are_created_joined_and_removed_cleanly(sandbox) -> None:
     assert (Path("/sys/fs/cgroup/cpuset") / parent / "a/b/cpuset.cpus").read_text().strip()  # usable cpuset
     remove_group(backend, f"{parent}/a")  # with a live process still inside
     assert not (Path("/sys/fs/cgroup/cpu") / parent / "a").exists() and p.poll() is None
+
+
+def test_turning_cpu_idle_off_in_the_profile_takes_effect(sandbox, tmp_path: Path) -> None:
+    """The kernel refuses cpu.shares on an idle group: the agent clears cpu.idle before it writes them."""
+    backend, parent, _ = sandbox
+    profile = tmp_path / "profile.yaml"
+    profile.write_text("spec:\n  cpu: {useCpuIdle: true}\n")
+    agent = make_agent(backend, parent, [PodInfo("batch", qos_class="BestEffort", qos_level=QosLevel.BE)],
+                       profile=profile)
+    agent.slow_tick()
+    cpu = Path("/sys/fs/cgroup/cpu") / parent
+    assert (cpu / "offline/cpu.idle").read_text().strip() == (cpu / "offline/podbatch/cpu.idle").read_text().strip() == "1"
+    profile.write_text("spec:\n  cpu: {useCpuIdle: false}\n")
+    os.utime(profile, (time.time() + 5, time.time() + 5))  # a new mtime whatever the clock's resolution
+    agent.slow_tick()
+    assert (cpu / "offline/cpu.idle").read_text().strip() == (cpu / "offline/podbatch/cpu.idle").read_text().strip() == "0"
+    assert (cpu / "offline/podbatch/cpu.shares").read_text().strip() == "2"
+    errors = [s.value for m in agent.metrics.registry.collect() for s in m.samples
+              if s.name == "scoria_agent_cgroup_write_errors_total"]
+    assert not any(errors), errors

@@ -32,19 +32,25 @@ def quota_write(state: NodeState, settings: CpuSettings) -> CgroupWrite:
 
 def offline_pod_writes(state: NodeState, settings: CpuSettings) -> list[CgroupWrite]:
     idle = settings.use_cpu_idle and state.has_cpu_idle
+    # Where the kernel has cpu.idle but the profile turned it off, it is cleared first: an idle group
+    # refuses a cpu.shares write (EINVAL), so a group left idle by an earlier profile would keep it.
+    undo = state.has_cpu_idle and not idle
     out = []
-    if idle and state.owns_offline_parent and state.offline_parent:
+    if state.has_cpu_idle and state.owns_offline_parent and state.offline_parent:
         # The scheduler compares tasks of two cgroups at the level where their paths meet: for an online
         # and an offline pod that is online-parent against offline-parent, so only an idle offline
         # *parent* makes every online wake-up preempt offline work at once.  The pods' own flag below
         # orders offline pods against other tasks inside that parent.
-        out.append(CgroupWrite(state.offline_parent, "cpu.idle", 1, "offline parent: SCHED_IDLE"))
+        out.append(CgroupWrite(state.offline_parent, "cpu.idle", int(idle),
+                               "offline parent: SCHED_IDLE" if idle else "offline parent: cpu.idle off"))
     for sample in state.offline:
         if sample.path is None:
             continue
         if idle:
             out.append(CgroupWrite(sample.path, "cpu.idle", 1, "offline: SCHED_IDLE"))
         else:
+            if undo:
+                out.append(CgroupWrite(sample.path, "cpu.idle", 0, "offline: cpu.idle off"))
             out.append(CgroupWrite(sample.path, "cpu.shares", 2, "offline: minimal share"))
     return out
 
