@@ -35,13 +35,13 @@ import sqlite3
 import threading
 import time
 from abc import ABC, abstractmethod
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
 import numpy as np
 
+from .sqlitefile import open_owned, transaction
 
 log = logging.getLogger(__name__)
 
@@ -338,46 +338,14 @@ class SqliteHistoryStore(HistoryStore):
         self.path = Path(path)
         self.location = str(self.path)
         self._lock = threading.Lock()
-        try:
-            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            self._open()
-        except sqlite3.Error as exc:
-            raise self._error(f"not a readable SQLite database ({exc})") from None
+        self._db = open_owned(self.path, application_id=APPLICATION_ID, schema_version=SCHEMA_VERSION, schema=[
+            "CREATE TABLE weeks (node TEXT NOT NULL, week INTEGER NOT NULL, cpu BLOB NOT NULL, "
+            "memory BLOB NOT NULL, PRIMARY KEY (node, week)) WITHOUT ROWID"],
+            what="Scoria load history", error=self._error)
 
     def _error(self, problem: str) -> HistoryStoreError:
         return HistoryStoreError(f"{self.location}: {problem}; the file was left as it is — move it away or "
                                  "choose another --state-dir")
-
-    def _open(self) -> None:
-        db = self._db
-        app = db.execute("PRAGMA application_id").fetchone()[0]
-        version = db.execute("PRAGMA user_version").fetchone()[0]
-        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-        if app == 0 and not tables:
-            with self._transaction():
-                db.execute("CREATE TABLE weeks (node TEXT NOT NULL, week INTEGER NOT NULL, cpu BLOB NOT NULL, "
-                           "memory BLOB NOT NULL, PRIMARY KEY (node, week)) WITHOUT ROWID")
-                db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-                db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            return
-        if app != APPLICATION_ID:
-            raise self._error(f"a SQLite database of another program (application_id {app}, tables "
-                              f"{', '.join(tables) or 'none'}), not a Scoria load history")
-        if version != SCHEMA_VERSION:
-            raise self._error(f"load history schema {version}, this scheduler reads {SCHEMA_VERSION}")
-        check = db.execute("PRAGMA quick_check").fetchone()[0]
-        if check != "ok":
-            raise self._error(f"damaged ({check})")
-
-    @contextmanager
-    def _transaction(self) -> Iterator[None]:
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
 
     def load(self) -> list[WeekRecord]:
         out = []
@@ -398,7 +366,7 @@ class SqliteHistoryStore(HistoryStore):
     def save(self, records: Iterable[WeekRecord], *, forget_before: int | None = None) -> None:
         with self._lock:
             try:
-                with self._transaction():
+                with transaction(self._db):
                     self._db.executemany("INSERT OR REPLACE INTO weeks VALUES (?, ?, ?, ?)", records)
                     if forget_before is not None:
                         self._db.execute("DELETE FROM weeks WHERE week < ?", (forget_before,))

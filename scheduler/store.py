@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from .sqlitefile import open_owned, transaction
+
 APPLICATION_ID = 0x53434F53  # "SCOS": marks a SQLite file as a Scoria embedded store
 SCHEMA_VERSION = 1
 KINDS = ("PriorityClass", "Queue", "Node", "PodGroup", "Pod")  # the order objects are loaded in
@@ -41,40 +43,22 @@ class Store:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self._lock = threading.Lock()
+        # checked before anything that writes: a foreign file is left exactly as it was
+        self._db = open_owned(self.path, application_id=APPLICATION_ID, schema_version=SCHEMA_VERSION, schema=[
+            "CREATE TABLE objects (kind TEXT NOT NULL, key TEXT NOT NULL, manifest TEXT NOT NULL, "
+            "status TEXT NOT NULL DEFAULT '{}', PRIMARY KEY (kind, key))"],
+            what="Scoria store", error=lambda problem: StoreError(f"{self.path}: {problem}"))
         try:
-            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-            self._check()  # before anything that writes: a foreign file is left exactly as it was
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
         except sqlite3.DatabaseError as exc:
+            self._db.close()
             raise StoreError(f"{self.path}: not a readable SQLite database ({exc})") from None
-
-    def _check(self) -> None:
-        app = self._db.execute("PRAGMA application_id").fetchone()[0]
-        tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if app == 0 and not tables:  # a new file: make it ours
-            with self._tx() as db:
-                db.execute(f"PRAGMA application_id={APPLICATION_ID}")
-                db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-                db.execute("CREATE TABLE objects (kind TEXT NOT NULL, key TEXT NOT NULL, manifest TEXT NOT NULL, "
-                           "status TEXT NOT NULL DEFAULT '{}', PRIMARY KEY (kind, key))")
-            return
-        if app != APPLICATION_ID:
-            raise StoreError(f"{self.path}: not a Scoria store (another program's database?)")
-        version = self._db.execute("PRAGMA user_version").fetchone()[0]
-        if version != SCHEMA_VERSION:
-            raise StoreError(f"{self.path}: store schema version {version}, this scheduler reads {SCHEMA_VERSION}")
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+        with self._lock, transaction(self._db) as db:
+            yield db
 
     # -- reading ---------------------------------------------------------------------------------
     def load(self) -> list[Stored]:
