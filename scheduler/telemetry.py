@@ -308,9 +308,7 @@ def _load(r: NodeReport, limits: ReportLimits) -> None:
         seen = set()
         for k, p in enumerate(pods):
             path = f"load.pods[{k}]"
-            if not p.uid or p.uid in seen:
-                raise _Problem(f"{path}.uid: must be set and unique, got {p.uid!r}")
-            seen.add(p.uid)
+            _new_uid(path, p.uid, seen)
             _finite(f"{path}.cpu_used_cores", p.cpu_used_cores)
             _natural(f"{path}.memory_used_bytes", p.memory_used_bytes)
     _pod_details(lo, set(uids), limits)
@@ -360,6 +358,13 @@ POD_PHASES = ("Pending", "Running", "Succeeded", "Failed")
 CONTAINER_STATES = ("waiting", "running", "terminated")
 
 
+def _new_uid(path: str, uid: str, seen: set[str]) -> None:
+    """A pod uid that is set and not seen before in its list (then remembered)."""
+    if not uid or uid in seen:
+        raise _Problem(f"{path}.uid: must be set and unique, got {uid!r}")
+    seen.add(uid)
+
+
 def _runtime(r: NodeReport, limits: ReportLimits) -> None:
     """Embedded mode: the pods the agent's local runtime holds."""
     pods = getattr(r, "runtime", ())
@@ -369,9 +374,7 @@ def _runtime(r: NodeReport, limits: ReportLimits) -> None:
     seen = set()
     for k, p in enumerate(pods):
         path = f"runtime[{k}]"
-        if not p.uid or p.uid in seen:
-            raise _Problem(f"{path}.uid: must be set and unique, got {p.uid!r}")
-        seen.add(p.uid)
+        _new_uid(path, p.uid, seen)
         if p.phase not in POD_PHASES:
             raise _Problem(f"{path}.phase: must be one of {', '.join(POD_PHASES)}, got {p.phase!r}")
         _natural(f"{path}.restarts", p.restarts)
