@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from agent.cgroups.backend import detect_backend
-from agent.cgroups.tree import make_group, pids, remove_group
+from agent.cgroups.tree import make_group, pids, pids_below, remove_group
 from agent.hostpaths import HostPaths
 from agent.pods import PodInfo
 from proto.model import QosLevel
@@ -133,3 +133,11 @@ def test_turning_cpu_idle_off_in_the_profile_takes_effect(sandbox, tmp_path: Pat
     errors = [s.value for m in agent.metrics.registry.collect() for s in m.samples
               if s.name == "scoria_agent_cgroup_write_errors_total"]
     assert not any(errors), errors
+
+
+def test_pids_below_finds_processes_in_every_group_under_a_parent(sandbox) -> None:
+    backend, parent, procs = sandbox
+    make_group(backend, f"{parent}/offline/podx")
+    p = spawn(backend, f"{parent}/offline/podx", procs)
+    assert p.pid in pids_below(backend, parent) and p.pid not in pids(backend, parent)
+    assert pids_below(backend, f"{parent}/gone") == set()

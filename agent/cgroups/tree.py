@@ -70,6 +70,18 @@ def pids(backend: Backend, rel: str) -> set[int]:
     return out
 
 
+def pids_below(backend: Backend, rel: str) -> set[int]:
+    """Processes in ``rel`` and in every group below it, in each controller's tree."""
+    out: set[int] = set()
+    for d in _dirs(backend, rel):
+        for procs in d.rglob("cgroup.procs") if d.is_dir() else ():
+            try:
+                out.update(int(x) for x in procs.read_text().split())
+            except OSError:
+                continue
+    return out
+
+
 def remove_group(backend: Backend, rel: str, *, timeout: float = 5.0) -> None:
     """Remove ``rel`` and everything below it; leftover processes are moved to the parent first."""
     for d in _dirs(backend, rel):

@@ -538,7 +538,7 @@ class Bench:
     def cleanup(self) -> None:
         import shutil
 
-        from agent.cgroups.tree import remove_group
+        from agent.cgroups.tree import pids_below, remove_group
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not leave things half removed
         if self.agent is not None and self.agent.poll() is None:
             self.agent.terminate()
@@ -550,7 +550,7 @@ class Bench:
             if p.poll() is None:
                 p.kill()
             p.wait()
-        for pid in _pids_below(self.backend, self.parent):  # anything they started
+        for pid in pids_below(self.backend, self.parent):  # anything they started
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
@@ -577,18 +577,6 @@ def _cpu_stat(backend, group: str) -> dict[str, int]:
     except OSError:
         return {}
     return {k: int(v) for k, v in (line.split() for line in text.splitlines() if len(line.split()) == 2)}
-
-
-def _pids_below(backend, parent: str) -> set[int]:
-    out: set[int] = set()
-    controller = "" if backend.version == 2 else "cpu"
-    root = backend.directory(parent, controller)
-    for procs in root.rglob("cgroup.procs") if root.is_dir() else ():
-        try:
-            out.update(int(x) for x in procs.read_text().split())
-        except OSError:
-            continue
-    return out
 
 
 # -- the figures ------------------------------------------------------------------------------------
