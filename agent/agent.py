@@ -28,23 +28,23 @@ from proto.model import (
     Capacity, Colocation, ContainerUsage, Devices, Eviction, Identity, Load, NodeReport, PodRuntime, PodUsage,
 )
 
-from . import __version__
-from .cgroups.backend import Backend
-from .cgroups.executor import Executor
-from .cgroups.layout import Layout, container_id
-from .collectors.load import CpuMeter, boot_id, memory_used, node_cpu_ns, node_pressure, parse_pressure
-from .evictor import Evictor
-from .hostpaths import HostPaths
-from .intents import BatchAllocatable, CgroupWrite
-from .metrics import AgentMetrics
-from .pods import PodInfo, PodSource
-from .policies.cpu import cpu_intents, offline_quota, quota_write
-from .policies.eviction import EvictionState, decide_evictions
-from .policies.memory import memory_intents
-from .policies.numa import REASONS as UNPINNED_REASONS, PinProblem, numa_intents, pinned
-from .policies.overcommit import OvercommitState, batch_allocatable
-from .policies.state import NodeState, PodSample
-from .profile import ProfileSpec, ProfileWatcher
+from agent import __version__
+from agent.cgroups.backend import Backend
+from agent.cgroups.executor import Executor
+from agent.cgroups.layout import Layout, container_id
+from agent.collectors.load import CpuMeter, boot_id, memory_used, node_cpu_ns, node_pressure, parse_pressure
+from agent.evictor import Evictor
+from agent.hostpaths import HostPaths
+from agent.intents import BatchAllocatable, CgroupWrite
+from agent.metrics import AgentMetrics
+from agent.pods import PodInfo, PodSource
+from agent.policies.cpu import cpu_intents, offline_quota, quota_write
+from agent.policies.eviction import EvictionState, decide_evictions
+from agent.policies.memory import memory_intents
+from agent.policies.numa import REASONS as UNPINNED_REASONS, PinProblem, numa_intents, pinned
+from agent.policies.overcommit import OvercommitState, batch_allocatable
+from agent.policies.state import NodeState, PodSample
+from agent.profile import ProfileSpec, ProfileWatcher
 
 log = logging.getLogger(__name__)
 
@@ -387,5 +387,5 @@ def _now(clock: Callable[[], float]):
 
 
 def _default_capacity(paths: HostPaths) -> Capacity:
-    from .collectors.topology import read_capacity
+    from agent.collectors.topology import read_capacity
     return read_capacity(paths)

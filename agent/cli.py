@@ -20,7 +20,7 @@ from pathlib import Path
 
 from proto import codec
 
-from .kubelet import TOPOLOGY_POLICIES, topology_policy_source
+from agent.kubelet import TOPOLOGY_POLICIES, topology_policy_source
 
 EXIT_BAD_INPUT = 2
 
@@ -81,15 +81,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def make_agent(args, *, enforce: bool, publish=None):
-    from .agent import Agent, AgentConfig
-    from .cgroups.backend import detect_backend
-    from .cgroups.layout import FixedLayout, NoLayout, detect_layout
-    from .evictor import KubernetesEvictor, RecordingEvictor
-    from .hostpaths import HostPaths
-    from .metrics import AgentMetrics
-    from .node import NodeLabels, NodeResources, NodeTaint, parse_labels
-    from .pods import CgroupPodSource, KubernetesPodSource, StaticPodSource
-    from .profile import ProfileWatcher
+    from agent.agent import Agent, AgentConfig
+    from agent.cgroups.backend import detect_backend
+    from agent.cgroups.layout import FixedLayout, NoLayout, detect_layout
+    from agent.evictor import KubernetesEvictor, RecordingEvictor
+    from agent.hostpaths import HostPaths
+    from agent.metrics import AgentMetrics
+    from agent.node import NodeLabels, NodeResources, NodeTaint, parse_labels
+    from agent.pods import CgroupPodSource, KubernetesPodSource, StaticPodSource
+    from agent.profile import ProfileWatcher
 
     embedded = getattr(args, "embedded", False)
     if embedded:
@@ -115,7 +115,7 @@ def make_agent(args, *, enforce: bool, publish=None):
     labels = NodeLabels(parse_labels(args.node_labels))
     taint = resources = runtime = None
     if embedded:
-        from .runtime import LocalEvictor, LocalRuntime
+        from agent.runtime import LocalEvictor, LocalRuntime
         runtime = LocalRuntime(args.state, backend, layout, node_name=args.node_name, metrics=metrics,
                                proc=str(paths.proc))
         pods, evictor = runtime, LocalEvictor(runtime)
@@ -167,8 +167,8 @@ def _kubernetes(kubeconfig: str | None):
 def _devices(paths):
     from proto.model import Devices
 
-    from .collectors.gpu import GpuCollector, pod_of_pid_from_cgroup
-    from .collectors.npu import NpuCollector
+    from agent.collectors.gpu import GpuCollector, pod_of_pid_from_cgroup
+    from agent.collectors.npu import NpuCollector
     pod_of_pid = pod_of_pid_from_cgroup(paths)
     gpus, npus = GpuCollector(paths, pod_of_pid=pod_of_pid), NpuCollector(pod_of_pid=pod_of_pid)
     return lambda: Devices(gpus.collect(), npus.collect())
@@ -187,7 +187,7 @@ def cmd_report(args) -> int:
 def cmd_run(args) -> int:
     from scheduler.httpd import start_http
 
-    from .client import ClientOptions, ReportClient
+    from agent.client import ClientOptions, ReportClient
 
     client = None
     handlers: list = []  # directives' receivers (filled once the agent exists)

@@ -11,7 +11,7 @@ import logging
 import time
 from typing import Any, Callable, Protocol
 
-from .intents import Evict
+from agent.intents import Evict
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from proto.model import QosLevel
 from scheduler.api.qos import BATCH_CPU, BATCH_MEMORY, qos_class as _qos_class, qos_level
 from scheduler.api.quantity import QuantityError, to_canonical
 
-from .cgroups.layout import Layout
+from agent.cgroups.layout import Layout
 
 log = logging.getLogger(__name__)
 

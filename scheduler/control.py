@@ -23,9 +23,9 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from .api.loader import iter_text
-from .api.manifests import ManifestError
-from .embedded import Embedded
+from scheduler.api.loader import iter_text
+from scheduler.api.manifests import ManifestError
+from scheduler.embedded import Embedded
 
 log = logging.getLogger(__name__)
 

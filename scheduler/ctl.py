@@ -17,9 +17,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from .api.loader import expand_paths
-from .api.quantity import format_quantity
-from .simulator import text_table
+from scheduler.api.loader import expand_paths
+from scheduler.api.quantity import format_quantity
+from scheduler.simulator import text_table
 
 DEFAULT_SERVER = "http://127.0.0.1:50052"
 KINDS = {"pod": "pods", "pods": "pods", "po": "pods", "podgroup": "podgroups", "podgroups": "podgroups",

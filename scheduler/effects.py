@@ -9,8 +9,8 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from .api.objects import Condition, Pod, PodGroup
-from .cache import ClusterCache
+from scheduler.api.objects import Condition, Pod, PodGroup
+from scheduler.cache import ClusterCache
 
 
 class CacheEffects:

@@ -30,12 +30,12 @@ from typing import Any, Callable
 
 from proto.model import PodAction, PodActionKind
 
-from .api.loader import check_references, Workload
-from .api.manifests import ManifestError, parse_object
-from .api.objects import Condition, Node, Pod, PodGroup, PriorityClass, Queue
-from .cache import ClusterCache
-from .effects import CacheEffects
-from .store import Store, Stored
+from scheduler.api.loader import check_references, Workload
+from scheduler.api.manifests import ManifestError, parse_object
+from scheduler.api.objects import Condition, Node, Pod, PodGroup, PriorityClass, Queue
+from scheduler.cache import ClusterCache
+from scheduler.effects import CacheEffects
+from scheduler.store import Store, Stored
 
 log = logging.getLogger(__name__)
 

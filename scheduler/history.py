@@ -41,7 +41,7 @@ from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
 import numpy as np
 
-from .sqlitefile import open_owned, transaction
+from scheduler.sqlitefile import open_owned, transaction
 
 log = logging.getLogger(__name__)
 

@@ -22,9 +22,9 @@ import grpc
 
 from proto.model import Ack, Directive, NodeReport, QosProfile
 
-from .cache import ClusterCache
-from .metrics import SchedulerMetrics
-from .telemetry import ReportLimits, check_report
+from scheduler.cache import ClusterCache
+from scheduler.metrics import SchedulerMetrics
+from scheduler.telemetry import ReportLimits, check_report
 
 log = logging.getLogger(__name__)
 

@@ -16,12 +16,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
-from .cache import ClusterCache
-from .effects import CacheEffects
-from .framework.config import ConfigWatcher, SchedulerConfig, default_config
-from .framework.session import Effects, Session
-from .framework.snapshot import DEFAULT_SCHEDULER_NAMES, TaskStatus, take_snapshot
-from .metrics import SchedulerMetrics
+from scheduler.cache import ClusterCache
+from scheduler.effects import CacheEffects
+from scheduler.framework.config import ConfigWatcher, SchedulerConfig, default_config
+from scheduler.framework.session import Effects, Session
+from scheduler.framework.snapshot import DEFAULT_SCHEDULER_NAMES, TaskStatus, take_snapshot
+from scheduler.metrics import SchedulerMetrics
 
 log = logging.getLogger(__name__)
 

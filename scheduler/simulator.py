@@ -15,16 +15,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable
 
-from .api.loader import Workload, load_workload
-from .api.manifests import ManifestError
-from .api.placement import DEVICES_ANNOTATION, NUMA_NODES_ANNOTATION, decode_devices, decode_zones
-from .api.quantity import format_quantity
-from .cache import ClusterCache
-from .framework.config import SchedulerConfig, default_config, load_config
-from .framework.snapshot import DEFAULT_SCHEDULER_NAMES
-from .history import LoadHistory
-from .scheduler import Scheduler
-from .telemetry import check_report
+from scheduler.api.loader import Workload, load_workload
+from scheduler.api.manifests import ManifestError
+from scheduler.api.placement import DEVICES_ANNOTATION, NUMA_NODES_ANNOTATION, decode_devices, decode_zones
+from scheduler.api.quantity import format_quantity
+from scheduler.cache import ClusterCache
+from scheduler.framework.config import SchedulerConfig, default_config, load_config
+from scheduler.framework.snapshot import DEFAULT_SCHEDULER_NAMES
+from scheduler.history import LoadHistory
+from scheduler.scheduler import Scheduler
+from scheduler.telemetry import check_report
 
 log = logging.getLogger(__name__)
 MAX_CYCLES = 1000

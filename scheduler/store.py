@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from .sqlitefile import open_owned, transaction
+from scheduler.sqlitefile import open_owned, transaction
 
 APPLICATION_ID = 0x53434F53  # "SCOS": marks a SQLite file as a Scoria embedded store
 SCHEMA_VERSION = 1

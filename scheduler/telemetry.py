@@ -23,8 +23,8 @@ from typing import Callable, NamedTuple
 
 from proto.model import NodeReport, QosLevel
 
-from .api.objects import DEFAULT_MAX_PODS
-from .api.placement import ASCEND_310P, ASCEND_910, GPU, NUMA_POLICIES
+from scheduler.api.objects import DEFAULT_MAX_PODS
+from scheduler.api.placement import ASCEND_310P, ASCEND_910, GPU, NUMA_POLICIES
 
 DEFAULT_INTERVAL_S = 1.0
 # The kubelet's topology manager policies ("" where the agent does not know the node's).

@@ -38,7 +38,7 @@ import yaml
 from scheduler.framework.config import parse_config
 from scheduler.simulator import simulate
 
-from .builders import expand
+from tests.builders import expand
 
 DEFAULT_AT = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
 

@@ -16,7 +16,7 @@ from agent.pods import PodInfo, StaticPodSource, pod_info
 from agent.profile import ProfileWatcher
 from proto.model import Capacity, QosLevel
 
-from .cgroup_fixtures import FakePod, container_dir, make_proc, make_tree, set_cpu_ticks, set_usage
+from tests.cgroup_fixtures import FakePod, container_dir, make_proc, make_tree, set_cpu_ticks, set_usage
 
 GI = 2**30
 WEB, BATCH = "0000aaaa-0000-4000-8000-000000000001", "0000bbbb-0000-4000-8000-000000000002"

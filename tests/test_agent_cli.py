@@ -11,9 +11,9 @@ import time
 import urllib.request
 from pathlib import Path
 
-from .cgroup_fixtures import FakePod, make_proc, make_tree
-from .processes import ROOT, free_port, scrape, start_serve, wait_port
-from .sysfs_fixtures import make_host
+from tests.cgroup_fixtures import FakePod, make_proc, make_tree
+from tests.processes import ROOT, free_port, scrape, start_serve, wait_port
+from tests.sysfs_fixtures import make_host
 
 WEB, BATCH = "0000aaaa-0000-4000-8000-000000000001", "0000bbbb-0000-4000-8000-000000000002"
 

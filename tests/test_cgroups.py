@@ -12,7 +12,7 @@ from agent.cgroups.executor import Executor, order
 from agent.cgroups.layout import FixedLayout, KubeletLayout, container_id, detect_layout
 from agent.intents import CgroupWrite
 
-from .cgroup_fixtures import FakePod, make_tree, pod_dir
+from tests.cgroup_fixtures import FakePod, make_tree, pod_dir
 
 UID = "3f1c2a6e-6a1b-4d2e-9c1a-0d9c8b7a6f5e"
 VARIANTS = [(v, d, r) for v in (1, 2) for d in ("cgroupfs", "systemd") for r in ("containerd", "crio", "docker")]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .builders import node, pod, podgroup, queue
+from tests.builders import node, pod, podgroup, queue
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "daemonset" / "examples" / "simulator"

@@ -21,7 +21,7 @@ from scheduler.embedded import Embedded
 from scheduler.scheduler import Scheduler
 from scheduler.store import Store, StoreError, Stored
 
-from .builders import pod, podgroup, queue, report
+from tests.builders import pod, podgroup, queue, report
 
 AT = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
 

@@ -24,8 +24,8 @@ import psutil
 import pytest
 import yaml
 
-from .processes import ROOT, free_port, stop
-from .real_cgroups import runtime_unavailable
+from tests.processes import ROOT, free_port, stop
+from tests.real_cgroups import runtime_unavailable
 
 pytestmark = pytest.mark.skipif(bool(runtime_unavailable()), reason=runtime_unavailable() or "")
 CG = Path("/sys/fs/cgroup")

@@ -15,7 +15,7 @@ import pytest
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
-from .fake_apiserver import CRD_DIR, FakeApiServer, load_crds, pod
+from tests.fake_apiserver import CRD_DIR, FakeApiServer, load_crds, pod
 
 VOLCANO = ("scheduling.volcano.sh", "v1beta1")
 CRDS = {r.plural: r for r in load_crds(CRD_DIR)}

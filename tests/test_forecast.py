@@ -18,8 +18,8 @@ from scheduler.framework.snapshot import take_snapshot
 from scheduler.history import LoadHistory
 from scheduler.plugins.forecast import STALE
 
-from .builders import pod, report
-from .sessions import config_with, task
+from tests.builders import pod, report
+from tests.sessions import config_with, task
 
 HOUR, DAY, WEEK = 3600, 86400, 7 * 86400
 MONDAY = datetime(2026, 1, 5, tzinfo=timezone.utc).timestamp()

@@ -13,8 +13,8 @@ from scheduler.framework.status import InvalidTransition, check_transition, next
 from scheduler.api.manifests import parse_object
 from scheduler.scheduler import Scheduler
 
-from .builders import node, pod, podgroup, queue
-from .sessions import AT, open_session, task
+from tests.builders import node, pod, podgroup, queue
+from tests.sessions import AT, open_session, task
 
 
 def world():
@@ -199,7 +199,7 @@ def test_a_cycle_leaves_no_cyclic_garbage() -> None:
     from scheduler.cache import ClusterCache
     from scheduler.scheduler import Scheduler
 
-    from .builders import node, pods
+    from tests.builders import node, pods
 
     cache = ClusterCache()
     for i in range(5):

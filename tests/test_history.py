@@ -22,8 +22,8 @@ from scheduler.history import (
 from scheduler.simulator import simulate
 from scheduler.telemetry import NodeTelemetry
 
-from .builders import report
-from .wire import full_report
+from tests.builders import report
+from tests.wire import full_report
 
 MONDAY = datetime(2026, 1, 5, tzinfo=timezone.utc).timestamp()  # hour 0 of a week
 HOUR, DAY, WEEK = 3600, 86400, 7 * 86400
@@ -434,7 +434,7 @@ def serve(tmp_path: Path, *args: str):
     import subprocess
     import sys
 
-    from .processes import ROOT
+    from tests.processes import ROOT
     return subprocess.Popen([sys.executable, "-m", "scheduler", "-v", "serve", "--port-file", str(tmp_path / "port"),
                              "--insecure", "--listen", "127.0.0.1:0", "--metrics-port", "0", *args],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -444,7 +444,7 @@ def serve_and_stop(tmp_path: Path, *args: str) -> tuple[int, str]:
     """Start serve, wait until it listens, stop it with SIGTERM: (exit status, its log)."""
     import signal
 
-    from .processes import wait_port
+    from tests.processes import wait_port
     proc = serve(tmp_path, *args)
     try:
         wait_port(tmp_path / "port", proc, 20)

@@ -15,7 +15,7 @@ from scheduler.intake import CloseStream, ReportIntake, StreamState
 from scheduler.metrics import SchedulerMetrics
 from scheduler.telemetry import ReportLimits, check_report
 
-from .wire import full_report
+from tests.wire import full_report
 
 NOW = 1_800_000_000.0
 

@@ -11,7 +11,7 @@ from agent.node import NodeLabels, NodeTaint
 from agent.pods import KubernetesPodSource
 from proto.model import QosLevel
 
-from .fake_apiserver import FakeApiServer, pod
+from tests.fake_apiserver import FakeApiServer, pod
 
 
 def wait_until(predicate, timeout: float = 10.0) -> None:

@@ -19,7 +19,7 @@ from scheduler.kube import mode
 from scheduler.kube.leader import LeaderElector
 from scheduler.scheduler import Scheduler
 
-from .fake_apiserver import FakeApiServer, node
+from tests.fake_apiserver import FakeApiServer, node
 
 PG = "scheduling.volcano.sh/v1beta1"
 GANG_CONFIG = """
@@ -381,7 +381,7 @@ def test_serve_in_kubernetes_mode_binds_through_the_api_server(api, tmp_path) ->
 
     import yaml
 
-    from .processes import start_serve, wait_port
+    from tests.processes import start_serve, wait_port
 
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(yaml.safe_dump({

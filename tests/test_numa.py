@@ -22,8 +22,8 @@ from agent.profile import ProfileWatcher
 from proto.model import Capacity, NumaZone, QosLevel
 from scheduler.api.placement import NUMA_NODES_ANNOTATION
 
-from .cgroup_fixtures import FakePod, container_dir, make_proc, make_tree, pod_dir
-from .sysfs_fixtures import make_host
+from tests.cgroup_fixtures import FakePod, container_dir, make_proc, make_tree, pod_dir
+from tests.sysfs_fixtures import make_host
 
 GI = 2**30
 A, B = "0000aaaa-0000-4000-8000-000000000001", "0000bbbb-0000-4000-8000-000000000002"

@@ -14,7 +14,7 @@ from scheduler.cache import ClusterCache
 from scheduler.framework.config import parse_config
 from scheduler.scheduler import Scheduler
 
-from .builders import pod, report
+from tests.builders import pod, report
 
 AT = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
 CONFIG = parse_config("""
@@ -232,7 +232,7 @@ tiers:
 def test_usage_estimates_of_a_discarded_gang_leave_every_node(monkeypatch) -> None:
     from scheduler.plugins.usage import Usage
 
-    from .builders import podgroup
+    from tests.builders import podgroup
     seen = []
     monkeypatch.setattr(Usage, "close", lambda self, ssn: seen.append(self.pending_cpu.copy()), raising=False)
     config = """

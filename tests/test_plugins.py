@@ -14,8 +14,8 @@ from scheduler.plugins.proportion import QueueAttr, water_fill
 from scheduler.framework.snapshot import QueueInfo
 from scheduler.api.objects import Queue
 
-from .builders import node, pod, podgroup, priority_class, queue
-from .sessions import AT, config_with, open_session, task
+from tests.builders import node, pod, podgroup, priority_class, queue
+from tests.sessions import AT, config_with, open_session, task
 
 GI = 2**30
 

@@ -7,8 +7,8 @@ import pytest
 
 from scheduler.framework.config import parse_config
 
-from .builders import node, pod
-from .sessions import config_with, open_session, task
+from tests.builders import node, pod
+from tests.sessions import config_with, open_session, task
 
 NODES = [
     node("plain", cpu=4, memory="8Gi", labels={"zone": "a", "rank": "3"}),

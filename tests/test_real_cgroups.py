@@ -18,7 +18,7 @@ from agent.hostpaths import HostPaths
 from agent.pods import PodInfo
 from proto.model import QosLevel
 
-from .real_cgroups import make_agent, sandbox as cgroup_sandbox, spawn
+from tests.real_cgroups import make_agent, sandbox as cgroup_sandbox, spawn
 
 ROOT = HostPaths()
 pytestmark = pytest.mark.skipif(

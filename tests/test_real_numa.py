@@ -26,7 +26,7 @@ from agent.profile import ProfileWatcher
 from proto.model import Capacity, NumaZone, QosLevel
 from scheduler.api.placement import NUMA_NODES_ANNOTATION
 
-from .real_cgroups import sandbox as cgroup_sandbox
+from tests.real_cgroups import sandbox as cgroup_sandbox
 
 CPUSET = Path("/sys/fs/cgroup/cpuset")
 CONTAINER = "0123456789abcdef0123"  # a container id, as the runtime names its cgroup

@@ -26,8 +26,8 @@ from agent.runtime import Backoff, LocalEvictor, LocalRuntime
 from agent.runtime.cgroups import container_cgroup
 from proto.model import PodAction, PodActionKind
 
-from .processes import ROOT, stop
-from .real_cgroups import make_agent, runtime_unavailable, sandbox as cgroup_sandbox
+from tests.processes import ROOT, stop
+from tests.real_cgroups import make_agent, runtime_unavailable, sandbox as cgroup_sandbox
 
 pytestmark = pytest.mark.skipif(bool(runtime_unavailable()), reason=runtime_unavailable() or "")
 CG = Path("/sys/fs/cgroup")

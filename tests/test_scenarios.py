@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from .scenario import check, load_scenario, run_scenario
+from tests.scenario import check, load_scenario, run_scenario
 
 SCENARIOS = sorted((Path(__file__).parent / "fixtures" / "scenarios").glob("*.yaml"))
 

@@ -12,8 +12,8 @@ import pytest
 
 from agent.client import ClientOptions, ReportClient
 
-from .processes import free_port, scrape, start_serve, wait_port
-from .wire import full_report, wait_for
+from tests.processes import free_port, scrape, start_serve, wait_port
+from tests.wire import full_report, wait_for
 
 
 def start(*args: str, port_file: Path) -> subprocess.Popen:

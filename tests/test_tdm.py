@@ -15,8 +15,8 @@ from scheduler.framework.snapshot import TaskStatus
 from scheduler.plugins.tdm import NOT_PREEMPTABLE, Window, parse_budget, parse_window
 from scheduler.scheduler import Scheduler, system_clock
 
-from .builders import node, pod, podgroup
-from .sessions import cache_of, open_session, task
+from tests.builders import node, pod, podgroup
+from tests.sessions import cache_of, open_session, task
 
 ZONE = "volcano.sh/revocable-zone"
 PREEMPTABLE = {"volcano.sh/preemptable": "true"}

@@ -15,7 +15,7 @@ from scheduler.intake import ReportIntake
 from scheduler.cache import ClusterCache
 from scheduler.metrics import SchedulerMetrics
 
-from .wire import full_report, running_server, wait_for
+from tests.wire import full_report, running_server, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl is needed to make certificates")

@@ -17,7 +17,7 @@ from proto import codec
 from proto.model import Directive, Eviction, PodAction, PodActionKind, QosProfile, Ack
 from scheduler.intake import ProfileSource
 
-from .wire import full_report, running_server, wait_for
+from tests.wire import full_report, running_server, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 

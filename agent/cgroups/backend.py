@@ -38,7 +38,7 @@ from pathlib import Path
 
 from cgroupspy.nodes import Node
 
-from ..hostpaths import HostPaths, format_cpulist, parse_cpulist
+from agent.hostpaths import HostPaths, format_cpulist, parse_cpulist
 
 PERIOD_US = 100_000
 CPUSET_KNOBS = ("cpuset.cpus", "cpuset.mems")

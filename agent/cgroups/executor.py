@@ -16,8 +16,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable
 
-from ..intents import CgroupWrite
-from .backend import Backend, KnobUnsupported
+from agent.intents import CgroupWrite
+from agent.cgroups.backend import Backend, KnobUnsupported
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from .backend import Backend
+from agent.cgroups.backend import Backend
 
 QOS_CLASSES = ("Guaranteed", "Burstable", "BestEffort")
 _SCOPE = re.compile(r"^(?:cri-containerd-|crio-|docker-)?([0-9a-f]{12,64})(?:\.scope)?$")

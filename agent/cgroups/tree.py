@@ -14,7 +14,7 @@ import os
 import time
 from pathlib import Path
 
-from .backend import Backend
+from agent.cgroups.backend import Backend
 
 V1_CONTROLLERS = ("cpu", "cpuacct", "memory", "cpuset")
 

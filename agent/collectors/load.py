@@ -14,7 +14,7 @@ from typing import Callable
 
 from proto.model import Pressure
 
-from ..hostpaths import HostPaths
+from agent.hostpaths import HostPaths
 
 USER_HZ = 100  # /proc/stat ticks per second on every Linux architecture we run on
 

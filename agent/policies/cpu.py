@@ -10,10 +10,10 @@ profile names get a CFS burst allowance of a share of their CPU limit.
 
 from __future__ import annotations
 
-from ..cgroups.backend import PERIOD_US
-from ..intents import CgroupWrite
-from ..profile import BurstSettings, CpuSettings
-from .state import NodeState
+from agent.cgroups.backend import PERIOD_US
+from agent.intents import CgroupWrite
+from agent.profile import BurstSettings, CpuSettings
+from agent.policies.state import NodeState
 
 
 def offline_quota(capacity: float, online: float, system: float, settings: CpuSettings) -> int:

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from ..intents import Evict
-from ..profile import EvictionSettings
-from .state import NodeState, PodSample
+from agent.intents import Evict
+from agent.profile import EvictionSettings
+from agent.policies.state import NodeState, PodSample
 
 
 @dataclass(frozen=True)

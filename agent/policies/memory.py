@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from proto.model import QosLevel
 
-from ..intents import CgroupWrite
-from ..profile import MemorySettings
-from .state import NodeState
+from agent.intents import CgroupWrite
+from agent.profile import MemorySettings
+from agent.policies.state import NodeState
 
 
 def memory_intents(state: NodeState, settings: MemorySettings) -> list[CgroupWrite]:

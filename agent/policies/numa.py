@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 
 from scheduler.api.placement import NUMA_NODES_ANNOTATION, decode_zones
 
-from ..hostpaths import format_cpulist
-from ..intents import CgroupWrite
-from ..pods import PodInfo
-from .state import NodeState
+from agent.hostpaths import format_cpulist
+from agent.intents import CgroupWrite
+from agent.pods import PodInfo
+from agent.policies.state import NodeState
 
 BAD_ANNOTATION, UNKNOWN_ZONE, NO_CPUS = "bad-annotation", "unknown-zone", "no-cpus"
 REASONS = (BAD_ANNOTATION, UNKNOWN_ZONE, NO_CPUS)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..intents import BatchAllocatable
-from ..profile import OvercommitSettings
-from .state import NodeState
+from agent.intents import BatchAllocatable
+from agent.profile import OvercommitSettings
+from agent.policies.state import NodeState
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from functools import cached_property
 
 from proto.model import ContainerUsage, NumaZone, Pressure
 
-from ..pods import PodInfo
+from agent.pods import PodInfo
 
 
 @dataclass(frozen=True)

@@ -33,10 +33,10 @@ import hashlib
 import logging
 from pathlib import Path
 
-from ..cgroups.backend import Backend
-from ..cgroups.tree import V1_CONTROLLERS, make_group, pids, remove_group
-from ..intents import CgroupWrite
-from .spec import ContainerSpec, PodSpec
+from agent.cgroups.backend import Backend
+from agent.cgroups.tree import V1_CONTROLLERS, make_group, pids, remove_group
+from agent.intents import CgroupWrite
+from agent.runtime.spec import ContainerSpec, PodSpec
 
 log = logging.getLogger(__name__)
 

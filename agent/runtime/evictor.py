@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..intents import Evict
-from .local import LocalRuntime
+from agent.intents import Evict
+from agent.runtime.local import LocalRuntime
 
 
 class LocalEvictor:

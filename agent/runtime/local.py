@@ -51,18 +51,15 @@ from typing import Callable, Mapping
 
 from proto.model import Directive, PodAction, PodActionKind, PodRuntime
 
-from ..cgroups.backend import Backend
-from ..cgroups.executor import Executor
-from ..cgroups.layout import FixedLayout, Layout
-from ..pods import PodInfo
-from . import cgroups
-from .phase import (
-    ACTIVE, BACK_OFF, EVICTED, FAILED, OOM_KILLED, START_ERROR_EXIT, TERMINAL, TERMINATED, WAITING, Backoff,
-    ContainerView, InvalidTransition, exit_reason, pod_phase, restarts, transition,
-)
-from .process import JOIN_FAILED, SIGKILL, SIGTERM, Handle, StartFailed, find_wrapper, signal_container, spawn
-from .spec import DEFAULT_GRACE, START_ERROR, PodSpec, SpecError, load_manifest, parse_pod, safe_name
-from .state import ContainerRecord, PodRecord, StateDir, Stopping, to_runtime
+from agent.cgroups.backend import Backend
+from agent.cgroups.executor import Executor
+from agent.cgroups.layout import FixedLayout, Layout
+from agent.pods import PodInfo
+from agent.runtime import cgroups
+from agent.runtime.phase import ACTIVE, BACK_OFF, EVICTED, FAILED, OOM_KILLED, START_ERROR_EXIT, TERMINAL, TERMINATED, WAITING, Backoff, ContainerView, InvalidTransition, exit_reason, pod_phase, restarts, transition
+from agent.runtime.process import JOIN_FAILED, SIGKILL, SIGTERM, Handle, StartFailed, find_wrapper, signal_container, spawn
+from agent.runtime.spec import DEFAULT_GRACE, START_ERROR, PodSpec, SpecError, load_manifest, parse_pod, safe_name
+from agent.runtime.state import ContainerRecord, PodRecord, StateDir, Stopping, to_runtime
 
 log = logging.getLogger(__name__)
 

@@ -26,8 +26,8 @@ from typing import Mapping
 from scheduler.api.qos import BATCH_CPU, BATCH_MEMORY
 from scheduler.api.quantity import QuantityError, to_canonical
 
-from ..device_env import device_env
-from ..pods import PodInfo, pod_info
+from agent.device_env import device_env
+from agent.pods import PodInfo, pod_info
 
 INVALID, UNSUPPORTED, START_ERROR = "InvalidPod", "Unsupported", "StartError"
 RESTART_POLICIES = ("Always", "OnFailure", "Never")

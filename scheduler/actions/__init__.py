@@ -1,3 +1,3 @@
 """Built-in actions; importing this package registers them."""
 
-from . import allocate, backfill, enqueue, preempt, reclaim, shuffle  # noqa: F401
+from scheduler.actions import allocate, backfill, enqueue, preempt, reclaim, shuffle  # noqa: F401

@@ -10,11 +10,11 @@ is what makes weighted queues converge to their shares.
 
 from __future__ import annotations
 
-from ..framework.plugin import Action, register_action
-from ..framework.session import Session
-from ..framework.snapshot import JobInfo, QueueInfo, TaskInfo
-from ..framework.statement import Statement
-from ..framework.util import PriorityQueue
+from scheduler.framework.plugin import Action, register_action
+from scheduler.framework.session import Session
+from scheduler.framework.snapshot import JobInfo, QueueInfo, TaskInfo
+from scheduler.framework.statement import Statement
+from scheduler.framework.util import PriorityQueue
 
 SCHEDULABLE_PHASES = ("Inqueue", "Running", "Unknown")
 

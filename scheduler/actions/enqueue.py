@@ -7,9 +7,9 @@ too few pods is admitted here and waits for its pods in allocate.
 
 from __future__ import annotations
 
-from ..framework.plugin import Action, VoteKind, register_action
-from ..framework.session import Session
-from ..framework.status import INQUEUE, PENDING
+from scheduler.framework.plugin import Action, VoteKind, register_action
+from scheduler.framework.session import Session
+from scheduler.framework.status import INQUEUE, PENDING
 
 
 @register_action

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import logging
 
-from ..framework.plugin import Action, register_action
-from ..framework.session import Session
-from ..framework.snapshot import TaskStatus
-from ..framework.statement import Statement
+from scheduler.framework.plugin import Action, register_action
+from scheduler.framework.session import Session
+from scheduler.framework.snapshot import TaskStatus
+from scheduler.framework.statement import Statement
 
 log = logging.getLogger(__name__)
 

@@ -14,10 +14,10 @@ from typing import Callable
 
 import numpy as np
 
-from ..framework.resources import EPS
-from ..framework.session import Session
-from ..framework.snapshot import TaskInfo, TaskStatus
-from ..framework.statement import Statement
+from scheduler.framework.resources import EPS
+from scheduler.framework.session import Session
+from scheduler.framework.snapshot import TaskInfo, TaskStatus
+from scheduler.framework.statement import Statement
 
 Candidate = Callable[[TaskInfo], bool]
 Select = Callable[[TaskInfo, list[TaskInfo]], list[TaskInfo]]

@@ -17,9 +17,9 @@ import yaml
 
 from proto.codec import report_from_json
 
-from .loadhistory import parse_node_load_history
-from .manifests import ManifestError, object_id, parse_object
-from .objects import DEFAULT_QUEUE, ROOT_QUEUE, Node, Pod, PodGroup, PriorityClass, Queue
+from scheduler.api.loadhistory import parse_node_load_history
+from scheduler.api.manifests import ManifestError, object_id, parse_object
+from scheduler.api.objects import DEFAULT_QUEUE, ROOT_QUEUE, Node, Pod, PodGroup, PriorityClass, Queue
 
 YAML_SUFFIXES = (".yaml", ".yml", ".json")
 SCORIA_API = "scoria.io/v1"

@@ -30,8 +30,8 @@ from typing import Any
 
 import yaml
 
-from .args import ArgError, Args
-from .plugin import ACTIONS, KNOWN_FLAGS, PLUGINS, Action, Plugin, load_builtin
+from scheduler.framework.args import ArgError, Args
+from scheduler.framework.plugin import ACTIONS, KNOWN_FLAGS, PLUGINS, Action, Plugin, load_builtin
 
 log = logging.getLogger(__name__)
 

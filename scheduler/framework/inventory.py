@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from ..api.placement import GPU, NUMA_POLICIES, NUMA_POLICY_ANNOTATION
-from ..telemetry import npu_resource
+from scheduler.api.placement import GPU, NUMA_POLICIES, NUMA_POLICY_ANNOTATION
+from scheduler.telemetry import npu_resource
 
 log = logging.getLogger(__name__)
 

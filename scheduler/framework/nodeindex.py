@@ -13,9 +13,7 @@ from collections import Counter
 
 import numpy as np
 
-from ..api.objects import (
-    FILTER_EFFECTS, UNSCHEDULABLE_TAINT_KEY, Requirement, SelectorTerm, Taint, Toleration,
-)
+from scheduler.api.objects import FILTER_EFFECTS, UNSCHEDULABLE_TAINT_KEY, Requirement, SelectorTerm, Taint, Toleration
 
 
 class NodeIndex:

@@ -44,10 +44,10 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
-from .args import Arg, Args, parse_args
+from scheduler.framework.args import Arg, Args, parse_args
 
 if TYPE_CHECKING:
-    from .session import Session
+    from scheduler.framework.session import Session
 
 # hook -> the Volcano flag that turns it off (None: always on)
 HOOK_FLAGS: dict[str, str | None] = {
@@ -168,4 +168,4 @@ def register_action(cls: type[Action]) -> type[Action]:
 
 def load_builtin() -> None:
     """Import the built-in actions and plugins so they register themselves."""
-    from .. import actions, plugins  # noqa: F401
+    from scheduler import actions, plugins  # noqa: F401

@@ -18,7 +18,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .snapshot import NodeTable, TaskInfo
+from scheduler.framework.snapshot import NodeTable, TaskInfo
 
 # Beyond this many changed nodes a full recomputation is as cheap as the update.
 REFRESH_LIMIT = 512

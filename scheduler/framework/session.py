@@ -18,14 +18,14 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..api.objects import Pod, PodGroup, Condition
-from .config import SchedulerConfig
-from .nodeindex import NodeIndex
-from .plugin import HOOK_FLAGS, Plugin, Vote, VoteKind
-from .scores import ScoreCache
-from .status import write_status
-from .snapshot import JobInfo, QueueInfo, Snapshot, TaskInfo, TaskStatus
-from .topology import Topology
+from scheduler.api.objects import Pod, PodGroup, Condition
+from scheduler.framework.config import SchedulerConfig
+from scheduler.framework.nodeindex import NodeIndex
+from scheduler.framework.plugin import HOOK_FLAGS, Plugin, Vote, VoteKind
+from scheduler.framework.scores import ScoreCache
+from scheduler.framework.status import write_status
+from scheduler.framework.snapshot import JobInfo, QueueInfo, Snapshot, TaskInfo, TaskStatus
+from scheduler.framework.topology import Topology
 
 log = logging.getLogger(__name__)
 

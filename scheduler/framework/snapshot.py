@@ -12,9 +12,9 @@ from enum import IntEnum
 
 import numpy as np
 
-from ..api.objects import Node, Pod, PodGroup, Queue
-from ..cache import ClusterCache
-from .resources import ResourceIndex
+from scheduler.api.objects import Node, Pod, PodGroup, Queue
+from scheduler.cache import ClusterCache
+from scheduler.framework.resources import ResourceIndex
 
 
 class TaskStatus(IntEnum):

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .snapshot import TaskInfo, TaskStatus
+from scheduler.framework.snapshot import TaskInfo, TaskStatus
 
 if TYPE_CHECKING:
-    from .session import Session
+    from scheduler.framework.session import Session
 
 ALLOCATE, PIPELINE, EVICT = "allocate", "pipeline", "evict"
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from ..api.objects import Condition
-from .snapshot import JobInfo, TaskStatus
+from scheduler.api.objects import Condition
+from scheduler.framework.snapshot import JobInfo, TaskStatus
 
 if TYPE_CHECKING:
-    from .session import Session
+    from scheduler.framework.session import Session
 
 log = logging.getLogger(__name__)
 

@@ -38,13 +38,13 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable
 
-from ..api.objects import Condition, Pod, PodGroup
-from ..api.placement import DEVICES_ANNOTATION, NUMA_NODES_ANNOTATION
-from ..api.quantity import format_quantity
-from ..cache import ClusterCache
-from ..effects import CacheEffects
-from ..metrics import SchedulerMetrics
-from .ratelimit import RateLimiter
+from scheduler.api.objects import Condition, Pod, PodGroup
+from scheduler.api.placement import DEVICES_ANNOTATION, NUMA_NODES_ANNOTATION
+from scheduler.api.quantity import format_quantity
+from scheduler.cache import ClusterCache
+from scheduler.effects import CacheEffects
+from scheduler.metrics import SchedulerMetrics
+from scheduler.kube.ratelimit import RateLimiter
 
 log = logging.getLogger(__name__)
 

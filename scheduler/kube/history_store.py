@@ -21,7 +21,7 @@ import struct
 import zlib
 from typing import Any, Iterable
 
-from ..history import HOURS_PER_WEEK, HistoryStore, WeekRecord
+from scheduler.history import HOURS_PER_WEEK, HistoryStore, WeekRecord
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ def decode(text: str) -> dict[int, tuple[bytes, bytes]]:
 
 
 def _default_limiter():
-    from .ratelimit import RateLimiter
+    from scheduler.kube.ratelimit import RateLimiter
     return RateLimiter(qps=10, burst=20)
 
 

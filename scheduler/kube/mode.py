@@ -17,12 +17,12 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from ..cache import ClusterCache
-from ..metrics import SchedulerMetrics
-from .effects import KubeEffects
-from .leader import LeaderElector
-from .ratelimit import RateLimiter
-from .source import KubeSource
+from scheduler.cache import ClusterCache
+from scheduler.metrics import SchedulerMetrics
+from scheduler.kube.effects import KubeEffects
+from scheduler.kube.leader import LeaderElector
+from scheduler.kube.ratelimit import RateLimiter
+from scheduler.kube.source import KubeSource
 
 log = logging.getLogger(__name__)
 

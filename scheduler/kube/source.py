@@ -15,10 +15,10 @@ import logging
 import threading
 from typing import Any, Callable
 
-from ..api.manifests import ManifestError, parse_object
-from ..api.objects import Pod
-from ..cache import ClusterCache
-from .informer import Informer, key_of
+from scheduler.api.manifests import ManifestError, parse_object
+from scheduler.api.objects import Pod
+from scheduler.cache import ClusterCache
+from scheduler.kube.informer import Informer, key_of
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,4 @@
 """Built-in plugins; importing this package registers them."""
 
-from . import (  # noqa: F401
-    binpack, capacity, colocation, conformance, deviceshare, drf, gang, nodeorder, numaaware, overcommit,
-    predicates, priority, proportion, sla, tdm, usage,
-)
-from . import forecast  # noqa: F401
+from scheduler.plugins import binpack, capacity, colocation, conformance, deviceshare, drf, gang, nodeorder, numaaware, overcommit, predicates, priority, proportion, sla, tdm, usage
+from scheduler.plugins import forecast  # noqa: F401

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..framework.args import Arg
-from ..framework.plugin import Plugin, register_plugin
-from ..framework.snapshot import TaskInfo
-from .nodeorder import used_after
+from scheduler.framework.args import Arg
+from scheduler.framework.plugin import Plugin, register_plugin
+from scheduler.framework.snapshot import TaskInfo
+from scheduler.plugins.nodeorder import used_after
 
 
 @register_plugin

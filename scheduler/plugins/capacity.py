@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..api.objects import ROOT_QUEUE
-from ..framework.plugin import ABSTAIN, PERMIT, Plugin, Vote, register_plugin, reject
-from ..framework.resources import EPS
-from ..framework.snapshot import JobInfo, QueueInfo, TaskInfo
-from .proportion import describe, over_limit, share
+from scheduler.api.objects import ROOT_QUEUE
+from scheduler.framework.plugin import ABSTAIN, PERMIT, Plugin, Vote, register_plugin, reject
+from scheduler.framework.resources import EPS
+from scheduler.framework.snapshot import JobInfo, QueueInfo, TaskInfo
+from scheduler.plugins.proportion import describe, over_limit, share
 
 
 class Attr:

@@ -18,10 +18,10 @@ from collections import Counter
 
 import numpy as np
 
-from ..api.qos import BATCH_CPU, BATCH_MEMORY
-from ..framework.plugin import Plugin, register_plugin
-from ..framework.snapshot import TaskInfo
-from ..framework.util import count_reason
+from scheduler.api.qos import BATCH_CPU, BATCH_MEMORY
+from scheduler.framework.plugin import Plugin, register_plugin
+from scheduler.framework.snapshot import TaskInfo
+from scheduler.framework.util import count_reason
 
 _REPORTED = {BATCH_CPU: "batch_cpu", BATCH_MEMORY: "batch_memory"}  # resource -> NodeTable row of reports
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..framework.plugin import Plugin, register_plugin
-from ..framework.snapshot import TaskInfo
+from scheduler.framework.plugin import Plugin, register_plugin
+from scheduler.framework.snapshot import TaskInfo
 
 
 @register_plugin

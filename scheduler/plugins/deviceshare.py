@@ -27,11 +27,11 @@ from collections import Counter
 
 import numpy as np
 
-from ..api.placement import VGPU_RESOURCES
-from ..framework.args import Arg
-from ..framework.plugin import Plugin, register_plugin
-from ..framework.snapshot import TaskInfo
-from ..framework.util import count_reason
+from scheduler.api.placement import VGPU_RESOURCES
+from scheduler.framework.args import Arg
+from scheduler.framework.plugin import Plugin, register_plugin
+from scheduler.framework.snapshot import TaskInfo
+from scheduler.framework.util import count_reason
 
 _OLD_SHARING = "Scoria shares GPUs through volcano.sh/vgpu-* (VGPUEnable); the older modes are not implemented"
 

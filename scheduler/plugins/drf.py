@@ -8,9 +8,9 @@ exceed the victim's.
 
 from __future__ import annotations
 
-from ..framework.plugin import Plugin, register_plugin
-from ..framework.resources import dominant_share
-from ..framework.snapshot import JobInfo, TaskInfo
+from scheduler.framework.plugin import Plugin, register_plugin
+from scheduler.framework.resources import dominant_share
+from scheduler.framework.snapshot import JobInfo, TaskInfo
 
 _DELTA = 1e-6
 

@@ -26,12 +26,12 @@ from datetime import datetime, timezone
 
 import numpy as np
 
-from ..api.qos import BATCH_CPU, BATCH_MEMORY
-from ..framework.args import Arg
-from ..framework.plugin import Plugin, register_plugin
-from ..framework.resources import EPS
-from ..framework.snapshot import TaskInfo
-from ..framework.util import count_reason
+from scheduler.api.qos import BATCH_CPU, BATCH_MEMORY
+from scheduler.framework.args import Arg
+from scheduler.framework.plugin import Plugin, register_plugin
+from scheduler.framework.resources import EPS
+from scheduler.framework.snapshot import TaskInfo
+from scheduler.framework.util import count_reason
 
 _RESOURCES = (BATCH_CPU, BATCH_MEMORY)  # row 0 and 1 of the per-node arrays below: cpu, memory
 STALE = "node(s) had no fresh report to predict offline headroom from"

@@ -7,9 +7,9 @@ not yet whole before those that are, and explain on the PodGroup (condition
 
 from __future__ import annotations
 
-from ..api.objects import Condition
-from ..framework.plugin import PERMIT, Plugin, Vote, register_plugin, reject
-from ..framework.snapshot import JobInfo, TaskInfo, TaskStatus
+from scheduler.api.objects import Condition
+from scheduler.framework.plugin import PERMIT, Plugin, Vote, register_plugin, reject
+from scheduler.framework.snapshot import JobInfo, TaskInfo, TaskStatus
 
 NOT_ENOUGH_RESOURCES = "NotEnoughResources"
 NOT_ENOUGH_TASKS = "NotEnoughTasks"

@@ -28,11 +28,11 @@ from collections import Counter
 
 import numpy as np
 
-from ..framework.args import Arg
-from ..framework.plugin import Plugin, register_plugin
-from ..framework.snapshot import TaskInfo
-from ..framework.util import count_reason
-from ..framework.topology import BEST_EFFORT, RESTRICTED, SINGLE
+from scheduler.framework.args import Arg
+from scheduler.framework.plugin import Plugin, register_plugin
+from scheduler.framework.snapshot import TaskInfo
+from scheduler.framework.util import count_reason
+from scheduler.framework.topology import BEST_EFFORT, RESTRICTED, SINGLE
 
 
 @register_plugin

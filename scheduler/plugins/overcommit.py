@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..framework.args import Arg
-from ..framework.plugin import ABSTAIN, PERMIT, Plugin, Vote, register_plugin, reject
-from ..framework.resources import EPS
-from ..framework.snapshot import JobInfo
-from .proportion import describe
+from scheduler.framework.args import Arg
+from scheduler.framework.plugin import ABSTAIN, PERMIT, Plugin, Vote, register_plugin, reject
+from scheduler.framework.resources import EPS
+from scheduler.framework.snapshot import JobInfo
+from scheduler.plugins.proportion import describe
 
 
 @register_plugin

@@ -17,11 +17,11 @@ from collections import Counter
 
 import numpy as np
 
-from ..framework.args import Arg
-from ..framework.plugin import Plugin, register_plugin
-from ..framework.resources import EPS, PODS
-from ..framework.snapshot import TaskInfo
-from ..framework.util import count_reason
+from scheduler.framework.args import Arg
+from scheduler.framework.plugin import Plugin, register_plugin
+from scheduler.framework.resources import EPS, PODS
+from scheduler.framework.snapshot import TaskInfo
+from scheduler.framework.util import count_reason
 
 _UNSUPPORTED = ("GPUSharingEnable", "CacheEnable", "ProportionalEnable", "PodAffinityEnable",
                 "NodeVolumeLimitsEnable", "VolumeZoneEnable", "PodTopologySpreadEnable", "NodePortsEnable")

@@ -7,8 +7,8 @@ class, else the global default class, else 0.
 
 from __future__ import annotations
 
-from ..framework.plugin import Plugin, register_plugin
-from ..framework.snapshot import JobInfo, TaskInfo
+from scheduler.framework.plugin import Plugin, register_plugin
+from scheduler.framework.snapshot import JobInfo, TaskInfo
 
 
 @register_plugin

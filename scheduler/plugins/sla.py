@@ -10,9 +10,9 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
-from ..framework.args import Arg, parse_duration
-from ..framework.plugin import ABSTAIN, PERMIT, Plugin, Vote, register_plugin
-from ..framework.snapshot import JobInfo
+from scheduler.framework.args import Arg, parse_duration
+from scheduler.framework.plugin import ABSTAIN, PERMIT, Plugin, Vote, register_plugin
+from scheduler.framework.snapshot import JobInfo
 
 log = logging.getLogger(__name__)
 ANNOTATION = "sla-waiting-time"

@@ -46,11 +46,11 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..api.duration import DailyWindow as Window, parse_daily_window as parse_window
-from ..api.placement import PREEMPTABLE_ANNOTATION, REVOCABLE_ZONE_LABEL, preemptable
-from ..framework.args import Arg, ArgError, Args
-from ..framework.plugin import Plugin, register_plugin
-from ..framework.snapshot import JobInfo, TaskInfo, TaskStatus
+from scheduler.api.duration import DailyWindow as Window, parse_daily_window as parse_window
+from scheduler.api.placement import PREEMPTABLE_ANNOTATION, REVOCABLE_ZONE_LABEL, preemptable
+from scheduler.framework.args import Arg, ArgError, Args
+from scheduler.framework.plugin import Plugin, register_plugin
+from scheduler.framework.snapshot import JobInfo, TaskInfo, TaskStatus
 
 log = logging.getLogger(__name__)
 

@@ -18,12 +18,12 @@ from types import MappingProxyType
 
 import numpy as np
 
-from ..api.qos import BATCH_CPU, BATCH_MEMORY
-from ..framework.args import Arg
-from ..framework.plugin import Plugin, register_plugin
-from ..framework.resources import CPU, MEMORY
-from ..framework.snapshot import TaskInfo, TaskStatus
-from ..framework.util import count_reason
+from scheduler.api.qos import BATCH_CPU, BATCH_MEMORY
+from scheduler.framework.args import Arg
+from scheduler.framework.plugin import Plugin, register_plugin
+from scheduler.framework.resources import CPU, MEMORY
+from scheduler.framework.snapshot import TaskInfo, TaskStatus
+from scheduler.framework.util import count_reason
 
 
 @register_plugin
