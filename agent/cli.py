@@ -185,7 +185,7 @@ def cmd_report(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from scheduler.httpd import start_http
+    from proto.httpd import start_http
 
     from agent.client import ClientOptions, ReportClient
 

@@ -1,7 +1,7 @@
 """Environment variables that hand a pod's granted devices to its containers.
 
 The scheduler writes the devices it gave a pod as the ``scoria.io/devices``
-annotation (see :mod:`scheduler.api.placement`).  A runtime starting the pod's
+annotation (see :mod:`proto.vocab.placement`).  A runtime starting the pod's
 containers adds what :func:`device_env` returns:
 
 * ``CUDA_VISIBLE_DEVICES`` — the granted GPUs' UUIDs, comma-separated, in grant
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from scheduler.api.placement import DEVICES_ANNOTATION, GPU, DeviceGrant, decode_devices
+from proto.vocab.placement import DEVICES_ANNOTATION, GPU, DeviceGrant, decode_devices
 
 ASCEND_PREFIX = "huawei.com/Ascend"
 

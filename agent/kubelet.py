@@ -20,7 +20,7 @@ from typing import Callable
 
 import yaml
 
-from scheduler.api.placement import NUMA_POLICIES as TOPOLOGY_POLICIES  # the kubelet's names are Volcano's
+from proto.vocab.placement import NUMA_POLICIES as TOPOLOGY_POLICIES  # the kubelet's names are Volcano's
 KUBELET_DEFAULT_POLICY = "none"
 DEFAULT_CONFIG = "var/lib/kubelet/config.yaml"  # below the host root
 _KEY = "topologyManagerPolicy"

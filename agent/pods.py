@@ -1,6 +1,6 @@
 """The pods on this node, and which of them are online and which offline.
 
-QoS level: see :mod:`scheduler.api.qos` (shared with the scheduler).  Sources give the inventory: a
+QoS level: see :mod:`proto.vocab.qos` (shared with the scheduler).  Sources give the inventory: a
 Kubernetes watch of the node's pods, the pod cgroups found on the host (when
 no API is reachable), or a fixed list (tests, benchmarks, the embedded runtime).
 """
@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Protocol
 
 from proto.model import QosLevel
-from scheduler.api.qos import BATCH_CPU, BATCH_MEMORY, qos_class as _qos_class, qos_level
-from scheduler.api.quantity import QuantityError, to_canonical
+from proto.vocab.qos import BATCH_CPU, BATCH_MEMORY, qos_class as _qos_class, qos_level
+from proto.vocab.quantity import QuantityError, to_canonical
 
 from agent.cgroups.layout import Layout
 

@@ -38,7 +38,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 
-from scheduler.api.duration import DailyWindow, parse_daily_window, parse_duration
+from proto.vocab.duration import DailyWindow, parse_daily_window, parse_duration
 
 log = logging.getLogger(__name__)
 LEVELS = ("LC", "HLS", "LS", "BE")

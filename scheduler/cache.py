@@ -25,8 +25,8 @@ from proto.model import Eviction, NodeReport, QosLevel
 
 from scheduler.api.loader import BUILTIN_PRIORITY_CLASSES, Workload
 from scheduler.api.objects import DEFAULT_QUEUE, QUEUE_NAME_ANNOTATION, Condition, Node, Pod, PodGroup, PriorityClass, Queue
-from scheduler.api.placement import DEVICES_ANNOTATION, EXPECTED_DURATION_ANNOTATION, NUMA_NODES_ANNOTATION, NUMA_POLICY_ANNOTATION, PREEMPTABLE_ANNOTATION, VGPU_RESOURCES, WHOLE_DEVICE_RESOURCES, DeviceGrant, DeviceRequest, decode_devices, decode_zones, device_requests, expected_duration, numa_policy, preemptable
-from scheduler.api.qos import BATCH_RESOURCES, qos_level
+from proto.vocab.placement import DEVICES_ANNOTATION, EXPECTED_DURATION_ANNOTATION, NUMA_NODES_ANNOTATION, NUMA_POLICY_ANNOTATION, PREEMPTABLE_ANNOTATION, VGPU_RESOURCES, WHOLE_DEVICE_RESOURCES, DeviceGrant, DeviceRequest, decode_devices, decode_zones, device_requests, expected_duration, numa_policy, preemptable
+from proto.vocab.qos import BATCH_RESOURCES, qos_level
 from scheduler.framework.inventory import InventoryMemo
 from scheduler.telemetry import NodeTelemetry, node_allocatable
 

@@ -192,7 +192,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from scheduler.intake import ProfileSource, ReportIntake
     from scheduler.metrics import SchedulerMetrics
     from scheduler.scheduler import Scheduler
-    from scheduler.httpd import start_http
+    from proto.httpd import start_http
     from scheduler.server import AgentServer, ServeError, TlsFiles, serve_forever
 
     if bool(args.tls_cert) != bool(args.tls_key):

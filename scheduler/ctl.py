@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from scheduler.api.loader import expand_paths
-from scheduler.api.quantity import format_quantity
+from proto.vocab.quantity import format_quantity
 from scheduler.simulator import text_table
 
 DEFAULT_SERVER = "http://127.0.0.1:50052"

@@ -17,8 +17,8 @@ from typing import Iterable
 
 from scheduler.api.loader import Workload, load_workload
 from scheduler.api.manifests import ManifestError
-from scheduler.api.placement import DEVICES_ANNOTATION, NUMA_NODES_ANNOTATION, decode_devices, decode_zones
-from scheduler.api.quantity import format_quantity
+from proto.vocab.placement import DEVICES_ANNOTATION, NUMA_NODES_ANNOTATION, decode_devices, decode_zones
+from proto.vocab.quantity import format_quantity
 from scheduler.cache import ClusterCache
 from scheduler.framework.config import SchedulerConfig, default_config, load_config
 from scheduler.framework.snapshot import DEFAULT_SCHEDULER_NAMES

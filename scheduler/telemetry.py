@@ -24,7 +24,7 @@ from typing import Callable, NamedTuple
 from proto.model import NodeReport, QosLevel
 
 from scheduler.api.objects import DEFAULT_MAX_PODS
-from scheduler.api.placement import ASCEND_310P, ASCEND_910, GPU, NUMA_POLICIES
+from proto.vocab.placement import ASCEND_310P, ASCEND_910, GPU, NUMA_POLICIES
 
 DEFAULT_INTERVAL_S = 1.0
 # The kubelet's topology manager policies ("" where the agent does not know the node's).

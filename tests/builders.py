@@ -157,7 +157,7 @@ def report(name: str, *, zones: list[int] | None = None, zoneMemory: str = "16Gi
     from proto.codec import report_to_json
     from proto.model import (Capacity, Colocation, Devices, Gpu, GpuLink, GpuTopologyLevel, Identity, Load,
                              NodeReport, Npu, NumaZone, PodUsage, QosLevel)
-    from scheduler.api.quantity import to_canonical
+    from proto.vocab.quantity import to_canonical
 
     zones = zones or [8]
     zone_memory = to_canonical("memory", zoneMemory)

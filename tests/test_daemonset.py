@@ -551,10 +551,10 @@ def test_agent_pod_is_what_the_host_work_needs():
 
 
 def served_paths(paths: list[str]) -> dict[str, int]:
-    """Ask the real metrics/health server (scheduler/httpd.py, which both programs use) for ``paths``."""
+    """Ask the real metrics/health server (proto/httpd.py, which both programs use) for ``paths``."""
     from prometheus_client import CollectorRegistry
 
-    from scheduler.httpd import start_http
+    from proto.httpd import start_http
     server = start_http(CollectorRegistry(), 0, host="127.0.0.1")
     try:
         port = server.server_address[1]

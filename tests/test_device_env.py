@@ -7,7 +7,7 @@ import json
 import pytest
 
 from agent.device_env import device_env
-from scheduler.api.placement import DEVICES_ANNOTATION, DeviceGrant, encode_devices
+from proto.vocab.placement import DEVICES_ANNOTATION, DeviceGrant, encode_devices
 
 H100_MIB = 81559
 G0, G1, G2 = (f"GPU-{n}fda6c678-49c2-13a1-fc9e-d68253c421d4" for n in "012")

@@ -20,7 +20,7 @@ from agent.policies.numa import BAD_ANNOTATION, NO_CPUS, UNKNOWN_ZONE, numa_inte
 from agent.policies.state import NodeState, PodSample
 from agent.profile import ProfileWatcher
 from proto.model import Capacity, NumaZone, QosLevel
-from scheduler.api.placement import NUMA_NODES_ANNOTATION
+from proto.vocab.placement import NUMA_NODES_ANNOTATION
 
 from tests.cgroup_fixtures import FakePod, container_dir, make_proc, make_tree, pod_dir
 from tests.sysfs_fixtures import make_host

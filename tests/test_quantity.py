@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from scheduler.api.quantity import QuantityError, format_quantity, parse_quantity, to_canonical
+from proto.vocab.quantity import QuantityError, format_quantity, parse_quantity, to_canonical
 
 # --------------------------------------------------------------------------------------------
 # parse_quantity: exact values

@@ -24,7 +24,7 @@ from agent.hostpaths import HostPaths, parse_cpulist
 from agent.pods import PodInfo, StaticPodSource
 from agent.profile import ProfileWatcher
 from proto.model import Capacity, NumaZone, QosLevel
-from scheduler.api.placement import NUMA_NODES_ANNOTATION
+from proto.vocab.placement import NUMA_NODES_ANNOTATION
 
 from tests.real_cgroups import sandbox as cgroup_sandbox
 

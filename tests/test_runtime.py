@@ -19,7 +19,7 @@ from agent.runtime.phase import (
 from agent.runtime.spec import INVALID, START_ERROR, UNSUPPORTED, SpecError, expand, load_manifest, parse_pod
 from agent.runtime.state import ContainerRecord, PodRecord, StateDir, Stopping
 from proto.model import Directive, PodAction, PodActionKind
-from scheduler.api.placement import DEVICES_ANNOTATION, DeviceGrant, encode_devices
+from proto.vocab.placement import DEVICES_ANNOTATION, DeviceGrant, encode_devices
 
 UID = "0000aaaa-0000-4000-8000-000000000001"
 

@@ -1,7 +1,7 @@
 """NUMA pinning: a pod the scheduler placed in NUMA zones runs on those zones' CPUs and memory.
 
 The scheduler writes the zones on the pod when it binds (``scoria.io/numa-nodes``,
-``"0"`` or ``"0,1"``; see :mod:`scheduler.api.placement`).  For each such pod this
+``"0"`` or ``"0,1"``; see :mod:`proto.vocab.placement`).  For each such pod this
 policy sets, on every one of the pod's *container* cgroups, ``cpuset.cpus`` to the
 union of those zones' CPUs and ``cpuset.mems`` to the zone ids.  Containers, not
 the pod cgroup: the kubelet's CPU manager pins at the same level, and on cgroup v1
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from scheduler.api.placement import NUMA_NODES_ANNOTATION, decode_zones
+from proto.vocab.placement import NUMA_NODES_ANNOTATION, decode_zones
 
 from agent.hostpaths import format_cpulist
 from agent.intents import CgroupWrite

@@ -23,8 +23,8 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Mapping
 
-from scheduler.api.qos import BATCH_CPU, BATCH_MEMORY
-from scheduler.api.quantity import QuantityError, to_canonical
+from proto.vocab.qos import BATCH_CPU, BATCH_MEMORY
+from proto.vocab.quantity import QuantityError, to_canonical
 
 from agent.device_env import device_env
 from agent.pods import PodInfo, pod_info

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from scheduler.api.duration import parse_duration
+from proto.vocab.duration import parse_duration
 from scheduler.api.manifests import ManifestError
-from scheduler.api.quantity import QuantityError, parse_quantity, to_canonical
+from proto.vocab.quantity import QuantityError, parse_quantity, to_canonical
 
 MAX_SAMPLES = 10_000  # per series
 MAX_SERIES = 100

@@ -13,9 +13,9 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 from scheduler.api.objects import DEFAULT_MAX_PODS, DEFAULT_QUEUE, QUEUE_NAME_ANNOTATION, Condition, Node, Pod, PodGroup, PriorityClass, Queue, Requirement, SelectorTerm, Taint, Toleration
-from scheduler.api.placement import device_requests, expected_duration, numa_policy, preemptable
-from scheduler.api.qos import parse_qos_level, qos_class
-from scheduler.api.quantity import QuantityError, to_canonical
+from proto.vocab.placement import device_requests, expected_duration, numa_policy, preemptable
+from proto.vocab.qos import parse_qos_level, qos_class
+from proto.vocab.quantity import QuantityError, to_canonical
 
 SCHEDULING_GROUP = "scheduling.volcano.sh"
 KINDS = {

@@ -3,7 +3,7 @@
 They mirror the parts of ``v1`` Node and Pod, ``scheduling.k8s.io/v1``
 PriorityClass and ``scheduling.volcano.sh/v1beta1`` PodGroup and Queue that
 scheduling reads.  Resource amounts are already canonical integers
-(see :mod:`scheduler.api.quantity`).  Manifests become these objects in
+(see :mod:`proto.vocab.quantity`).  Manifests become these objects in
 :mod:`scheduler.api.manifests`; nothing here parses YAML.
 """
 

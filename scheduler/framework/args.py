@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
-from scheduler.api.duration import parse_duration  # noqa: F401  (re-exported: plugins and the agent's profile use it)
-from scheduler.api.quantity import QuantityError, parse_quantity
+from proto.vocab.duration import parse_duration  # noqa: F401  (re-exported: plugins and the agent's profile use it)
+from proto.vocab.quantity import QuantityError, parse_quantity
 
 
 class ArgError(ValueError):

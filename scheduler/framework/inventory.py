@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from scheduler.api.placement import GPU, NUMA_POLICIES, NUMA_POLICY_ANNOTATION
+from proto.vocab.placement import GPU, NUMA_POLICIES, NUMA_POLICY_ANNOTATION
 from scheduler.telemetry import npu_resource
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
-from scheduler.api.placement import VGPU_RESOURCES
+from proto.vocab.placement import VGPU_RESOURCES
 
 CPU, MEMORY, PODS = 0, 1, 2
 BASE = ("cpu", "memory", "pods")

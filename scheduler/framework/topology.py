@@ -30,8 +30,8 @@ from math import comb
 
 import numpy as np
 
-from scheduler.api.placement import DEVICES_ANNOTATION, NUMA_NODES_ANNOTATION, DeviceGrant, DeviceRequest, encode_devices, encode_zones
-from scheduler.api.qos import BATCH_CPU, BATCH_MEMORY
+from proto.vocab.placement import DEVICES_ANNOTATION, NUMA_NODES_ANNOTATION, DeviceGrant, DeviceRequest, encode_devices, encode_zones
+from proto.vocab.qos import BATCH_CPU, BATCH_MEMORY
 from scheduler.framework.inventory import POLICY_CODES, UNLINKED_COST, StaticTopology
 from scheduler.framework.resources import EPS, ResourceIndex
 from scheduler.framework.snapshot import TaskInfo, TaskStatus

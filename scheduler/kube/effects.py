@@ -39,8 +39,8 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Iterable
 
 from scheduler.api.objects import Condition, Pod, PodGroup
-from scheduler.api.placement import DEVICES_ANNOTATION, NUMA_NODES_ANNOTATION
-from scheduler.api.quantity import format_quantity
+from proto.vocab.placement import DEVICES_ANNOTATION, NUMA_NODES_ANNOTATION
+from proto.vocab.quantity import format_quantity
 from scheduler.cache import ClusterCache
 from scheduler.effects import CacheEffects
 from scheduler.metrics import SchedulerMetrics

@@ -18,7 +18,7 @@ from collections import Counter
 
 import numpy as np
 
-from scheduler.api.qos import BATCH_CPU, BATCH_MEMORY
+from proto.vocab.qos import BATCH_CPU, BATCH_MEMORY
 from scheduler.framework.plugin import Plugin, register_plugin
 from scheduler.framework.snapshot import TaskInfo
 from scheduler.framework.util import count_reason

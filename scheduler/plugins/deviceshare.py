@@ -27,7 +27,7 @@ from collections import Counter
 
 import numpy as np
 
-from scheduler.api.placement import VGPU_RESOURCES
+from proto.vocab.placement import VGPU_RESOURCES
 from scheduler.framework.args import Arg
 from scheduler.framework.plugin import Plugin, register_plugin
 from scheduler.framework.snapshot import TaskInfo

@@ -26,7 +26,7 @@ from datetime import datetime, timezone
 
 import numpy as np
 
-from scheduler.api.qos import BATCH_CPU, BATCH_MEMORY
+from proto.vocab.qos import BATCH_CPU, BATCH_MEMORY
 from scheduler.framework.args import Arg
 from scheduler.framework.plugin import Plugin, register_plugin
 from scheduler.framework.resources import EPS

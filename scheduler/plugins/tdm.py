@@ -46,8 +46,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from scheduler.api.duration import DailyWindow as Window, parse_daily_window as parse_window
-from scheduler.api.placement import PREEMPTABLE_ANNOTATION, REVOCABLE_ZONE_LABEL, preemptable
+from proto.vocab.duration import DailyWindow as Window, parse_daily_window as parse_window
+from proto.vocab.placement import PREEMPTABLE_ANNOTATION, REVOCABLE_ZONE_LABEL, preemptable
 from scheduler.framework.args import Arg, ArgError, Args
 from scheduler.framework.plugin import Plugin, register_plugin
 from scheduler.framework.snapshot import JobInfo, TaskInfo, TaskStatus

@@ -31,7 +31,7 @@ import json
 from dataclasses import dataclass
 from typing import Mapping
 
-from scheduler.api.duration import parse_duration
+from proto.vocab.duration import parse_duration
 
 NUMA_POLICY_ANNOTATION = "volcano.sh/numa-topology-policy"
 NUMA_POLICIES = ("none", "best-effort", "restricted", "single-numa-node")

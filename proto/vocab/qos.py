@@ -15,7 +15,7 @@ from typing import Any
 
 from proto.model import QosLevel
 
-from scheduler.api.quantity import to_canonical
+from proto.vocab.quantity import to_canonical
 
 log = logging.getLogger(__name__)
 
