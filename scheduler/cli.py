@@ -188,7 +188,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import threading
     from pathlib import Path
 
-    from scheduler.cache import ClusterCache
+    from scheduler.cluster.cache import ClusterCache
     from scheduler.intake import ProfileSource, ReportIntake
     from scheduler.metrics import SchedulerMetrics
     from scheduler.scheduler import Scheduler

@@ -33,8 +33,8 @@ from proto.model import PodAction, PodActionKind
 from scheduler.api.loader import check_references, Workload
 from scheduler.api.manifests import ManifestError, parse_object
 from scheduler.api.objects import Condition, Node, Pod, PodGroup, PriorityClass, Queue
-from scheduler.cache import ClusterCache
-from scheduler.effects import CacheEffects
+from scheduler.cluster.cache import ClusterCache
+from scheduler.cluster.effects import CacheEffects
 from scheduler.store import Store, Stored
 
 log = logging.getLogger(__name__)

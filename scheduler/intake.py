@@ -22,9 +22,9 @@ import grpc
 
 from proto.model import Ack, Directive, NodeReport, QosProfile
 
-from scheduler.cache import ClusterCache
+from scheduler.cluster.cache import ClusterCache
 from scheduler.metrics import SchedulerMetrics
-from scheduler.telemetry import ReportLimits, check_report
+from scheduler.cluster.nodeview import ReportLimits, check_report
 
 log = logging.getLogger(__name__)
 

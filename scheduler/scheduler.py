@@ -16,8 +16,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
-from scheduler.cache import ClusterCache
-from scheduler.effects import CacheEffects
+from scheduler.cluster.cache import ClusterCache
+from scheduler.cluster.effects import CacheEffects
 from scheduler.framework.config import ConfigWatcher, SchedulerConfig, default_config
 from scheduler.framework.session import Effects, Session
 from scheduler.framework.snapshot import DEFAULT_SCHEDULER_NAMES, TaskStatus, take_snapshot

@@ -19,12 +19,12 @@ from scheduler.api.loader import Workload, load_workload
 from scheduler.api.manifests import ManifestError
 from proto.vocab.placement import DEVICES_ANNOTATION, NUMA_NODES_ANNOTATION, decode_devices, decode_zones
 from proto.vocab.quantity import format_quantity
-from scheduler.cache import ClusterCache
+from scheduler.cluster.cache import ClusterCache
 from scheduler.framework.config import SchedulerConfig, default_config, load_config
 from scheduler.framework.snapshot import DEFAULT_SCHEDULER_NAMES
 from scheduler.history import LoadHistory
 from scheduler.scheduler import Scheduler
-from scheduler.telemetry import check_report
+from scheduler.cluster.nodeview import check_report
 
 log = logging.getLogger(__name__)
 MAX_CYCLES = 1000

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from scheduler.api.manifests import parse_object
-from scheduler.cache import ClusterCache
-from scheduler.effects import CacheEffects
+from scheduler.cluster.cache import ClusterCache
+from scheduler.cluster.effects import CacheEffects
 from scheduler.framework.config import default_config, parse_config
 from scheduler.framework.session import Session
 from scheduler.framework.snapshot import take_snapshot

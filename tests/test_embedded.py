@@ -16,7 +16,7 @@ import pytest
 from proto.model import PodActionKind, PodRuntime
 from scheduler.api.loader import iter_text
 from scheduler.api.manifests import ManifestError
-from scheduler.cache import ClusterCache
+from scheduler.cluster.cache import ClusterCache
 from scheduler.embedded import Embedded
 from scheduler.scheduler import Scheduler
 from scheduler.store import Store, StoreError, Stored

@@ -10,8 +10,8 @@ import pytest
 
 from proto.codec import report_from_json
 from scheduler.api.manifests import parse_object
-from scheduler.cache import ClusterCache
-from scheduler.effects import CacheEffects
+from scheduler.cluster.cache import ClusterCache
+from scheduler.cluster.effects import CacheEffects
 from scheduler.framework.config import ConfigError
 from scheduler.framework.session import Session
 from scheduler.framework.snapshot import take_snapshot

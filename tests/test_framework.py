@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scheduler.cache import ClusterCache
+from scheduler.cluster.cache import ClusterCache
 from scheduler.framework.config import parse_config
 from scheduler.framework.snapshot import TaskStatus
 from scheduler.framework.statement import Statement
@@ -196,7 +196,7 @@ def test_a_cycle_leaves_no_cyclic_garbage() -> None:
     from datetime import datetime, timezone
 
     from scheduler.api.manifests import parse_object
-    from scheduler.cache import ClusterCache
+    from scheduler.cluster.cache import ClusterCache
     from scheduler.scheduler import Scheduler
 
     from tests.builders import node, pods

@@ -14,13 +14,13 @@ import yaml
 from proto.codec import report_from_json
 from scheduler.api.loader import load_workload
 from scheduler.api.manifests import ManifestError
-from scheduler.cache import ClusterCache
+from scheduler.cluster.cache import ClusterCache
 from scheduler.api.loadhistory import parse_node_load_history
 from scheduler.history import (
     HistorySaver, HistoryStoreError, LoadHistory, SqliteHistoryStore, WeekRecord, span_hours, unix_hour, week_of,
 )
 from scheduler.simulator import simulate
-from scheduler.telemetry import NodeTelemetry
+from scheduler.cluster.nodeview import NodeTelemetry
 
 from tests.builders import report
 from tests.wire import full_report

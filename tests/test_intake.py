@@ -9,11 +9,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from proto.model import ContainerUsage, DeviceProcess, Eviction, Gpu, NumaZone, PodUsage
-from scheduler.cache import ClusterCache
+from scheduler.cluster.cache import ClusterCache
 from scheduler.framework.snapshot import take_snapshot
 from scheduler.intake import CloseStream, ReportIntake, StreamState
 from scheduler.metrics import SchedulerMetrics
-from scheduler.telemetry import ReportLimits, check_report
+from scheduler.cluster.nodeview import ReportLimits, check_report
 
 from tests.wire import full_report
 

@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from scheduler.api.objects import Node, Pod, PodGroup, PriorityClass, Queue, Taint, Toleration
-from scheduler.cache import ClusterCache
+from scheduler.cluster.cache import ClusterCache
 from scheduler.framework.config import default_config, parse_config
 from scheduler.scheduler import Scheduler
 

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from scheduler.cache import ClusterCache
+from scheduler.cluster.cache import ClusterCache
 from scheduler.framework.config import parse_config
 from scheduler.kube import mode
 from scheduler.kube.leader import LeaderElector

@@ -39,7 +39,7 @@ def files(folder: str) -> list[Path]:
 
 
 RULES = [
-    ("scheduler/api", ("scheduler.framework", "scheduler.plugins", "scheduler.actions", "scheduler.cache")),
+    ("scheduler/api", ("scheduler.framework", "scheduler.plugins", "scheduler.actions", "scheduler.cluster.cache")),
     ("scheduler/plugins", ("scheduler.actions",)),
     ("scheduler/actions", ("scheduler.plugins",)),
 ]

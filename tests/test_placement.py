@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from scheduler.api.loader import _node_report
 from scheduler.api.manifests import parse_object
 from proto.vocab.placement import DEVICES_ANNOTATION, decode_devices
-from scheduler.cache import ClusterCache
+from scheduler.cluster.cache import ClusterCache
 from scheduler.framework.config import parse_config
 from scheduler.scheduler import Scheduler
 

@@ -12,7 +12,7 @@ import pytest
 from agent.client import ClientOptions, ReportClient
 from scheduler.server import AgentServer, ServeError, TlsFiles
 from scheduler.intake import ReportIntake
-from scheduler.cache import ClusterCache
+from scheduler.cluster.cache import ClusterCache
 from scheduler.metrics import SchedulerMetrics
 
 from tests.wire import full_report, running_server, wait_for

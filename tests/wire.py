@@ -11,7 +11,7 @@ from proto.model import (
     GpuTopologyLevel, Identity, Load, PodRuntime, ContainerRuntime,
     LogicalCpu, MigMode, NodeReport, Npu, NumaZone, PodUsage, Pressure, QosLevel,
 )
-from scheduler.cache import ClusterCache
+from scheduler.cluster.cache import ClusterCache
 from scheduler.intake import ReportIntake
 from scheduler.metrics import SchedulerMetrics
 from scheduler.server import AgentServer

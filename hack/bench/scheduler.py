@@ -48,7 +48,7 @@ from proto.model import (  # noqa: E402
     Capacity, Colocation, Devices, Gpu, GpuLink, GpuTopologyLevel, Identity, Load, NodeReport, NumaZone,
 )
 from scheduler.api.objects import Node, Pod, PodGroup, Queue, Taint, Toleration  # noqa: E402
-from scheduler.cache import ClusterCache  # noqa: E402
+from scheduler.cluster.cache import ClusterCache  # noqa: E402
 from scheduler.framework.config import default_config, load_config  # noqa: E402
 from scheduler.scheduler import Scheduler, tune_gc  # noqa: E402
 

@@ -13,7 +13,7 @@ from enum import IntEnum
 import numpy as np
 
 from scheduler.api.objects import Node, Pod, PodGroup, Queue
-from scheduler.cache import ClusterCache
+from scheduler.cluster.cache import ClusterCache
 from scheduler.framework.resources import ResourceIndex
 
 

@@ -41,8 +41,8 @@ from typing import Any, Callable, Iterable
 from scheduler.api.objects import Condition, Pod, PodGroup
 from proto.vocab.placement import DEVICES_ANNOTATION, NUMA_NODES_ANNOTATION
 from proto.vocab.quantity import format_quantity
-from scheduler.cache import ClusterCache
-from scheduler.effects import CacheEffects
+from scheduler.cluster.cache import ClusterCache
+from scheduler.cluster.effects import CacheEffects
 from scheduler.metrics import SchedulerMetrics
 from scheduler.kube.ratelimit import RateLimiter
 

@@ -17,7 +17,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.cache import ClusterCache
+from scheduler.cluster.cache import ClusterCache
 from scheduler.metrics import SchedulerMetrics
 from scheduler.kube.effects import KubeEffects
 from scheduler.kube.leader import LeaderElector

@@ -1,6 +1,6 @@
 """What placement knows of a node's hardware: NUMA zones, devices and how GPUs are connected.
 
-Read from the node's last report (:class:`scheduler.telemetry.NodeTelemetry`
+Read from the node's last report (:class:`scheduler.cluster.nodeview.NodeTelemetry`
 keeps its capacity and devices as received) as it arrives, and rebuilt only
 when the report's hardware changes (its ``inventory_key``); a cycle reuses the
 arrays until a node or an inventory changes.  :class:`StaticTopology` lays
@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from proto.vocab.placement import GPU, NUMA_POLICIES, NUMA_POLICY_ANNOTATION
-from scheduler.telemetry import npu_resource
+from scheduler.cluster.nodeview import npu_resource
 
 log = logging.getLogger(__name__)
 

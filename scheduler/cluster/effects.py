@@ -10,7 +10,7 @@ import time
 from typing import Callable
 
 from scheduler.api.objects import Condition, Pod, PodGroup
-from scheduler.cache import ClusterCache
+from scheduler.cluster.cache import ClusterCache
 
 
 class CacheEffects:

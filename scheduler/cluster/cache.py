@@ -27,8 +27,8 @@ from scheduler.api.loader import BUILTIN_PRIORITY_CLASSES, Workload
 from scheduler.api.objects import DEFAULT_QUEUE, QUEUE_NAME_ANNOTATION, Condition, Node, Pod, PodGroup, PriorityClass, Queue
 from proto.vocab.placement import DEVICES_ANNOTATION, EXPECTED_DURATION_ANNOTATION, NUMA_NODES_ANNOTATION, NUMA_POLICY_ANNOTATION, PREEMPTABLE_ANNOTATION, VGPU_RESOURCES, WHOLE_DEVICE_RESOURCES, DeviceGrant, DeviceRequest, decode_devices, decode_zones, device_requests, expected_duration, numa_policy, preemptable
 from proto.vocab.qos import BATCH_RESOURCES, qos_level
-from scheduler.framework.inventory import InventoryMemo
-from scheduler.telemetry import NodeTelemetry, node_allocatable
+from scheduler.cluster.inventory import InventoryMemo
+from scheduler.cluster.nodeview import NodeTelemetry, node_allocatable
 
 log = logging.getLogger(__name__)
 
