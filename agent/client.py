@@ -8,7 +8,7 @@ scheduler is away it keeps only the latest report (memory stays bounded) plus
 the evictions not yet acknowledged (bounded too, oldest dropped first and
 counted), and reconnects with exponential backoff and full jitter.
 
-With :mod:`proto.codec` and :mod:`scheduler.server` this is the wire boundary.
+With :mod:`proto.codec` and :mod:`scheduler.intake.server` this is the wire boundary.
 """
 
 from __future__ import annotations

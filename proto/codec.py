@@ -1,6 +1,6 @@
 """Conversion between the generated protobuf classes and :mod:`proto.model`.
 
-With :mod:`scheduler.server` and :mod:`agent.client` this is the wire
+With :mod:`scheduler.intake.server` and :mod:`agent.client` this is the wire
 boundary: the only modules that import ``*_pb2``.  Conversions are written
 out field by field (no reflection) because the scheduler decodes thousands
 of reports a second.  The JSON form is protobuf's canonical JSON mapping

@@ -119,7 +119,7 @@ def open_history(args: argparse.Namespace, kube_client=None):
     from pathlib import Path
 
     from scheduler.history import HistorySaver, LoadHistory, SqliteHistoryStore
-    from scheduler.server import ServeError
+    from scheduler.intake.server import ServeError
 
     if not 1 <= args.history_weeks <= 52:
         raise ServeError("--history-weeks: must be 1-52")
@@ -159,7 +159,7 @@ def start_embedded(args: argparse.Namespace, cache):
     from pathlib import Path
 
     from scheduler.embedded import Embedded
-    from scheduler.server import ServeError
+    from scheduler.intake.server import ServeError
     from scheduler.store import Store, StoreError
 
     try:
@@ -189,11 +189,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from scheduler.cluster.cache import ClusterCache
-    from scheduler.intake import ProfileSource, ReportIntake
+    from scheduler.intake.reports import ProfileSource, ReportIntake
     from scheduler.metrics import SchedulerMetrics
     from scheduler.scheduler import Scheduler
     from proto.httpd import start_http
-    from scheduler.server import AgentServer, ServeError, TlsFiles, serve_forever
+    from scheduler.intake.server import AgentServer, ServeError, TlsFiles, serve_forever
 
     if bool(args.tls_cert) != bool(args.tls_key):
         raise ServeError("--tls-cert and --tls-key go together")

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from proto.model import ContainerUsage, DeviceProcess, Eviction, Gpu, NumaZone, PodUsage
 from scheduler.cluster.cache import ClusterCache
 from scheduler.framework.snapshot import take_snapshot
-from scheduler.intake import CloseStream, ReportIntake, StreamState
+from scheduler.intake.reports import CloseStream, ReportIntake, StreamState
 from scheduler.metrics import SchedulerMetrics
 from scheduler.cluster.nodeview import ReportLimits, check_report
 

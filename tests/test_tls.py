@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from agent.client import ClientOptions, ReportClient
-from scheduler.server import AgentServer, ServeError, TlsFiles
-from scheduler.intake import ReportIntake
+from scheduler.intake.server import AgentServer, ServeError, TlsFiles
+from scheduler.intake.reports import ReportIntake
 from scheduler.cluster.cache import ClusterCache
 from scheduler.metrics import SchedulerMetrics
 

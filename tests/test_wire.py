@@ -15,7 +15,7 @@ import pytest
 from agent.client import ClientOptions, ReportClient, backoff_delay
 from proto import codec
 from proto.model import Directive, Eviction, PodAction, PodActionKind, QosProfile, Ack
-from scheduler.intake import ProfileSource
+from scheduler.intake.reports import ProfileSource
 
 from tests.wire import full_report, running_server, wait_for
 

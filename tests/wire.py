@@ -12,9 +12,9 @@ from proto.model import (
     LogicalCpu, MigMode, NodeReport, Npu, NumaZone, PodUsage, Pressure, QosLevel,
 )
 from scheduler.cluster.cache import ClusterCache
-from scheduler.intake import ReportIntake
+from scheduler.intake.reports import ReportIntake
 from scheduler.metrics import SchedulerMetrics
-from scheduler.server import AgentServer
+from scheduler.intake.server import AgentServer
 
 GI = 2**30
 

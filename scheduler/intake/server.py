@@ -23,7 +23,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from proto import codec
 from proto.scoria.v1 import agent_pb2_grpc
 
-from scheduler.intake import CloseStream, ReportIntake, StreamState
+from scheduler.intake.reports import CloseStream, ReportIntake, StreamState
 
 log = logging.getLogger(__name__)
 SERVICE = "scoria.v1.NodeAgent"

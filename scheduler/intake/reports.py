@@ -6,7 +6,7 @@ content), keeps accepted ones in the cache and answers with a directive.  A
 refused report changes nothing and is answered with an ``INVALID_ARGUMENT``
 ack on the same stream, which stays open; only a stream that speaks for a node
 its client certificate does not name, or one superseded by a newer stream
-from the same node, is closed.  :mod:`scheduler.server` is the gRPC glue.
+from the same node, is closed.  :mod:`scheduler.intake.server` is the gRPC glue.
 """
 
 from __future__ import annotations
