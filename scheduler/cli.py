@@ -17,7 +17,7 @@ from scheduler.api.manifests import ManifestError
 from scheduler.framework.config import ConfigError
 from scheduler.framework.snapshot import DEFAULT_SCHEDULER_NAMES
 from scheduler.scheduler import tune_gc
-from scheduler.simulator import load_config_or_default, render_table, simulate
+from scheduler.modes.simulator.simulation import load_config_or_default, render_table, simulate
 
 EXIT_BAD_INPUT = 2
 log = logging.getLogger(__name__)
@@ -104,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     kube.add_argument("--kube-burst", type=int, default=100, metavar="N", help="requests at once (default 100)")
     kube.add_argument("--resync", type=float, default=600.0, metavar="SECONDS",
                       help="list every kind again this often, to repair anything a watch missed (default 600)")
-    from scheduler.ctl import add_commands
+    from scheduler.modes.embedded.client import add_commands
     add_commands(sub)
     return parser
 
@@ -125,7 +125,7 @@ def open_history(args: argparse.Namespace, kube_client=None):
         raise ServeError("--history-weeks: must be 1-52")
     history = LoadHistory(weeks=args.history_weeks)
     if not args.state_dir and kube_client is not None:  # Kubernetes mode: on the Nodes themselves
-        from scheduler.kube.history_store import NodeAnnotationHistoryStore
+        from scheduler.modes.kubernetes.history_store import NodeAnnotationHistoryStore
         store = NodeAnnotationHistoryStore(kube_client)
         try:
             records = store.load()
@@ -150,7 +150,7 @@ def open_history(args: argparse.Namespace, kube_client=None):
 
 
 def kube_client(args: argparse.Namespace):
-    from scheduler.kube import mode
+    from scheduler.modes.kubernetes import mode
     return mode.api_client(kubeconfig=args.kubeconfig, in_cluster=args.in_cluster)
 
 
@@ -158,9 +158,9 @@ def start_embedded(args: argparse.Namespace, cache):
     """Embedded mode for serve: the store under --state, loaded into the cache."""
     from pathlib import Path
 
-    from scheduler.embedded import Embedded
+    from scheduler.modes.embedded.mode import Embedded
     from scheduler.intake.server import ServeError
-    from scheduler.store import Store, StoreError
+    from scheduler.modes.embedded.store import Store, StoreError
 
     try:
         Path(args.state_dir).mkdir(parents=True, exist_ok=True)
@@ -174,7 +174,7 @@ def start_embedded(args: argparse.Namespace, cache):
 
 def start_kubernetes(args: argparse.Namespace, client, cache, stop, metrics):
     """Kubernetes mode for serve: informers, effects through the API server, leader election."""
-    from scheduler.kube import mode
+    from scheduler.modes.kubernetes import mode
 
     names = args.scheduler_name or sorted(DEFAULT_SCHEDULER_NAMES)
     return mode.start(cache, client, stop, metrics=metrics, scheduler_names=tuple(names), qps=args.kube_qps, burst=args.kube_burst,
@@ -227,7 +227,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                           pod_actions=embedded.pod_actions if embedded else None)
     control = None
     if embedded is not None:
-        from scheduler.control import ControlServer
+        from scheduler.modes.embedded.server import ControlServer
         control = ControlServer(embedded, port=args.api_port)
         control.start()
         log.info("control endpoint on 127.0.0.1:%d", control.port)
@@ -292,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "serve":
             return cmd_serve(args)
         if args.command in ("apply", "get", "describe", "logs", "delete", "top"):
-            from scheduler.ctl import run
+            from scheduler.modes.embedded.client import run
             return run(args)
     except (ManifestError, ConfigError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

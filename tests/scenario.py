@@ -36,7 +36,7 @@ from typing import Any
 import yaml
 
 from scheduler.framework.config import parse_config
-from scheduler.simulator import simulate
+from scheduler.modes.simulator.simulation import simulate
 
 from tests.builders import expand
 

@@ -624,7 +624,7 @@ def test_services_reach_the_scheduler():
     labels = deployment["spec"]["template"]["metadata"]["labels"]
     assert deployment["spec"]["selector"]["matchLabels"].items() <= labels.items()
     names = {p["name"] for p in deployment["spec"]["template"]["spec"]["containers"][0]["ports"]}
-    # the leader adds scoria.io/leader=true to its own pod (scheduler/kube/mode.py); the agents' Service selects it
+    # the leader adds scoria.io/leader=true to its own pod (scheduler/modes/kubernetes/mode.py); the agents' Service selects it
     leader = {**labels, "scoria.io/leader": "true"}
     services = {d["metadata"]["name"]: d for d in documents(MANIFESTS / "30-scheduler.yaml") if d["kind"] == "Service"}
     assert services["scoria-scheduler"]["spec"]["selector"].get("scoria.io/leader") == "true"

@@ -17,9 +17,9 @@ from proto.model import PodActionKind, PodRuntime
 from scheduler.api.loader import iter_text
 from scheduler.api.manifests import ManifestError
 from scheduler.cluster.cache import ClusterCache
-from scheduler.embedded import Embedded
+from scheduler.modes.embedded.mode import Embedded
 from scheduler.scheduler import Scheduler
-from scheduler.store import Store, StoreError, Stored
+from scheduler.modes.embedded.store import Store, StoreError, Stored
 
 from tests.builders import pod, podgroup, queue, report
 

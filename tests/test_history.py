@@ -19,7 +19,7 @@ from scheduler.api.loadhistory import parse_node_load_history
 from scheduler.history import (
     HistorySaver, HistoryStoreError, LoadHistory, SqliteHistoryStore, WeekRecord, span_hours, unix_hour, week_of,
 )
-from scheduler.simulator import simulate
+from scheduler.modes.simulator.simulation import simulate
 from scheduler.cluster.nodeview import NodeTelemetry
 
 from tests.builders import report

@@ -15,8 +15,8 @@ import pytest
 
 from scheduler.cluster.cache import ClusterCache
 from scheduler.framework.config import parse_config
-from scheduler.kube import mode
-from scheduler.kube.leader import LeaderElector
+from scheduler.modes.kubernetes import mode
+from scheduler.modes.kubernetes.leader import LeaderElector
 from scheduler.scheduler import Scheduler
 
 from tests.fake_apiserver import FakeApiServer, node
@@ -326,7 +326,7 @@ def test_the_leader_labels_its_pod_so_the_agents_service_finds_it(api, harness, 
 
 def test_load_history_survives_a_restart_on_the_nodes_themselves(api) -> None:
     from scheduler.history import LoadHistory, WeekRecord, unix_hour, week_of
-    from scheduler.kube.history_store import ANNOTATION, NodeAnnotationHistoryStore, decode
+    from scheduler.modes.kubernetes.history_store import ANNOTATION, NodeAnnotationHistoryStore, decode
 
     api.put(node("n1", allocatable={"cpu": "4", "memory": "16Gi"}))
     api.put(node("n2", allocatable={"cpu": "4", "memory": "16Gi"}))

@@ -6,7 +6,7 @@ from datetime import datetime
 from pathlib import Path
 
 from scheduler.framework.config import load_config
-from scheduler.simulator import simulate
+from scheduler.modes.simulator.simulation import simulate
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,6 +1,6 @@
 """The ``scoria.io/v1`` ``NodeLoadHistory`` document: a node's recorded online load, for the simulator.
 
-Checked here, at the edge; :mod:`scheduler.simulator` feeds its samples to the
+Checked here, at the edge; :mod:`scheduler.modes.simulator.simulation` feeds its samples to the
 scheduler's :class:`scheduler.history.LoadHistory` exactly as live reports are.
 """
 

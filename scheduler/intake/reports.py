@@ -100,7 +100,7 @@ class ReportIntake:
     # False while this replica does not schedule (not the leader): streams are closed so agents reconnect
     # to the one that does, and a stale replica never holds the reports the leader needs
     accepting: Callable[[], bool] = lambda: True
-    # embedded mode: what the reporting node's agent should start, stop or evict (scheduler.embedded)
+    # embedded mode: what the reporting node's agent should start, stop or evict (scheduler.modes.embedded.mode)
     pod_actions: Callable[[str, Any], list] | None = None
     streams: dict[str, StreamState] = field(default_factory=dict)
 

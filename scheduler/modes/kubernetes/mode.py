@@ -19,10 +19,10 @@ from typing import Any
 
 from scheduler.cluster.cache import ClusterCache
 from scheduler.metrics import SchedulerMetrics
-from scheduler.kube.effects import KubeEffects
-from scheduler.kube.leader import LeaderElector
-from scheduler.kube.ratelimit import RateLimiter
-from scheduler.kube.source import KubeSource
+from scheduler.modes.kubernetes.apieffects import KubeEffects
+from scheduler.modes.kubernetes.leader import LeaderElector
+from scheduler.modes.kubernetes.ratelimit import RateLimiter
+from scheduler.modes.kubernetes.source import KubeSource
 
 log = logging.getLogger(__name__)
 

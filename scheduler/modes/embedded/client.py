@@ -1,6 +1,6 @@
 """``python -m scheduler apply|get|describe|logs|delete|top``: kubectl-like commands against the embedded scheduler.
 
-They talk to ``serve --embedded``'s control endpoint (:mod:`scheduler.control`,
+They talk to ``serve --embedded``'s control endpoint (:mod:`scheduler.modes.embedded.server`,
 ``--server``, default ``$SCORIA_SERVER`` or ``http://127.0.0.1:50052``).  A
 refused manifest exits with status 2 and the server's one-line reason; nothing
 of that file is stored.
@@ -19,7 +19,7 @@ from typing import Any
 
 from scheduler.api.loader import expand_paths
 from proto.vocab.quantity import format_quantity
-from scheduler.simulator import text_table
+from scheduler.modes.simulator.simulation import text_table
 
 DEFAULT_SERVER = "http://127.0.0.1:50052"
 KINDS = {"pod": "pods", "pods": "pods", "po": "pods", "podgroup": "podgroups", "podgroups": "podgroups",

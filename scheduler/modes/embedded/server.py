@@ -25,7 +25,7 @@ from typing import Any
 
 from scheduler.api.loader import iter_text
 from scheduler.api.manifests import ManifestError
-from scheduler.embedded import Embedded
+from scheduler.modes.embedded.mode import Embedded
 
 log = logging.getLogger(__name__)
 

@@ -2,11 +2,11 @@
 
 :class:`Embedded` joins the pieces:
 
-* the **store** (:mod:`scheduler.store`) holds what was applied and what was
+* the **store** (:mod:`scheduler.modes.embedded.store`) holds what was applied and what was
   decided; at start it fills the cache, so a restarted scheduler has every
   pod, group, queue and binding it had;
 * **apply/delete** (the ``python -m scheduler apply|delete`` CLI through
-  :mod:`scheduler.control`) check manifests exactly as the simulator does and
+  :mod:`scheduler.modes.embedded.server`) check manifests exactly as the simulator does and
   store a whole file or nothing;
 * the **effects** persist binds at once (before any agent can hear of them)
   and statuses in one transaction per cycle;
@@ -35,7 +35,7 @@ from scheduler.api.manifests import ManifestError, parse_object
 from scheduler.api.objects import Condition, Node, Pod, PodGroup, PriorityClass, Queue
 from scheduler.cluster.cache import ClusterCache
 from scheduler.cluster.effects import CacheEffects
-from scheduler.store import Store, Stored
+from scheduler.modes.embedded.store import Store, Stored
 
 log = logging.getLogger(__name__)
 

@@ -44,7 +44,7 @@ from proto.vocab.quantity import format_quantity
 from scheduler.cluster.cache import ClusterCache
 from scheduler.cluster.effects import CacheEffects
 from scheduler.metrics import SchedulerMetrics
-from scheduler.kube.ratelimit import RateLimiter
+from scheduler.modes.kubernetes.ratelimit import RateLimiter
 
 log = logging.getLogger(__name__)
 

@@ -51,7 +51,7 @@ def decode(text: str) -> dict[int, tuple[bytes, bytes]]:
 
 
 def _default_limiter():
-    from scheduler.kube.ratelimit import RateLimiter
+    from scheduler.modes.kubernetes.ratelimit import RateLimiter
     return RateLimiter(qps=10, burst=20)
 
 

@@ -18,7 +18,7 @@ from typing import Any, Callable
 from scheduler.api.manifests import ManifestError, parse_object
 from scheduler.api.objects import Pod
 from scheduler.cluster.cache import ClusterCache
-from scheduler.kube.informer import Informer, key_of
+from scheduler.modes.kubernetes.informer import Informer, key_of
 
 log = logging.getLogger(__name__)
 

@@ -1,1 +1,0 @@
-"""The scheduler's Kubernetes mode: informers into the cache, effects through the API server, leader election."""
