@@ -16,7 +16,7 @@ from datetime import datetime
 from scheduler.api.manifests import ManifestError
 from scheduler.framework.config import ConfigError
 from scheduler.framework.snapshot import DEFAULT_SCHEDULER_NAMES
-from scheduler.scheduler import tune_gc
+from scheduler.cycle import tune_gc
 from scheduler.modes.simulator.simulation import load_config_or_default, render_table, simulate
 
 EXIT_BAD_INPUT = 2
@@ -191,7 +191,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from scheduler.cluster.cache import ClusterCache
     from scheduler.intake.reports import ProfileSource, ReportIntake
     from scheduler.metrics import SchedulerMetrics
-    from scheduler.scheduler import Scheduler
+    from scheduler.cycle import Scheduler
     from proto.httpd import start_http
     from scheduler.intake.server import AgentServer, ServeError, TlsFiles, serve_forever
 

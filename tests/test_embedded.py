@@ -18,7 +18,7 @@ from scheduler.api.loader import iter_text
 from scheduler.api.manifests import ManifestError
 from scheduler.cluster.cache import ClusterCache
 from scheduler.modes.embedded.mode import Embedded
-from scheduler.scheduler import Scheduler
+from scheduler.cycle import Scheduler
 from scheduler.modes.embedded.store import Store, StoreError, Stored
 
 from tests.builders import pod, podgroup, queue, report

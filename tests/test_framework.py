@@ -11,7 +11,7 @@ from scheduler.framework.snapshot import TaskStatus
 from scheduler.framework.statement import Statement
 from scheduler.framework.status import InvalidTransition, check_transition, next_phase
 from scheduler.api.manifests import parse_object
-from scheduler.scheduler import Scheduler
+from scheduler.cycle import Scheduler
 
 from tests.builders import node, pod, podgroup, queue
 from tests.sessions import AT, open_session, task
@@ -197,7 +197,7 @@ def test_a_cycle_leaves_no_cyclic_garbage() -> None:
 
     from scheduler.api.manifests import parse_object
     from scheduler.cluster.cache import ClusterCache
-    from scheduler.scheduler import Scheduler
+    from scheduler.cycle import Scheduler
 
     from tests.builders import node, pods
 

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from scheduler.api.objects import Node, Pod, PodGroup, PriorityClass, Queue, Taint, Toleration
 from scheduler.cluster.cache import ClusterCache
 from scheduler.framework.config import default_config, parse_config
-from scheduler.scheduler import Scheduler
+from scheduler.cycle import Scheduler
 
 AT = datetime(2026, 1, 1, tzinfo=timezone.utc)
 GI = 2**30

@@ -17,7 +17,7 @@ from scheduler.cluster.cache import ClusterCache
 from scheduler.framework.config import parse_config
 from scheduler.modes.kubernetes import mode
 from scheduler.modes.kubernetes.leader import LeaderElector
-from scheduler.scheduler import Scheduler
+from scheduler.cycle import Scheduler
 
 from tests.fake_apiserver import FakeApiServer, node
 

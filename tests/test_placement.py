@@ -12,7 +12,7 @@ from scheduler.api.manifests import parse_object
 from proto.vocab.placement import DEVICES_ANNOTATION, decode_devices
 from scheduler.cluster.cache import ClusterCache
 from scheduler.framework.config import parse_config
-from scheduler.scheduler import Scheduler
+from scheduler.cycle import Scheduler
 
 from tests.builders import pod, report
 

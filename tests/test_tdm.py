@@ -13,7 +13,7 @@ from scheduler.framework.args import Args
 from scheduler.framework.config import ConfigError, parse_config
 from scheduler.framework.snapshot import TaskStatus
 from scheduler.plugins.tdm import NOT_PREEMPTABLE, Window, parse_budget, parse_window
-from scheduler.scheduler import Scheduler, system_clock
+from scheduler.cycle import Scheduler, system_clock
 
 from tests.builders import node, pod, podgroup
 from tests.sessions import cache_of, open_session, task

@@ -50,7 +50,7 @@ from proto.model import (  # noqa: E402
 from scheduler.api.objects import Node, Pod, PodGroup, Queue, Taint, Toleration  # noqa: E402
 from scheduler.cluster.cache import ClusterCache  # noqa: E402
 from scheduler.framework.config import default_config, load_config  # noqa: E402
-from scheduler.scheduler import Scheduler, tune_gc  # noqa: E402
+from scheduler.cycle import Scheduler, tune_gc  # noqa: E402
 
 GI = 2**30
 EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)

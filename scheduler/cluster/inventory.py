@@ -5,7 +5,7 @@ keeps its capacity and devices as received) as it arrives, and rebuilt only
 when the report's hardware changes (its ``inventory_key``); a cycle reuses the
 arrays until a node or an inventory changes.  :class:`StaticTopology` lays
 the inventories of all nodes out as arrays once per change of the node set
-or of any inventory, for the session's :class:`scheduler.framework.topology.Topology`.
+or of any inventory, for the session's :class:`scheduler.framework.ledger.Topology`.
 """
 
 from __future__ import annotations

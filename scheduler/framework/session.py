@@ -25,7 +25,7 @@ from scheduler.framework.plugin import HOOK_FLAGS, Plugin, Vote, VoteKind
 from scheduler.framework.scores import ScoreCache
 from scheduler.framework.status import write_status
 from scheduler.framework.snapshot import JobInfo, QueueInfo, Snapshot, TaskInfo, TaskStatus
-from scheduler.framework.topology import Topology
+from scheduler.framework.ledger import Topology
 
 log = logging.getLogger(__name__)
 

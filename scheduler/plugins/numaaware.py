@@ -12,7 +12,7 @@ reports (``topologyManagerPolicy`` from the kubelet's configuration).
   where it fits in fewer zones score higher.
 
 Free capacity per zone is the scheduler's own count of what pinned pods hold
-(:mod:`scheduler.framework.topology`), so a zone freed by a finished pod can
+(:mod:`scheduler.framework.ledger`), so a zone freed by a finished pod can
 be used at once.  Nodes that report no topology cannot take restricted or
 single-numa-node pods.  The chosen zones are written on the pod
 (``scoria.io/numa-nodes``) and the agent pins the pod's cgroups to them.
@@ -32,7 +32,7 @@ from scheduler.framework.args import Arg
 from scheduler.framework.plugin import Plugin, register_plugin
 from scheduler.framework.snapshot import TaskInfo
 from scheduler.framework.util import count_reason
-from scheduler.framework.topology import BEST_EFFORT, RESTRICTED, SINGLE
+from scheduler.framework.ledger import BEST_EFFORT, RESTRICTED, SINGLE
 
 
 @register_plugin

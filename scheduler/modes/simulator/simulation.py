@@ -23,7 +23,7 @@ from scheduler.cluster.cache import ClusterCache
 from scheduler.framework.config import SchedulerConfig, default_config, load_config
 from scheduler.framework.snapshot import DEFAULT_SCHEDULER_NAMES
 from scheduler.history import LoadHistory
-from scheduler.scheduler import Scheduler
+from scheduler.cycle import Scheduler
 from scheduler.cluster.nodeview import check_report
 
 log = logging.getLogger(__name__)
