@@ -20,7 +20,7 @@ from pathlib import Path
 
 from proto import codec
 
-from agent.kubelet import TOPOLOGY_POLICIES, topology_policy_source
+from agent.kubernetes.kubelet import TOPOLOGY_POLICIES, topology_policy_source
 
 EXIT_BAD_INPUT = 2
 
@@ -81,13 +81,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def make_agent(args, *, enforce: bool, publish=None):
-    from agent.agent import Agent, AgentConfig
+    from agent.loop import Agent, AgentConfig
     from agent.cgroups.backend import detect_backend
     from agent.cgroups.layout import FixedLayout, NoLayout, detect_layout
     from agent.evictor import KubernetesEvictor, RecordingEvictor
     from agent.hostpaths import HostPaths
     from agent.metrics import AgentMetrics
-    from agent.node import NodeLabels, NodeResources, NodeTaint, parse_labels
+    from agent.kubernetes.node import NodeLabels, NodeResources, NodeTaint, parse_labels
     from agent.pods import CgroupPodSource, KubernetesPodSource, StaticPodSource
     from agent.profile import ProfileWatcher
 
@@ -115,7 +115,7 @@ def make_agent(args, *, enforce: bool, publish=None):
     labels = NodeLabels(parse_labels(args.node_labels))
     taint = resources = runtime = None
     if embedded:
-        from agent.runtime import LocalEvictor, LocalRuntime
+        from agent.embedded import LocalEvictor, LocalRuntime
         runtime = LocalRuntime(args.state, backend, layout, node_name=args.node_name, metrics=metrics,
                                proc=str(paths.proc))
         pods, evictor = runtime, LocalEvictor(runtime)

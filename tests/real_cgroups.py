@@ -10,7 +10,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from agent.agent import Agent, AgentConfig
+from agent.loop import Agent, AgentConfig
 from agent.cgroups.backend import detect_backend
 from agent.cgroups.layout import FixedLayout
 from agent.cgroups.tree import attach, make_group, remove_group

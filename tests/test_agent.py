@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.agent import Agent, AgentConfig
+from agent.loop import Agent, AgentConfig
 from agent.cgroups.backend import detect_backend
 from agent.cgroups.layout import detect_layout
 from agent.collectors.load import parse_pressure, read_cpu_ticks

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from agent.device_env import device_env
+from agent.embedded.device_env import device_env
 from proto.vocab.placement import DEVICES_ANNOTATION, DeviceGrant, encode_devices
 
 H100_MIB = 81559

@@ -7,7 +7,7 @@ import time
 
 from agent.evictor import KubernetesEvictor
 from agent.intents import Evict
-from agent.node import NodeLabels, NodeTaint
+from agent.kubernetes.node import NodeLabels, NodeTaint
 from agent.pods import KubernetesPodSource
 from proto.model import QosLevel
 

@@ -287,7 +287,7 @@ def test_bind_refused_by_the_server_is_undone_in_the_cache(api, harness) -> None
 
 
 def test_agent_publishes_batch_resources_and_taints_its_node(api) -> None:
-    from agent.node import NodeResources, NodeTaint
+    from agent.kubernetes.node import NodeResources, NodeTaint
 
     api.put(node("n1", allocatable={"cpu": "8", "memory": "32Gi", "pods": "110"}))
     core = api.core_v1()
@@ -594,7 +594,7 @@ def test_the_leader_label_is_retried_and_a_stale_one_removed(api, harness, monke
 
 
 def test_batch_resources_are_published_again_after_a_while(api) -> None:
-    from agent.node import NodeResources
+    from agent.kubernetes.node import NodeResources
 
     api.put(node("n1", allocatable={"cpu": "8", "memory": "32Gi", "pods": "110"}))
     now = [0.0]

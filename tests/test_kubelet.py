@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from agent.kubelet import TopologyPolicy, read_topology_policy, topology_policy_source
+from agent.kubernetes.kubelet import TopologyPolicy, read_topology_policy, topology_policy_source
 
 FIXTURES = Path(__file__).parent / "fixtures" / "kubelet"
-LOGGER = "agent.kubelet"
+LOGGER = "agent.kubernetes.kubelet"
 
 CASES = {
     "kubeadm-default-means-none": ("kubeadm-default.yaml", "none", None),

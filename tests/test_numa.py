@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.agent import Agent, AgentConfig
+from agent.loop import Agent, AgentConfig
 from agent.cgroups.backend import detect_backend
 from agent.cgroups.executor import Executor
 from agent.cgroups.layout import detect_layout
@@ -17,7 +17,7 @@ from agent.hostpaths import HostPaths
 from agent.intents import CgroupWrite
 from agent.pods import PodInfo, StaticPodSource
 from agent.policies.numa import BAD_ANNOTATION, NO_CPUS, UNKNOWN_ZONE, numa_intents
-from agent.policies.state import NodeState, PodSample
+from agent.policies.nodestate import NodeState, PodSample
 from agent.profile import ProfileWatcher
 from proto.model import Capacity, NumaZone, QosLevel
 from proto.vocab.placement import NUMA_NODES_ANNOTATION
@@ -195,7 +195,7 @@ def test_dry_run_pins_nothing(tmp_path):
 
 
 def test_unpinnable_pods_are_warned_about_once_and_counted(tmp_path, caplog):
-    caplog.set_level(logging.WARNING, logger="agent.agent")
+    caplog.set_level(logging.WARNING, logger="agent.loop")
     fakes = [FakePod(A, "Guaranteed", containers=(C1,)), FakePod(B, "Guaranteed", containers=(C2,))]
     pods = [pod(A, zones="7", name="far"), pod(B, zones="x", name="typo")]
     agent, _ = build_agent(tmp_path, 1, pods, fakes)

@@ -12,8 +12,8 @@ from agent.pods import PodInfo, qos_level
 from agent.policies.cpu import burst_writes, cpu_intents, offline_quota
 from agent.policies.eviction import EvictionState, decide_evictions
 from agent.policies.memory import memory_intents
-from agent.policies.overcommit import OvercommitState, batch_allocatable
-from agent.policies.state import NodeState, PodSample
+from agent.policies.batch import OvercommitState, batch_allocatable
+from agent.policies.nodestate import NodeState, PodSample
 from agent.profile import BurstSettings, CpuSettings, EvictionSettings, MemorySettings, OvercommitSettings
 from proto.model import QosLevel
 

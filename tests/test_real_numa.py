@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.agent import Agent, AgentConfig
+from agent.loop import Agent, AgentConfig
 from agent.cgroups.backend import detect_backend
 from agent.cgroups.layout import FixedLayout
 from agent.cgroups.tree import attach, make_group

@@ -11,13 +11,13 @@ from agent.cgroups.backend import V1Backend, V2Backend
 from agent.cgroups.layout import FixedLayout
 from agent.cgroups.tree import V1_CONTROLLERS
 from agent.hostpaths import HostPaths
-from agent.runtime import Backoff, LocalRuntime
-from agent.runtime.cgroups import container_cgroup, limit_writes, shares
-from agent.runtime.phase import (
+from agent.embedded import Backoff, LocalRuntime
+from agent.embedded.podcgroups import container_cgroup, limit_writes, shares
+from agent.embedded.phase import (
     FAILED, PENDING, RUNNING, SUCCEEDED, ContainerView, InvalidTransition, pod_phase, restarts, transition,
 )
-from agent.runtime.spec import INVALID, START_ERROR, UNSUPPORTED, SpecError, expand, load_manifest, parse_pod
-from agent.runtime.state import ContainerRecord, PodRecord, StateDir, Stopping
+from agent.embedded.spec import INVALID, START_ERROR, UNSUPPORTED, SpecError, expand, load_manifest, parse_pod
+from agent.embedded.records import ContainerRecord, PodRecord, StateDir, Stopping
 from proto.model import Directive, PodAction, PodActionKind
 from proto.vocab.placement import DEVICES_ANNOTATION, DeviceGrant, encode_devices
 
@@ -264,7 +264,7 @@ def test_refused_pods_are_remembered_until_stopped(runtime: LocalRuntime, tmp_pa
 
 
 def test_a_cgroup_that_cannot_be_made_fails_the_pod(runtime: LocalRuntime, monkeypatch, caplog) -> None:
-    import agent.runtime.cgroups as rc
+    import agent.embedded.podcgroups as rc
 
     def refuse(backend, rel):
         raise PermissionError(13, "Permission denied", rel)

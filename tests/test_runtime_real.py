@@ -18,12 +18,12 @@ from typing import Callable
 import psutil
 import pytest
 
-from agent.agent import AgentConfig
+from agent.loop import AgentConfig
 from agent.cgroups.backend import detect_backend
 from agent.cgroups.layout import FixedLayout
 from agent.hostpaths import HostPaths
-from agent.runtime import Backoff, LocalEvictor, LocalRuntime
-from agent.runtime.cgroups import container_cgroup
+from agent.embedded import Backoff, LocalEvictor, LocalRuntime
+from agent.embedded.podcgroups import container_cgroup
 from proto.model import PodAction, PodActionKind
 
 from tests.processes import ROOT, stop

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 
 from agent.intents import Evict
 from agent.profile import EvictionSettings
-from agent.policies.state import NodeState, PodSample
+from agent.policies.nodestate import NodeState, PodSample
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from proto.model import QosLevel
 
 from agent.intents import CgroupWrite
 from agent.profile import MemorySettings
-from agent.policies.state import NodeState
+from agent.policies.nodestate import NodeState
 
 
 def memory_intents(state: NodeState, settings: MemorySettings) -> list[CgroupWrite]:

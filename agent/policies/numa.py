@@ -22,7 +22,7 @@ from proto.vocab.placement import NUMA_NODES_ANNOTATION, decode_zones
 from agent.hostpaths import format_cpulist
 from agent.intents import CgroupWrite
 from agent.pods import PodInfo
-from agent.policies.state import NodeState
+from agent.policies.nodestate import NodeState
 
 BAD_ANNOTATION, UNKNOWN_ZONE, NO_CPUS = "bad-annotation", "unknown-zone", "no-cpus"
 REASONS = (BAD_ANNOTATION, UNKNOWN_ZONE, NO_CPUS)

@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import numpy as np  # noqa: E402
 
-from agent.agent import AgentConfig  # noqa: E402
+from agent.loop import AgentConfig  # noqa: E402
 from agent.cgroups.backend import detect_backend  # noqa: E402
 from agent.cgroups.tree import remove_group  # noqa: E402
 from agent.hostpaths import HostPaths  # noqa: E402

@@ -26,7 +26,7 @@ from typing import Mapping
 from proto.vocab.qos import BATCH_CPU, BATCH_MEMORY
 from proto.vocab.quantity import QuantityError, to_canonical
 
-from agent.device_env import device_env
+from agent.embedded.device_env import device_env
 from agent.pods import PodInfo, pod_info
 
 INVALID, UNSUPPORTED, START_ERROR = "InvalidPod", "Unsupported", "StartError"

@@ -16,7 +16,7 @@ carries them out:
 * EVICT (``pod_uid``, ``reason``, ``grace_period_seconds``) — as STOP, but
   the pod stays reported, Failed with reason Evicted and the reason as its
   message, until a STOP.  The agent's own evictions under pressure come in
-  through :class:`~agent.runtime.evictor.LocalEvictor`.
+  through :class:`~agent.embedded.evictor.LocalEvictor`.
 
 Finished pods (Succeeded, Failed) are reported until a STOP says the scheduler
 has them (the newest ``max_finished`` at most); their cgroups are gone.
@@ -55,11 +55,11 @@ from agent.cgroups.backend import Backend
 from agent.cgroups.executor import Executor
 from agent.cgroups.layout import FixedLayout, Layout
 from agent.pods import PodInfo
-from agent.runtime import cgroups
-from agent.runtime.phase import ACTIVE, BACK_OFF, EVICTED, FAILED, OOM_KILLED, START_ERROR_EXIT, TERMINAL, TERMINATED, WAITING, Backoff, ContainerView, InvalidTransition, exit_reason, pod_phase, restarts, transition
-from agent.runtime.process import JOIN_FAILED, SIGKILL, SIGTERM, Handle, StartFailed, find_wrapper, signal_container, spawn
-from agent.runtime.spec import DEFAULT_GRACE, START_ERROR, PodSpec, SpecError, load_manifest, parse_pod, safe_name
-from agent.runtime.state import ContainerRecord, PodRecord, StateDir, Stopping, to_runtime
+from agent.embedded import podcgroups
+from agent.embedded.phase import ACTIVE, BACK_OFF, EVICTED, FAILED, OOM_KILLED, START_ERROR_EXIT, TERMINAL, TERMINATED, WAITING, Backoff, ContainerView, InvalidTransition, exit_reason, pod_phase, restarts, transition
+from agent.embedded.process import JOIN_FAILED, SIGKILL, SIGTERM, Handle, StartFailed, find_wrapper, signal_container, spawn
+from agent.embedded.spec import DEFAULT_GRACE, START_ERROR, PodSpec, SpecError, load_manifest, parse_pod, safe_name
+from agent.embedded.records import ContainerRecord, PodRecord, StateDir, Stopping, to_runtime
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +110,7 @@ class LocalRuntime:
         if isinstance(layout, FixedLayout):  # there from the start: the agent measures them and looks for cpu.idle
             for parent in (layout.online_parent, layout.offline_parent):
                 try:
-                    cgroups.make(backend, parent)
+                    podcgroups.make(backend, parent)
                 except OSError as exc:
                     raise ValueError(f"local runtime: cannot create cgroup {parent}: {exc}") from None
         self._adopt()
@@ -174,7 +174,7 @@ class LocalRuntime:
             now = self.clock()
             pod_path = self.layout.pod_path(spec.uid, spec.info.qos_class)
             record = PodRecord(spec.uid, spec.namespace, spec.name, manifest=doc, started_at=now, cgroup=pod_path,
-                               containers=[ContainerRecord(c.name, cgroups.container_cgroup(pod_path, spec.uid, c.name))
+                               containers=[ContainerRecord(c.name, podcgroups.container_cgroup(pod_path, spec.uid, c.name))
                                            for c in spec.containers])
             pod = self._pods[spec.uid] = _Pod(record, spec)
             self._save(pod)  # before any process exists: a crash from here on is adopted, not duplicated
@@ -203,8 +203,8 @@ class LocalRuntime:
 
     def _make_cgroups(self, pod: _Pod) -> None:
         for c in pod.record.containers:
-            cgroups.make(self.backend, c.cgroup)
-        self.executor.apply(cgroups.limit_writes(pod.spec, pod.record.cgroup, version=self.backend.version,
+            podcgroups.make(self.backend, c.cgroup)
+        self.executor.apply(podcgroups.limit_writes(pod.spec, pod.record.cgroup, version=self.backend.version,
                                                  offline_parent=self.layout.offline_parent))
 
     def _launch(self, pod: _Pod, c: ContainerRecord, now: float) -> None:
@@ -221,7 +221,7 @@ class LocalRuntime:
             started = spawn(spec.argv, env=spec.env, cwd=spec.working_dir or self.workdir,
                             log_path=self.state.log_dir(pod.record) / f"{c.name}.log",
                             exit_file=self.state.exit_file(pod.record.uid, c.name),
-                            procs_files=cgroups.procs_files(self.backend, c.cgroup))
+                            procs_files=podcgroups.procs_files(self.backend, c.cgroup))
         except (StartFailed, OSError) as exc:
             log.error("local runtime: pod %s container %s did not start: %s", pod.record.key, c.name, exc)
             self._exited(pod, c, START_ERROR_EXIT, now, reason=START_ERROR, message=str(exc))
@@ -264,7 +264,7 @@ class LocalRuntime:
             if handle is not None and handle.alive():
                 continue
             code, reason, message = self._exit_of(pod, c, handle)
-            strays = cgroups.members(self.backend, c.cgroup)
+            strays = podcgroups.members(self.backend, c.cgroup)
             if strays:  # the main process is gone: what it left behind goes too, as with a container's pid 1
                 signal_container(None, strays, SIGKILL)
             if pod.record.stopping is not None and pod.record.stopping.kind == SHUTDOWN and not message:
@@ -291,7 +291,7 @@ class LocalRuntime:
         return code, "", ""
 
     def _oom_kills(self, pod: _Pod, c: ContainerRecord) -> int:
-        return cgroups.oom_kills(self.backend, c.cgroup) + cgroups.oom_kills(self.backend, pod.record.cgroup)
+        return podcgroups.oom_kills(self.backend, c.cgroup) + podcgroups.oom_kills(self.backend, pod.record.cgroup)
 
     def _update_phase(self, pod: _Pod) -> None:
         r = pod.record
@@ -357,11 +357,11 @@ class LocalRuntime:
         path = pod.record.cgroup
         if not path:
             return True
-        if any(cgroups.members(self.backend, c.cgroup) for c in pod.record.containers):
+        if any(podcgroups.members(self.backend, c.cgroup) for c in pod.record.containers):
             for c in pod.record.containers:
-                signal_container(None, cgroups.members(self.backend, c.cgroup), SIGKILL)
+                signal_container(None, podcgroups.members(self.backend, c.cgroup), SIGKILL)
             return False
-        if not cgroups.remove(self.backend, path):
+        if not podcgroups.remove(self.backend, path):
             return False
         pod.record.cgroup, pod.dirty = "", True
         return True
@@ -444,14 +444,14 @@ class LocalRuntime:
 
     def _signal(self, pod: _Pod, sig) -> None:
         for c in pod.record.containers:
-            signal_container(pod.handles.get(c.name), cgroups.members(self.backend, c.cgroup), sig)
+            signal_container(pod.handles.get(c.name), podcgroups.members(self.backend, c.cgroup), sig)
 
     def _advance_stop(self, pod: _Pod, now: float) -> bool:
         """One step of a stop: notice exits, SIGKILL after the deadline, finish once nothing runs. True: done."""
         st = pod.record.stopping
         self._poll(pod, now)
         running = any(c.state == ACTIVE for c in pod.record.containers) or \
-            any(cgroups.members(self.backend, c.cgroup) for c in pod.record.containers)
+            any(podcgroups.members(self.backend, c.cgroup) for c in pod.record.containers)
         if running:
             if now >= st.deadline:
                 if not st.killed:
@@ -532,7 +532,7 @@ class LocalRuntime:
                     self._save(pod)
             if isinstance(self.layout, FixedLayout):
                 for parent in (self.layout.online_parent, self.layout.offline_parent, self.layout.root):
-                    cgroups.remove_if_empty(self.backend, parent)
+                    podcgroups.remove_if_empty(self.backend, parent)
 
     # -- adoption ---------------------------------------------------------------------------------
     def _adopt(self) -> None:
@@ -552,7 +552,7 @@ class LocalRuntime:
                 if c.state == ACTIVE or (c.state == WAITING and not c.attempted):
                     handle = find_wrapper(c.pid, c.pid_start, cgroup=c.cgroup, version=self.backend.version,
                                           exit_file=self.state.exit_file(record.uid, c.name),
-                                          members=cgroups.members(self.backend, c.cgroup), proc=self.proc)
+                                          members=podcgroups.members(self.backend, c.cgroup), proc=self.proc)
                     if handle is not None:
                         pod.handles[c.name] = handle
                         c.state, c.pid, c.pid_start, c.attempted = ACTIVE, handle.pid, handle.create_time, True

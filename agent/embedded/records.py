@@ -24,7 +24,7 @@ from pathlib import Path
 
 from proto.model import ContainerRuntime, PodRuntime
 
-from agent.runtime.phase import ACTIVE, PENDING, WAITING
+from agent.embedded.phase import ACTIVE, PENDING, WAITING
 
 log = logging.getLogger(__name__)
 

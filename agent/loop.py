@@ -42,8 +42,8 @@ from agent.policies.cpu import cpu_intents, offline_quota, quota_write
 from agent.policies.eviction import EvictionState, decide_evictions
 from agent.policies.memory import memory_intents
 from agent.policies.numa import REASONS as UNPINNED_REASONS, PinProblem, numa_intents, pinned
-from agent.policies.overcommit import OvercommitState, batch_allocatable
-from agent.policies.state import NodeState, PodSample
+from agent.policies.batch import OvercommitState, batch_allocatable
+from agent.policies.nodestate import NodeState, PodSample
 from agent.profile import ProfileSpec, ProfileWatcher
 
 log = logging.getLogger(__name__)
@@ -65,7 +65,7 @@ class AgentConfig:
 
 
 class LocalPods(Protocol):
-    """Embedded mode's local runtime as the agent drives it (see agent.runtime.LocalRuntime)."""
+    """Embedded mode's local runtime as the agent drives it (see agent.embedded.LocalRuntime)."""
 
     def tick(self) -> None: ...
 

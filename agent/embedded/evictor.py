@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agent.intents import Evict
-from agent.runtime.local import LocalRuntime
+from agent.embedded.runtime import LocalRuntime
 
 
 class LocalEvictor:

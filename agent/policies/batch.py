@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from agent.intents import BatchAllocatable
 from agent.profile import OvercommitSettings
-from agent.policies.state import NodeState
+from agent.policies.nodestate import NodeState
 
 
 @dataclass(frozen=True)
