@@ -38,8 +38,8 @@ sys.path.insert(0, str(ROOT))
 
 import psutil  # noqa: E402
 
-from tests.cgroup_fixtures import FakePod, container_dir, make_tree, pod_dir, qos_dir, set_usage  # noqa: E402
-from tests.processes import ServeFailed, cpu_seconds, free_port, scrape, start_serve, wait_port  # noqa: E402
+from hack.lib.cgroup_fixtures import FakePod, container_dir, make_tree, pod_dir, qos_dir, set_usage  # noqa: E402
+from hack.lib.processes import ServeFailed, cpu_seconds, free_port, scrape, start_serve, wait_port  # noqa: E402
 
 GI = 2**30
 

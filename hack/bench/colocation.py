@@ -420,7 +420,7 @@ class Bench:
                 self.backend.write(group, knob, value)
 
     def start_agent(self) -> None:
-        from tests.processes import free_port
+        from hack.lib.processes import free_port
         self.metrics_port = free_port()
         log = open(self.tmp / "agent.log", "w")
         self.agent = self.spawn(
@@ -468,7 +468,7 @@ class Bench:
     def agent_metrics(self) -> dict:
         if not self.metrics_port or self.agent is None:
             return {}
-        from tests.processes import scrape
+        from hack.lib.processes import scrape
         try:
             return scrape(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=2)
         except OSError:

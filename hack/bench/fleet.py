@@ -46,7 +46,7 @@ from proto.model import (  # noqa: E402
     Capacity, Colocation, CpuTopology, Devices, Gpu, Identity, Load, LogicalCpu, MigMode, NodeReport, NumaZone,
     PodUsage, Pressure, QosLevel,
 )
-from tests.processes import ServeFailed, cpu_seconds, scrape, start_serve, wait_port  # noqa: E402
+from hack.lib.processes import ServeFailed, cpu_seconds, scrape, start_serve, wait_port  # noqa: E402
 
 GI = 2**30
 

@@ -36,7 +36,7 @@ from agent.cgroups.tree import remove_group  # noqa: E402
 from agent.hostpaths import HostPaths  # noqa: E402
 from agent.pods import PodInfo  # noqa: E402
 from proto.model import QosLevel  # noqa: E402
-from tests.real_cgroups import make_agent, spawn  # noqa: E402
+from hack.lib.real_cgroups import make_agent, spawn  # noqa: E402
 
 def run(args: argparse.Namespace) -> dict:
     paths = HostPaths()

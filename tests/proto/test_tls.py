@@ -1,0 +1,104 @@
+"""TLS and mutual TLS between agents and the scheduler, with certificates from hack/gen-certs.sh."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from agent.client import ClientOptions, ReportClient
+from scheduler.intake.server import AgentServer, ServeError, TlsFiles
+from scheduler.intake.reports import ReportIntake
+from scheduler.cluster.cache import ClusterCache
+from scheduler.metrics import SchedulerMetrics
+
+from tests.support.wire import full_report, running_server, wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl is needed to make certificates")
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("certs")
+    subprocess.run([str(ROOT / "hack" / "gen-certs.sh"), str(out), "node-a", "node-b"], check=True,
+                   capture_output=True)
+    return out
+
+
+def options(certs: Path, port: int, node: str | None) -> ClientOptions:
+    return ClientOptions(f"127.0.0.1:{port}", interval=0.05, ca=certs / "ca.pem",
+                         cert=certs / f"{node}.pem" if node else None, key=certs / f"{node}-key.pem" if node else None,
+                         server_name="localhost", backoff_initial=0.05, backoff_max=0.2)
+
+
+async def attempt(certs: Path, *, tls: TlsFiles, cert_for: str | None, reports_as: str, wait: float = 1.5):
+    """Run one client briefly; return (client, intake)."""
+    async with running_server(tls=tls) as (_, intake, port):
+        client = ReportClient(options(certs, port, cert_for))
+        client.publish(full_report(reports_as))
+        stop = asyncio.Event()
+        task = asyncio.create_task(client.run(stop))
+        try:
+            await wait_for(lambda: client.stats["acked"] >= 1, wait)
+        except TimeoutError:
+            pass
+        stop.set()
+        await task
+        return client, intake
+
+
+def mtls(certs: Path) -> TlsFiles:
+    return TlsFiles(certs / "server.pem", certs / "server-key.pem", certs / "ca.pem")
+
+
+def test_mtls_accepts_the_node_its_certificate_names(certs: Path) -> None:
+    client, intake = asyncio.run(attempt(certs, tls=mtls(certs), cert_for="node-a", reports_as="node-a"))
+    assert client.stats["acked"] >= 1 and "node-a" in intake.cache.telemetry
+
+
+def test_mtls_refuses_reporting_for_another_node(certs: Path) -> None:
+    client, intake = asyncio.run(attempt(certs, tls=mtls(certs), cert_for="node-a", reports_as="node-b", wait=0.5))
+    assert client.stats["acked"] == 0 and not intake.cache.telemetry
+    refused = intake.metrics.registry.get_sample_value("scoria_scheduler_reports_refused_total",
+                                                       {"reason": "identity"})
+    assert refused >= 1
+
+
+def test_mtls_refuses_a_client_without_certificate(certs: Path) -> None:
+    client, intake = asyncio.run(attempt(certs, tls=mtls(certs), cert_for=None, reports_as="node-a", wait=0.5))
+    assert client.stats["acked"] == 0 and not intake.cache.telemetry and client.stats["connects"] >= 1
+
+
+def test_server_only_tls_accepts_any_node(certs: Path) -> None:
+    tls = TlsFiles(certs / "server.pem", certs / "server-key.pem")
+    client, intake = asyncio.run(attempt(certs, tls=tls, cert_for=None, reports_as="node-b"))
+    assert client.stats["acked"] >= 1 and "node-b" in intake.cache.telemetry
+
+
+def test_tls_client_refuses_a_server_it_does_not_trust(certs: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    subprocess.run([str(ROOT / "hack" / "gen-certs.sh"), str(other)], check=True, capture_output=True)
+    tls = TlsFiles(other / "server.pem", other / "server-key.pem")
+    client, intake = asyncio.run(attempt(certs, tls=tls, cert_for=None, reports_as="node-a", wait=0.5))
+    assert client.stats["acked"] == 0 and not intake.cache.telemetry
+
+
+@pytest.mark.parametrize("listen,insecure,remote,error", [
+    ("0.0.0.0:0", True, False, "would accept node reports from anyone"),
+    ("10.1.2.3:0", True, False, "would accept node reports from anyone"),
+    ("127.0.0.1:0", False, False, "choose TLS"),
+    ("nonsense", True, False, "expected HOST:PORT"),
+])
+def test_insecure_only_on_loopback(listen: str, insecure: bool, remote: bool, error: str) -> None:
+    intake = ReportIntake(ClusterCache(), SchedulerMetrics())
+    with pytest.raises(ServeError, match=error):
+        AgentServer(intake, listen=listen, tls=None, insecure=insecure, allow_insecure_remote=remote)
+
+
+def test_insecure_remote_can_be_forced() -> None:
+    intake = ReportIntake(ClusterCache(), SchedulerMetrics())
+    AgentServer(intake, listen="0.0.0.0:0", tls=None, insecure=True, allow_insecure_remote=True)

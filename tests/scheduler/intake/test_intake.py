@@ -1,0 +1,262 @@
+"""Report intake without gRPC: validation, ordering, identity, staleness — and fuzzing of all of it."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from proto.model import ContainerUsage, DeviceProcess, Eviction, Gpu, NumaZone, PodUsage
+from scheduler.cluster.cache import ClusterCache
+from scheduler.framework.snapshot import take_snapshot
+from scheduler.intake.reports import CloseStream, ReportIntake, StreamState
+from scheduler.metrics import SchedulerMetrics
+from scheduler.cluster.nodeview import ReportLimits, check_report
+
+from tests.support.wire import full_report
+
+NOW = 1_800_000_000.0
+
+
+def intake(register: bool = True, clock=lambda: NOW) -> ReportIntake:
+    return ReportIntake(ClusterCache(), SchedulerMetrics(), register_nodes=register, clock=clock)
+
+
+def report(**changes):
+    r = full_report(sample_ns=int((NOW - 0.5) * 1e9))
+    for path, value in changes.items():
+        target = r
+        *parts, last = path.split("__")
+        for part in parts:
+            target = target[int(part)] if part.isdigit() else getattr(target, part)
+        if last.isdigit():
+            target[int(last)] = value
+        else:
+            setattr(target, last, value)
+    return r
+
+
+BAD = [
+    ("empty node name", {"identity__node_name": ""}, "identity.node_name"),
+    ("invalid node name", {"identity__node_name": "Node_A"}, "identity.node_name"),
+    ("no sample time", {"identity__sample_time_ns": 0}, "identity.sample_time_ns"),
+    ("sample from the future", {"identity__sample_time_ns": int((NOW + 3600) * 1e9)}, "in the future"),
+    ("interval too short", {"identity__report_interval_ms": 1}, "identity.report_interval_ms"),
+    ("no CPUs", {"capacity__cpu_millis": 0}, "a node needs CPUs and memory"),
+    ("negative memory", {"capacity__memory_bytes": -1}, "a node needs CPUs and memory"),
+    ("more zones than CPUs", {"capacity__numa_zones": [NumaZone(i) for i in range(9)]}, "9 zones but only 8 CPUs"),
+    ("CPU out of range", {"capacity__numa_zones__0__cpus": [0, 99]}, "CPU 99 is out of range"),
+    ("CPU in two zones", {"capacity__numa_zones__1__cpus": [3, 4]}, "in two zones"),
+    ("short distances", {"capacity__numa_zones__0__distances": [10]}, "capacity.numa_zones[0].distances"),
+    ("NaN usage", {"load__cpu_used_cores": float("nan")}, "load.cpu_used_cores: must be a finite number"),
+    ("infinite usage", {"load__cpu_used_cores": float("inf")}, "load.cpu_used_cores"),
+    ("negative pod usage", {"load__pods__0__cpu_used_cores": -0.5}, "load.pods[0].cpu_used_cores"),
+    ("duplicate pod uid", {"load__pods__1__uid": "pod-uid-1"}, "load.pods[1].uid"),
+    ("pressure over 100", {"load__io_pressure__some_avg10": 101.0}, "load.io_pressure.some_avg10"),
+    ("GPU memory used over total", {"devices__gpus__0__memory_used_bytes": 81 * 2**30}, "more than the"),
+    ("GPU utilisation NaN", {"devices__gpus__0__gpu_utilization_percent": float("nan")}, "gpu_utilization_percent"),
+    ("duplicate GPU uuid", {"devices__gpus__1__uuid": "GPU-0b3c"}, "devices.gpus[1]"),
+    ("GPU NUMA node unknown", {"devices__gpus__0__numa_node": 5}, "devices.gpus[0].numa_node"),
+    ("too many GPUs", {"devices__gpus": [Gpu(i, f"GPU-{i}") for i in range(65)]}, "65 GPUs, more than"),
+    ("too many pods", {"load__pods": [PodUsage(f"u{i}") for i in range(2001)]}, "2001 pods"),
+    ("negative container cpu", {"load__pods__1__containers__0__cpu_used_cores": -1.0},
+     "load.pods[1].containers[0].cpu_used_cores"),
+    ("pod pressure over 100", {"load__pods__1__cpu_pressure__some_avg10": 250.0}, "load.pods[1].cpu_pressure.some_avg10"),
+    ("too many containers", {"load__pods__1__containers": [ContainerUsage(str(i)) for i in range(65)]},
+     "65 containers"),
+    ("negative batch cpu", {"colocation__batch_cpu_millis": -5}, "colocation.batch_cpu_millis"),
+    ("negative quota", {"colocation__offline_cpu_quota_millis": -1}, "colocation.offline_cpu_quota_millis"),
+    ("eviction without pod", {"colocation__evictions": [Eviction("")]}, "colocation.evictions[0].pod_uid"),
+    ("unknown topology policy", {"capacity__topology_policy": "strict"}, "capacity.topology_policy"),
+    ("GPU link to itself", {"devices__gpus__0__links__0__peer_index": 0}, "devices.gpus[0].links[0].peer_index"),
+    ("GPU link to a missing GPU", {"devices__gpus__1__links__0__peer_index": 7}, "devices.gpus[1].links[0]"),
+    ("negative NVLink count", {"devices__gpus__0__links__0__nvlinks": -2}, "links[0].nvlinks"),
+    ("runtime phase unknown", {"runtime__0__phase": "Sleeping"}, "runtime[0].phase"),
+    ("runtime uid repeated", {"runtime__1__uid": "pod-uid-1"}, "runtime[1].uid"),
+    ("runtime container state", {"runtime__0__containers__0__state": "zombie"}, "runtime[0].containers[0].state"),
+    ("negative process memory", {"devices__npus__0__processes": [DeviceProcess(1, -1)]}, "processes[0].memory_bytes"),
+]
+
+
+@pytest.mark.parametrize("changes,needle", [c[1:] for c in BAD], ids=[c[0] for c in BAD])
+def test_bad_reports_are_refused_with_the_field(changes, needle) -> None:
+    message = check_report(report(**changes), now_ns=int(NOW * 1e9))
+    assert message is not None and needle in message
+
+
+def test_a_good_report_passes() -> None:
+    assert check_report(report(), now_ns=int(NOW * 1e9)) is None
+
+
+def test_refusal_changes_nothing_and_the_stream_goes_on() -> None:
+    it = intake()
+    stream = StreamState()
+    d = it.receive(stream, report(load__cpu_used_cores=float("nan")))
+    assert d.ack.code == 3 and "load.cpu_used_cores" in d.ack.message
+    assert not it.cache.nodes and not it.cache.telemetry and it.cache.generation == 0
+    d = it.receive(stream, report(identity__sequence=2))
+    assert d.ack.code == 0 and "node-a" in it.cache.telemetry
+
+
+def test_sequence_must_increase_on_a_stream() -> None:
+    it = intake()
+    stream = StreamState()
+    assert it.receive(stream, report(identity__sequence=5)).ack.code == 0
+    d = it.receive(stream, report(identity__sequence=5))
+    assert d.ack.code == 3 and "identity.sequence: 5 is not after 5" in d.ack.message
+    assert it.receive(stream, report(identity__sequence=6)).ack.code == 0
+    # a rebooted node starts its sequence again
+    assert it.receive(stream, report(identity__sequence=1, identity__boot_id="boot-new")).ack.code == 0
+
+
+def test_a_stream_speaks_for_one_node() -> None:
+    it = intake()
+    stream = StreamState()
+    it.receive(stream, report())
+    d = it.receive(stream, report(identity__sequence=2, identity__node_name="node-b"))
+    assert d.ack.code == 3 and "this stream reports for node 'node-a'" in d.ack.message
+    assert "node-b" not in it.cache.telemetry
+
+
+def test_older_sample_than_the_kept_one_is_refused_across_streams() -> None:
+    it = intake()
+    it.receive(StreamState(), report(identity__sample_time_ns=int((NOW - 1) * 1e9)))
+    d = it.receive(StreamState(), report(identity__sample_time_ns=int((NOW - 2) * 1e9)))
+    assert d.ack.code == 3 and "older than the report already kept" in d.ack.message
+
+
+def test_certificate_names_the_node() -> None:
+    it = intake()
+    with pytest.raises(CloseStream) as closed:
+        it.receive(StreamState(allowed_names=frozenset({"node-b"})), report())
+    assert closed.value.code.name == "PERMISSION_DENIED" and not it.cache.telemetry
+    assert it.receive(StreamState(allowed_names=frozenset({"node-a"})), report()).ack.code == 0
+
+
+def test_unknown_node_without_registration() -> None:
+    it = intake(register=False)
+    d = it.receive(StreamState(), report())
+    assert d.ack.code == 3 and "unknown to the scheduler" in d.ack.message and not it.cache.telemetry
+
+
+def test_stale_telemetry_reads_as_unknown_never_as_idle() -> None:
+    clock = [NOW]
+    it = intake(clock=lambda: clock[0])
+    it.receive(StreamState(), report())
+    table = take_snapshot(it.cache, now=NOW + 2.9).nodes
+    assert not table.stale[0] and table.usage_cpu[0] == 3750 and table.batch_cpu[0] == 2500
+    table = take_snapshot(it.cache, now=NOW + 3.1).nodes  # three 1 s intervals without a report
+    assert table.stale[0] and math.isnan(table.usage_cpu[0]) and math.isnan(table.batch_memory[0])
+    clock[0] = NOW + 3.1
+    assert it.count_stale() == 1
+    assert it.metrics.registry.get_sample_value("scoria_scheduler_stale_nodes") == 1
+
+
+def test_nodes_without_reports_have_unknown_telemetry() -> None:
+    from scheduler.api.objects import Node
+    cache = ClusterCache()
+    cache.upsert(Node("quiet", {"cpu": 1000, "memory": 2**30, "pods": 10}))
+    table = take_snapshot(cache, now=NOW).nodes
+    assert table.stale[0] and np.isnan(table.batch_cpu).all()
+
+
+# -- fuzzing ----------------------------------------------------------------------------------------
+numbers = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10, 10**12))
+PATHS = [
+    "identity__sequence", "identity__sample_time_ns", "identity__report_interval_ms", "capacity__cpu_millis",
+    "capacity__memory_bytes", "load__cpu_used_cores", "load__memory_used_bytes", "load__pods__0__cpu_used_cores",
+    "load__pods__1__memory_used_bytes", "load__cpu_pressure__full_avg60", "devices__gpus__0__memory_used_bytes",
+    "devices__gpus__1__gpu_utilization_percent", "devices__gpus__0__numa_node", "devices__npus__0__hbm_used_bytes",
+    "colocation__batch_cpu_millis", "colocation__batch_memory_bytes", "colocation__offline_cpu_quota_millis",
+    "capacity__numa_zones__0__memory_bytes",
+]
+
+
+def _coerce(path: str, value):
+    """Keep the field's Python type as the codec would produce it (ints stay ints)."""
+    original = report()
+    target = original
+    for part in path.split("__"):
+        target = target[int(part)] if part.isdigit() else getattr(target, part)
+    if isinstance(target, int) and not isinstance(target, bool):
+        return int(value) if isinstance(value, int) or (isinstance(value, float) and math.isfinite(value)) else -1
+    return float(value)
+
+
+mutations = st.lists(st.tuples(st.sampled_from(PATHS), numbers), max_size=4)
+list_sizes = st.tuples(st.integers(0, 70), st.integers(0, 2100), st.integers(0, 300))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(mutations, list_sizes, st.booleans())
+def test_fuzzed_reports_never_crash_and_refusals_change_nothing(changes, sizes, fresh_stream) -> None:
+    it = intake()
+    stream = StreamState()
+    it.receive(stream, report(identity__sequence=1))
+    before = dict(it.cache.telemetry), dict(it.cache.nodes), it.cache.generation
+    r = report(**{"identity__sequence": 2, **{p: _coerce(p, v) for p, v in changes}})
+    gpus, pods, zones = sizes
+    if gpus != 2:
+        r.devices.gpus = [Gpu(i, f"GPU-{i}", memory_total_bytes=10, memory_used_bytes=i % 12) for i in range(gpus)]
+    if pods != 2:
+        r.load.pods = [PodUsage(f"u{i % (pods or 1)}") for i in range(pods)]
+    if zones:
+        r.capacity.numa_zones = [NumaZone(i, [i]) for i in range(zones)]
+    directive = it.receive(StreamState() if fresh_stream else stream, r)
+    if directive.ack.code != 0:
+        assert (it.cache.telemetry, dict(it.cache.nodes), it.cache.generation) == before
+    else:
+        assert check_report(r, now_ns=int(NOW * 1e9), limits=ReportLimits()) is None
+        assert it.cache.telemetry["node-a"].report is r
+
+
+def test_received_messages_are_validated_as_they_are() -> None:
+    """The server checks the protobuf message itself; the dataclasses appear only on demand."""
+    from proto import codec
+    it = intake()
+    stream = StreamState()
+    decoder = codec.ReportDecoder()
+    good = codec.report_to_pb(report(colocation__evictions=[]))
+    decoded = []
+
+    def decode():
+        decoded.append(1)
+        return decoder.decode(good)
+
+    assert it.receive(stream, good, decode, decoder.capacity_key(good)).ack.code == 0
+    assert decoded == [1]  # registering the node needed its capacity once
+    good.identity.sequence = 2
+    assert it.receive(stream, good, decode, decoder.capacity_key(good)) is None  # accepted, ack later
+    assert decoded == [1]
+    assert it.cache.telemetry["node-a"].report == decoder.decode(good) and decoded == [1, 1]
+    bad = codec.report_to_pb(report(identity__sequence=3, load__pods__0__cpu_used_cores=float("nan")))
+    d = it.receive(stream, bad, lambda: decoder.decode(bad), decoder.capacity_key(bad))
+    assert d.ack.code == 3 and "load.pods[0].cpu_used_cores" in d.ack.message
+    bad = codec.report_to_pb(report(identity__sequence=4, capacity__numa_zones__0__cpus=[0, 99]))
+    d = it.receive(stream, bad, lambda: decoder.decode(bad), decoder.capacity_key(bad))
+    assert d.ack.code == 3 and "CPU 99 is out of range" in d.ack.message  # a changed capacity is checked again
+
+
+def test_pod_detail_on_the_wire_must_name_a_listed_pod_once() -> None:
+    """Per-container usage travels in load.pod_details, joined to load.pods by uid."""
+    from proto import codec
+    msg = codec.report_to_pb(report())
+    assert [d.uid for d in msg.load.pod_details] == ["pod-uid-3"]  # only pods with detail have an entry
+    assert check_report(msg, now_ns=int(NOW * 1e9)) is None
+    assert codec.report_from_pb(msg).load.pods[1].containers[1].name == "ba9876543210"
+    msg.load.pod_details[0].uid = "pod-uid-404"
+    assert "load.pod_details[0].uid: names no pod" in check_report(msg, now_ns=int(NOW * 1e9))
+    msg.load.pod_details[0].uid = "pod-uid-3"
+    msg.load.pod_details.add(uid="pod-uid-3")
+    assert "more than one entry" in check_report(msg, now_ns=int(NOW * 1e9))
+    del msg.load.pod_details[1]
+    msg.load.pod_details[0].containers[0].memory_used_bytes = -4
+    assert "load.pod_details[0].containers[0].memory_used_bytes" in check_report(msg, now_ns=int(NOW * 1e9))
+
+
+def test_a_report_without_a_node_name_is_refused_for_that() -> None:
+    it = intake()
+    d = it.receive(StreamState(), report(identity__node_name=""))
+    assert d.ack.code == 3 and d.ack.message.startswith("identity.node_name: ") and "this stream" not in d.ack.message

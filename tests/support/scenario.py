@@ -1,0 +1,113 @@
+"""The declarative scenario harness: YAML in, expected binds, phases and evictions out.
+
+A scenario file (``tests/fixtures/scenarios/*.yaml``)::
+
+    name: what it shows
+    config: |            # optional scheduler configuration (Volcano format)
+      actions: "enqueue, allocate"
+      ...
+    at: 2026-01-01T12:00:00Z   # optional fixed clock
+    cycles: 3                  # optional: exactly N cycles instead of until settled
+    objects:                   # full manifests or the compact forms of tests/support/builders.py
+    - node: {name: n1, cpu: 4}
+    - pods: {prefix: web, count: 2, cpu: 1}
+    expect:
+      bound: {default/web-0: n1, default/web-1: "*", default/big-0: null, default/x-0: [n1, n2]}
+      evicted: [default/low-0]          # exactly these pods are evicted
+      phases: {default/job: Running}
+      reasons: {default/big-0: "Insufficient cpu"}   # substrings of the pending reason
+      queues: {q1: {cpu: 4.0}}          # allocated, for the resources given
+      bound_count: {"default/q1-": 3}   # pods bound whose key starts with the prefix
+      pending_count: {"default/q1-": 1}
+      evicted_count: {"default/low-": 2}
+      numa: {default/web-0: [0]}        # the NUMA zones a pod was placed in (null: not pinned)
+      devices: {default/train-0: [4, 5, 6, 7]}   # indices of the devices it was given, in any order
+
+The harness writes the manifests to a file and runs the real simulator on it,
+so every scenario also exercises parsing and loading.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from scheduler.framework.config import parse_config
+from scheduler.modes.simulator.simulation import simulate
+
+from tests.support.builders import expand
+
+DEFAULT_AT = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
+
+
+def load_scenario(path: Path) -> dict:
+    return yaml.safe_load(path.read_text())
+
+
+def run_scenario(scenario: dict, tmp: Path) -> dict:
+    manifests = [m for item in scenario["objects"] for m in expand(item)]
+    path = tmp / "objects.yaml"
+    path.write_text(yaml.safe_dump_all(manifests, sort_keys=False))
+    config = parse_config(scenario["config"], "scenario config") if scenario.get("config") else None
+    at = scenario.get("at") or DEFAULT_AT
+    if isinstance(at, str):
+        at = datetime.fromisoformat(at)
+    sim = simulate([path], config=config, at=at, cycles=scenario.get("cycles"))
+    return sim.to_dict()
+
+
+def check(result: dict, expect: dict[str, Any]) -> list[str]:
+    """Every way ``result`` differs from ``expect``; empty when it matches."""
+    pods = {f"{p['namespace']}/{p['name']}": p for p in result["pods"]}
+    groups = {f"{g['namespace']}/{g['name']}": g for g in result["podGroups"]}
+    queues = {q["name"]: q["allocated"] for q in result["queues"]}
+    problems: list[str] = []
+    for key, node in (expect.get("bound") or {}).items():
+        got = pods[key]["node"]
+        if node == "*":
+            if got is None:
+                problems.append(f"{key}: expected bound, is pending ({pods[key]['reason']})")
+        elif isinstance(node, list):
+            if got not in node:
+                problems.append(f"{key}: expected one of {node}, got {got} ({pods[key]['reason']})")
+        elif got != node:
+            problems.append(f"{key}: expected node {node}, got {got} ({pods[key]['reason']})")
+    if "evicted" in expect:
+        got = sorted(k for k, p in pods.items() if p["evicted"])
+        if got != sorted(expect["evicted"]):
+            problems.append(f"evicted: expected {sorted(expect['evicted'])}, got {got}")
+    for key, phase in (expect.get("phases") or {}).items():
+        if groups[key]["phase"] != phase:
+            problems.append(f"{key}: expected phase {phase}, got {groups[key]['phase']}")
+    for key, text in (expect.get("reasons") or {}).items():
+        reason = pods[key]["reason"] or ""
+        if text not in reason:
+            problems.append(f"{key}: reason {reason!r} does not contain {text!r}")
+    for name, amounts in (expect.get("queues") or {}).items():
+        for res, amount in amounts.items():
+            got = queues[name].get(res, 0)
+            if abs(got - amount) > 1e-6:
+                problems.append(f"queue {name}: expected {res} {amount}, got {got}")
+    for prefix, n in (expect.get("bound_count") or {}).items():
+        got = sum(1 for k, p in pods.items() if k.startswith(prefix) and p["node"])
+        if got != n:
+            problems.append(f"bound pods {prefix}*: expected {n}, got {got}")
+    for prefix, n in (expect.get("evicted_count") or {}).items():
+        got = sum(1 for k, p in pods.items() if k.startswith(prefix) and p["evicted"])
+        if got != n:
+            problems.append(f"evicted pods {prefix}*: expected {n}, got {got}")
+    for prefix, n in (expect.get("pending_count") or {}).items():
+        got = sum(1 for k, p in pods.items() if k.startswith(prefix) and not p["node"] and not p["evicted"])
+        if got != n:
+            problems.append(f"pending pods {prefix}*: expected {n}, got {got}")
+    for key, zones in (expect.get("numa") or {}).items():
+        if pods[key]["numaNodes"] != zones:
+            problems.append(f"{key}: expected NUMA zones {zones}, got {pods[key]['numaNodes']} ({pods[key]['reason']})")
+    for key, indices in (expect.get("devices") or {}).items():
+        got = sorted(d["index"] for d in pods[key]["devices"])
+        if got != sorted(indices):
+            problems.append(f"{key}: expected devices {sorted(indices)}, got {got} ({pods[key]['reason']})")
+    return problems
