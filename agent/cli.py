@@ -18,9 +18,8 @@ import threading
 import time
 from pathlib import Path
 
-from proto import codec
-
 from agent.kubernetes.kubelet import TOPOLOGY_POLICIES, topology_policy_source
+from proto import codec
 
 EXIT_BAD_INPUT = 2
 
@@ -81,13 +80,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def make_agent(args, *, enforce: bool, publish=None):
-    from agent.loop import Agent, AgentConfig
     from agent.cgroups.backend import detect_backend
     from agent.cgroups.layout import FixedLayout, NoLayout, detect_layout
     from agent.evictor import KubernetesEvictor, RecordingEvictor
     from agent.hostpaths import HostPaths
-    from agent.metrics import AgentMetrics
     from agent.kubernetes.node import NodeLabels, NodeResources, NodeTaint, parse_labels
+    from agent.loop import Agent, AgentConfig
+    from agent.metrics import AgentMetrics
     from agent.pods import CgroupPodSource, KubernetesPodSource, StaticPodSource
     from agent.profile import ProfileWatcher
 
@@ -165,10 +164,9 @@ def _kubernetes(kubeconfig: str | None):
 
 
 def _devices(paths):
-    from proto.model import Devices
-
     from agent.collectors.gpu import GpuCollector, pod_of_pid_from_cgroup
     from agent.collectors.npu import NpuCollector
+    from proto.model import Devices
     pod_of_pid = pod_of_pid_from_cgroup(paths)
     gpus, npus = GpuCollector(paths, pod_of_pid=pod_of_pid), NpuCollector(pod_of_pid=pod_of_pid)
     return lambda: Devices(gpus.collect(), npus.collect())
@@ -185,9 +183,8 @@ def cmd_report(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from proto.httpd import start_http
-
     from agent.client import ClientOptions, ReportClient
+    from proto.httpd import start_http
 
     client = None
     handlers: list = []  # directives' receivers (filled once the agent exists)

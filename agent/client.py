@@ -20,9 +20,9 @@ import random
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import grpc
 
@@ -162,7 +162,7 @@ class ReportClient:
             delay = backoff_delay(attempt, self.options.backoff_initial, ceiling, self._rng)
             try:
                 await asyncio.wait_for(stop.wait(), delay)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
     async def _stream(self, channel: grpc.aio.Channel, stop: asyncio.Event) -> None:

@@ -20,7 +20,7 @@ class HostPaths:
     cgroup: Path = Path("/sys/fs/cgroup")
 
     @classmethod
-    def under(cls, root: str | os.PathLike) -> "HostPaths":
+    def under(cls, root: str | os.PathLike) -> HostPaths:
         """The usual layout below ``root`` (``/`` on the host, a mount point or a fixture tree)."""
         root = Path(root)
         return cls(sys=root / "sys", proc=root / "proc", cgroup=root / "sys" / "fs" / "cgroup")

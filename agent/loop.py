@@ -21,12 +21,10 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Callable, Protocol
-
-from proto.model import (
-    Capacity, Colocation, ContainerUsage, Devices, Eviction, Identity, Load, NodeReport, PodRuntime, PodUsage,
-)
+from datetime import UTC
+from typing import Protocol
 
 from agent import __version__
 from agent.cgroups.backend import Backend
@@ -38,13 +36,26 @@ from agent.hostpaths import HostPaths
 from agent.intents import BatchAllocatable, CgroupWrite
 from agent.metrics import AgentMetrics
 from agent.pods import PodInfo, PodSource
+from agent.policies.batch import OvercommitState, batch_allocatable
 from agent.policies.cpu import cpu_intents, offline_quota, quota_write
 from agent.policies.eviction import EvictionState, decide_evictions
 from agent.policies.memory import memory_intents
-from agent.policies.numa import REASONS as UNPINNED_REASONS, PinProblem, numa_intents, pinned
-from agent.policies.batch import OvercommitState, batch_allocatable
 from agent.policies.nodestate import NodeState, PodSample
+from agent.policies.numa import REASONS as UNPINNED_REASONS
+from agent.policies.numa import PinProblem, numa_intents, pinned
 from agent.profile import ProfileSpec, ProfileWatcher
+from proto.model import (
+    Capacity,
+    Colocation,
+    ContainerUsage,
+    Devices,
+    Eviction,
+    Identity,
+    Load,
+    NodeReport,
+    PodRuntime,
+    PodUsage,
+)
 
 log = logging.getLogger(__name__)
 
@@ -382,8 +393,8 @@ class Agent:
 
 
 def _now(clock: Callable[[], float]):
-    from datetime import datetime, timezone
-    return datetime.fromtimestamp(clock(), tz=timezone.utc)
+    from datetime import datetime
+    return datetime.fromtimestamp(clock(), tz=UTC)
 
 
 def _default_capacity(paths: HostPaths) -> Capacity:

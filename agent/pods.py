@@ -10,14 +10,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Protocol
-
-from proto.model import QosLevel
-from proto.vocab.qos import BATCH_CPU, BATCH_MEMORY, qos_class as _qos_class, qos_level
-from proto.vocab.quantity import QuantityError, to_canonical
+from typing import Any, Protocol
 
 from agent.cgroups.layout import Layout
+from proto.model import QosLevel
+from proto.vocab.qos import BATCH_CPU, BATCH_MEMORY, qos_level
+from proto.vocab.qos import qos_class as _qos_class
+from proto.vocab.quantity import QuantityError, to_canonical
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,35 @@ from typing import Any
 
 from google.protobuf import json_format
 
-from proto.model import Ack, Capacity, Colocation, ContainerUsage, CpuTopology, DeviceProcess, Devices, Directive, Eviction, Gpu, GpuLink, GpuTopologyLevel, Identity, Load, LogicalCpu, MigMode, NodeReport, Npu, NumaZone, PodAction, PodActionKind, PodUsage, Pressure, QosLevel, QosProfile, PodRuntime, ContainerRuntime
+from proto.model import (
+    Ack,
+    Capacity,
+    Colocation,
+    ContainerRuntime,
+    ContainerUsage,
+    CpuTopology,
+    DeviceProcess,
+    Devices,
+    Directive,
+    Eviction,
+    Gpu,
+    GpuLink,
+    GpuTopologyLevel,
+    Identity,
+    Load,
+    LogicalCpu,
+    MigMode,
+    NodeReport,
+    Npu,
+    NumaZone,
+    PodAction,
+    PodActionKind,
+    PodRuntime,
+    PodUsage,
+    Pressure,
+    QosLevel,
+    QosProfile,
+)
 from proto.scoria.v1 import agent_pb2 as pb
 
 __all__ = ["pb", "report_to_pb", "report_from_pb", "directive_to_pb", "directive_from_pb",

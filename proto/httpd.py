@@ -6,8 +6,8 @@ Shared by the scheduler and the agent; runs in a daemon thread.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 

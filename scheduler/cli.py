@@ -14,9 +14,9 @@ import sys
 from datetime import datetime
 
 from scheduler.api.manifests import ManifestError
+from scheduler.cycle import tune_gc
 from scheduler.framework.config import ConfigError
 from scheduler.framework.snapshot import DEFAULT_SCHEDULER_NAMES
-from scheduler.cycle import tune_gc
 from scheduler.modes.simulator.simulation import load_config_or_default, render_table, simulate
 
 EXIT_BAD_INPUT = 2
@@ -158,8 +158,8 @@ def start_embedded(args: argparse.Namespace, cache):
     """Embedded mode for serve: the store under --state, loaded into the cache."""
     from pathlib import Path
 
-    from scheduler.modes.embedded.mode import Embedded
     from scheduler.intake.server import ServeError
+    from scheduler.modes.embedded.mode import Embedded
     from scheduler.modes.embedded.store import Store, StoreError
 
     try:
@@ -188,12 +188,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import threading
     from pathlib import Path
 
-    from scheduler.cluster.cache import ClusterCache
-    from scheduler.intake.reports import ProfileSource, ReportIntake
-    from scheduler.metrics import SchedulerMetrics
-    from scheduler.cycle import Scheduler
     from proto.httpd import start_http
+    from scheduler.cluster.cache import ClusterCache
+    from scheduler.cycle import Scheduler
+    from scheduler.intake.reports import ProfileSource, ReportIntake
     from scheduler.intake.server import AgentServer, ServeError, TlsFiles, serve_forever
+    from scheduler.metrics import SchedulerMetrics
 
     if bool(args.tls_cert) != bool(args.tls_key):
         raise ServeError("--tls-cert and --tls-key go together")

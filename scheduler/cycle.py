@@ -11,10 +11,10 @@ import gc
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Callable
 
 from scheduler.cluster.cache import ClusterCache
 from scheduler.cluster.effects import CacheEffects

@@ -9,9 +9,9 @@ written, so a wrong ``--state`` cannot damage another program's database.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
 
 
 def open_owned(path: str | Path, *, application_id: int, schema_version: int, schema: list[str], what: str,

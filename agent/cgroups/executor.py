@@ -13,11 +13,11 @@ from __future__ import annotations
 import errno
 import logging
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
-from agent.intents import CgroupWrite
 from agent.cgroups.backend import Backend, KnobUnsupported
+from agent.intents import CgroupWrite
 
 log = logging.getLogger(__name__)
 

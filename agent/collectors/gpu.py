@@ -40,9 +40,10 @@ import logging
 import re
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import combinations
-from typing import Any, Callable
+from typing import Any
 
 from agent.hostpaths import HostPaths
 from proto.model import DeviceProcess, Gpu, GpuLink, GpuTopologyLevel, MigMode

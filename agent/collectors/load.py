@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Callable
-
-from proto.model import Pressure
+from collections.abc import Callable
 
 from agent.hostpaths import HostPaths
+from proto.model import Pressure
 
 USER_HZ = 100  # /proc/stat ticks per second on every Linux architecture we run on
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import re
 import subprocess
-from typing import Callable
+from collections.abc import Callable
 
 from proto.model import DeviceProcess, Npu
 

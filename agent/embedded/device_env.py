@@ -21,7 +21,7 @@ are not ours to expose and are left out.  Pure: text in, a dict out.
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from proto.vocab.placement import DEVICES_ANNOTATION, GPU, DeviceGrant, decode_devices
 

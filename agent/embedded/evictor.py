@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from agent.intents import Evict
 from agent.embedded.runtime import LocalRuntime
+from agent.intents import Evict
 
 
 class LocalEvictor:

@@ -35,8 +35,8 @@ from pathlib import Path
 
 from agent.cgroups.backend import Backend
 from agent.cgroups.tree import V1_CONTROLLERS, make_group, pids, remove_group
-from agent.intents import CgroupWrite
 from agent.embedded.spec import ContainerSpec, PodSpec
+from agent.intents import CgroupWrite
 
 log = logging.getLogger(__name__)
 

@@ -24,9 +24,9 @@ import os
 import shutil
 import signal
 import subprocess
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import psutil
 
@@ -109,7 +109,7 @@ class Handle:
         self.returncode: int | None = None   # shell-style (128 + signal), once known from our own child
 
     @classmethod
-    def adopt(cls, pid: int, create_time: float) -> "Handle | None":
+    def adopt(cls, pid: int, create_time: float) -> Handle | None:
         """A handle on ``pid`` if it is still the process that started at ``create_time``; else None."""
         if pid <= 0:
             return None
@@ -196,7 +196,7 @@ def in_cgroup(pid: int, cgroup: str, version: int, proc: str = "/proc") -> bool:
     return False
 
 
-def signal_container(handle: "Handle | None", members: set[int], sig: int) -> None:
+def signal_container(handle: Handle | None, members: set[int], sig: int) -> None:
     """``sig`` to a container: its process group, and every process in its cgroup outside that group."""
     group = handle.pid if handle is not None and handle.killpg(sig) else 0
     for pid in members:

@@ -22,9 +22,8 @@ import shutil
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from proto.model import ContainerRuntime, PodRuntime
-
 from agent.embedded.phase import ACTIVE, PENDING, WAITING
+from proto.model import ContainerRuntime, PodRuntime
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +90,7 @@ class PodRecord:
         return {"format": FORMAT, **asdict(self)}
 
     @classmethod
-    def from_dict(cls, doc: dict) -> "PodRecord":
+    def from_dict(cls, doc: dict) -> PodRecord:
         if not isinstance(doc, dict) or doc.get("format") != FORMAT:
             raise StateError(f"not a pod record of format {FORMAT}")
         try:

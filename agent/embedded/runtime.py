@@ -46,20 +46,36 @@ import os
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
-
-from proto.model import Directive, PodAction, PodActionKind, PodRuntime
 
 from agent.cgroups.backend import Backend
 from agent.cgroups.executor import Executor
 from agent.cgroups.layout import FixedLayout, Layout
-from agent.pods import PodInfo
 from agent.embedded import podcgroups
-from agent.embedded.phase import ACTIVE, BACK_OFF, EVICTED, FAILED, OOM_KILLED, START_ERROR_EXIT, TERMINAL, TERMINATED, WAITING, Backoff, ContainerView, InvalidTransition, exit_reason, pod_phase, restarts, transition
+from agent.embedded.phase import (
+    ACTIVE,
+    BACK_OFF,
+    EVICTED,
+    FAILED,
+    OOM_KILLED,
+    START_ERROR_EXIT,
+    TERMINAL,
+    TERMINATED,
+    WAITING,
+    Backoff,
+    ContainerView,
+    InvalidTransition,
+    exit_reason,
+    pod_phase,
+    restarts,
+    transition,
+)
 from agent.embedded.process import JOIN_FAILED, SIGKILL, SIGTERM, Handle, StartFailed, find_wrapper, signal_container, spawn
-from agent.embedded.spec import DEFAULT_GRACE, START_ERROR, PodSpec, SpecError, load_manifest, parse_pod, safe_name
 from agent.embedded.records import ContainerRecord, PodRecord, StateDir, Stopping, to_runtime
+from agent.embedded.spec import DEFAULT_GRACE, START_ERROR, PodSpec, SpecError, load_manifest, parse_pod, safe_name
+from agent.pods import PodInfo
+from proto.model import Directive, PodAction, PodActionKind, PodRuntime
 
 log = logging.getLogger(__name__)
 
@@ -393,10 +409,9 @@ class LocalRuntime:
                     st.deadline = min(st.deadline, self.clock() + grace)
                 pod.dirty = True
                 return
-            if pod.terminal or pod.spec is None:
-                if self._cleanup(pod):
-                    self._drop(pod)
-                    return
+            if (pod.terminal or pod.spec is None) and self._cleanup(pod):
+                self._drop(pod)
+                return
             self._begin_stop(pod, STOP, reason or "deleted", grace)
 
     def evict(self, uid: str, reason: str, grace: float | None = None, *, at_most: float | None = None) -> bool:

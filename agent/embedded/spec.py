@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Mapping
-
-from proto.vocab.qos import BATCH_CPU, BATCH_MEMORY
-from proto.vocab.quantity import QuantityError, to_canonical
 
 from agent.embedded.device_env import device_env
 from agent.pods import PodInfo, pod_info
+from proto.vocab.qos import BATCH_CPU, BATCH_MEMORY
+from proto.vocab.quantity import QuantityError, to_canonical
 
 INVALID, UNSUPPORTED, START_ERROR = "InvalidPod", "Unsupported", "StartError"
 RESTART_POLICIES = ("Always", "OnFailure", "Never")

@@ -15,12 +15,13 @@ agent cannot read — said once as a warning, never a crash.  An operator's
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import yaml
 
 from proto.vocab.placement import NUMA_POLICIES as TOPOLOGY_POLICIES  # the kubelet's names are Volcano's
+
 KUBELET_DEFAULT_POLICY = "none"
 DEFAULT_CONFIG = "var/lib/kubelet/config.yaml"  # below the host root
 _KEY = "topologyManagerPolicy"

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agent.intents import BatchAllocatable
-from agent.profile import OvercommitSettings
 from agent.policies.nodestate import NodeState
+from agent.profile import OvercommitSettings
 
 
 @dataclass(frozen=True)

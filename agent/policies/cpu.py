@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from agent.cgroups.backend import PERIOD_US
 from agent.intents import CgroupWrite
-from agent.profile import BurstSettings, CpuSettings
 from agent.policies.nodestate import NodeState
+from agent.profile import BurstSettings, CpuSettings
 
 
 def offline_quota(capacity: float, online: float, system: float, settings: CpuSettings) -> int:

@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from agent.intents import Evict
-from agent.profile import EvictionSettings
 from agent.policies.nodestate import NodeState, PodSample
+from agent.profile import EvictionSettings
 
 
 @dataclass(frozen=True)

@@ -3,11 +3,10 @@ offline pods throttled (``memory.high``) before any OOM kill."""
 
 from __future__ import annotations
 
-from proto.model import QosLevel
-
 from agent.intents import CgroupWrite
-from agent.profile import MemorySettings
 from agent.policies.nodestate import NodeState
+from agent.profile import MemorySettings
+from proto.model import QosLevel
 
 
 def memory_intents(state: NodeState, settings: MemorySettings) -> list[CgroupWrite]:

@@ -5,9 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from proto.model import ContainerUsage, NumaZone, Pressure
-
 from agent.pods import PodInfo
+from proto.model import ContainerUsage, NumaZone, Pressure
 
 
 @dataclass(frozen=True)

@@ -17,12 +17,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from proto.vocab.placement import NUMA_NODES_ANNOTATION, decode_zones
-
 from agent.hostpaths import format_cpulist
 from agent.intents import CgroupWrite
 from agent.pods import PodInfo
 from agent.policies.nodestate import NodeState
+from proto.vocab.placement import NUMA_NODES_ANNOTATION, decode_zones
 
 BAD_ANNOTATION, UNKNOWN_ZONE, NO_CPUS = "bad-annotation", "unknown-zone", "no-cpus"
 REASONS = (BAD_ANNOTATION, UNKNOWN_ZONE, NO_CPUS)

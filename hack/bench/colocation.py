@@ -43,6 +43,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import UTC
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -675,10 +676,10 @@ def _derive_profile(path: str, threshold: float, out: Path) -> str:
 
 def _cpu_settings(profile: str):
     """The profile's CPU settings in force now (windows applied), as the agent reads them."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from agent.profile import ProfileWatcher
-    return ProfileWatcher(profile).current.effective({}, datetime.now(timezone.utc)).cpu
+    return ProfileWatcher(profile).current.effective({}, datetime.now(UTC)).cpu
 
 
 def _threshold(profile: str) -> float:

@@ -41,12 +41,24 @@ import numpy as np  # noqa: E402
 import psutil  # noqa: E402
 
 from agent.client import open_stream  # noqa: E402
+from hack.lib.processes import ServeFailed, cpu_seconds, scrape, start_serve, wait_port  # noqa: E402
 from proto import codec  # noqa: E402
 from proto.model import (  # noqa: E402
-    Capacity, Colocation, CpuTopology, Devices, Gpu, Identity, Load, LogicalCpu, MigMode, NodeReport, NumaZone,
-    PodUsage, Pressure, QosLevel,
+    Capacity,
+    Colocation,
+    CpuTopology,
+    Devices,
+    Gpu,
+    Identity,
+    Load,
+    LogicalCpu,
+    MigMode,
+    NodeReport,
+    NumaZone,
+    PodUsage,
+    Pressure,
+    QosLevel,
 )
-from hack.lib.processes import ServeFailed, cpu_seconds, scrape, start_serve, wait_port  # noqa: E402
 
 GI = 2**30
 

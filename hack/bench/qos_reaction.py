@@ -30,13 +30,14 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import numpy as np  # noqa: E402
 
-from agent.loop import AgentConfig  # noqa: E402
 from agent.cgroups.backend import detect_backend  # noqa: E402
 from agent.cgroups.tree import remove_group  # noqa: E402
 from agent.hostpaths import HostPaths  # noqa: E402
+from agent.loop import AgentConfig  # noqa: E402
 from agent.pods import PodInfo  # noqa: E402
-from proto.model import QosLevel  # noqa: E402
 from hack.lib.real_cgroups import make_agent, spawn  # noqa: E402
+from proto.model import QosLevel  # noqa: E402
+
 
 def run(args: argparse.Namespace) -> dict:
     paths = HostPaths()

@@ -36,7 +36,7 @@ import json
 import random
 import resource
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,15 +45,24 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 
 from proto.model import (  # noqa: E402
-    Capacity, Colocation, Devices, Gpu, GpuLink, GpuTopologyLevel, Identity, Load, NodeReport, NumaZone,
+    Capacity,
+    Colocation,
+    Devices,
+    Gpu,
+    GpuLink,
+    GpuTopologyLevel,
+    Identity,
+    Load,
+    NodeReport,
+    NumaZone,
 )
 from scheduler.api.objects import Node, Pod, PodGroup, Queue, Taint, Toleration  # noqa: E402
 from scheduler.cluster.cache import ClusterCache  # noqa: E402
-from scheduler.framework.config import default_config, load_config  # noqa: E402
 from scheduler.cycle import Scheduler, tune_gc  # noqa: E402
+from scheduler.framework.config import default_config, load_config  # noqa: E402
 
 GI = 2**30
-EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def make_nodes(count: int, rng: random.Random, scale: float, full: bool = False) -> list[Node]:

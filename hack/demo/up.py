@@ -33,6 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from hack.lib.processes import stop  # noqa: E402 — the repository's own helpers, as hack/bench uses them
+
 PY = sys.executable
 DEMO = ROOT / "daemonset" / "examples" / "embedded"
 CONFIG = ROOT / "daemonset" / "config" / "scheduler-colocation.conf"

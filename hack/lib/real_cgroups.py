@@ -10,12 +10,12 @@ import sys
 import uuid
 from pathlib import Path
 
-from agent.loop import Agent, AgentConfig
 from agent.cgroups.backend import detect_backend
 from agent.cgroups.layout import FixedLayout
 from agent.cgroups.tree import attach, make_group, remove_group
 from agent.evictor import RecordingEvictor
 from agent.hostpaths import HostPaths
+from agent.loop import Agent, AgentConfig
 from agent.pods import PodInfo, StaticPodSource
 from agent.profile import ProfileWatcher
 

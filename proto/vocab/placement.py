@@ -28,8 +28,8 @@ is reported, never guessed at.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from proto.vocab.duration import parse_duration
 

@@ -14,7 +14,6 @@ import logging
 from typing import Any
 
 from proto.model import QosLevel
-
 from proto.vocab.quantity import to_canonical
 
 log = logging.getLogger(__name__)

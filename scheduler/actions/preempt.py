@@ -10,11 +10,11 @@ that cannot be completed evicts nobody.
 
 from __future__ import annotations
 
+from scheduler.actions.allocate import schedulable_jobs
+from scheduler.actions.victims import RoomSearch, VictimIndex
 from scheduler.framework.plugin import Action, register_action
 from scheduler.framework.session import Session
 from scheduler.framework.statement import Statement
-from scheduler.actions.allocate import schedulable_jobs
-from scheduler.actions.victims import RoomSearch, VictimIndex
 
 
 @register_action

@@ -9,11 +9,11 @@ statement: committed only if the whole job would then run.
 
 from __future__ import annotations
 
+from scheduler.actions.allocate import schedulable_jobs
+from scheduler.actions.victims import RoomSearch, VictimIndex
 from scheduler.framework.plugin import Action, register_action
 from scheduler.framework.session import Session
 from scheduler.framework.statement import Statement
-from scheduler.actions.allocate import schedulable_jobs
-from scheduler.actions.victims import RoomSearch, VictimIndex
 
 
 @register_action

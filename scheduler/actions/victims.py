@@ -10,7 +10,7 @@ and pipelining the task onto the node being freed.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

@@ -9,14 +9,14 @@ the file, the object and the problem instead of leaving a pod pending forever.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import yaml
 
 from proto.codec import report_from_json
-
 from scheduler.api.loadhistory import parse_node_load_history
 from scheduler.api.manifests import ManifestError, object_id, parse_object
 from scheduler.api.objects import DEFAULT_QUEUE, ROOT_QUEUE, Node, Pod, PodGroup, PriorityClass, Queue

@@ -13,8 +13,8 @@ from datetime import datetime
 from typing import Any
 
 from proto.vocab.duration import parse_duration
-from scheduler.api.manifests import ManifestError
 from proto.vocab.quantity import QuantityError, parse_quantity, to_canonical
+from scheduler.api.manifests import ManifestError
 
 MAX_SAMPLES = 10_000  # per series
 MAX_SERIES = 100

@@ -9,13 +9,28 @@ the scheduler can trust what it holds.
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
-from typing import Any, Callable
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
 
-from scheduler.api.objects import DEFAULT_MAX_PODS, DEFAULT_QUEUE, QUEUE_NAME_ANNOTATION, Condition, Node, Pod, PodGroup, PriorityClass, Queue, Requirement, SelectorTerm, Taint, Toleration
 from proto.vocab.placement import device_requests, expected_duration, numa_policy, preemptable
 from proto.vocab.qos import parse_qos_level, qos_class
 from proto.vocab.quantity import QuantityError, to_canonical
+from scheduler.api.objects import (
+    DEFAULT_MAX_PODS,
+    DEFAULT_QUEUE,
+    QUEUE_NAME_ANNOTATION,
+    Condition,
+    Node,
+    Pod,
+    PodGroup,
+    PriorityClass,
+    Queue,
+    Requirement,
+    SelectorTerm,
+    Taint,
+    Toleration,
+)
 
 SCHEDULING_GROUP = "scheduling.volcano.sh"
 KINDS = {
@@ -92,12 +107,12 @@ class _Fields:
         if value is None:
             return None
         if isinstance(value, datetime):
-            return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+            return value if value.tzinfo else value.replace(tzinfo=UTC)
         try:
             stamp = datetime.fromisoformat(str(value))
         except ValueError:
             raise self.fail(_join(path, key), f"invalid timestamp {value!r}: expected RFC 3339") from None
-        return stamp if stamp.tzinfo else stamp.replace(tzinfo=timezone.utc)
+        return stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)
 
 
 def _join(path: str, key: str) -> str:
@@ -305,9 +320,8 @@ def _requirement(f: _Fields, expr: Any, path: str, is_field: bool) -> Requiremen
         raise f.fail(f"{path}.values", f"operator {op} needs at least one value")
     if op in ("Exists", "DoesNotExist") and values:
         raise f.fail(f"{path}.values", f"operator {op} takes no values")
-    if op in ("Gt", "Lt"):
-        if len(values) != 1 or not _INTEGER.fullmatch(values[0]):
-            raise f.fail(f"{path}.values", f"operator {op} needs exactly one integer value")
+    if op in ("Gt", "Lt") and (len(values) != 1 or not _INTEGER.fullmatch(values[0])):
+        raise f.fail(f"{path}.values", f"operator {op} needs exactly one integer value")
     return Requirement(expr["key"], op, values, is_field)
 
 

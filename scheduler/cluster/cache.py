@@ -16,17 +16,32 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
-from typing import Any, Callable
-
 from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from proto.model import Eviction, NodeReport, QosLevel
-
+from proto.vocab.placement import (
+    DEVICES_ANNOTATION,
+    EXPECTED_DURATION_ANNOTATION,
+    NUMA_NODES_ANNOTATION,
+    NUMA_POLICY_ANNOTATION,
+    PREEMPTABLE_ANNOTATION,
+    VGPU_RESOURCES,
+    WHOLE_DEVICE_RESOURCES,
+    DeviceGrant,
+    DeviceRequest,
+    decode_devices,
+    decode_zones,
+    device_requests,
+    expected_duration,
+    numa_policy,
+    preemptable,
+)
+from proto.vocab.qos import BATCH_RESOURCES, qos_level
 from scheduler.api.loader import BUILTIN_PRIORITY_CLASSES, Workload
 from scheduler.api.objects import DEFAULT_QUEUE, QUEUE_NAME_ANNOTATION, Condition, Node, Pod, PodGroup, PriorityClass, Queue
-from proto.vocab.placement import DEVICES_ANNOTATION, EXPECTED_DURATION_ANNOTATION, NUMA_NODES_ANNOTATION, NUMA_POLICY_ANNOTATION, PREEMPTABLE_ANNOTATION, VGPU_RESOURCES, WHOLE_DEVICE_RESOURCES, DeviceGrant, DeviceRequest, decode_devices, decode_zones, device_requests, expected_duration, numa_policy, preemptable
-from proto.vocab.qos import BATCH_RESOURCES, qos_level
 from scheduler.cluster.inventory import InventoryMemo
 from scheduler.cluster.nodeview import NodeTelemetry, node_allocatable
 
@@ -92,7 +107,7 @@ class ClusterCache:
 
     # -- sources write ------------------------------------------------------------------
     @classmethod
-    def from_workload(cls, work: Workload) -> "ClusterCache":
+    def from_workload(cls, work: Workload) -> ClusterCache:
         cache = cls()
         for group in (work.priority_classes, work.queues, work.nodes, work.podgroups, work.pods):
             for obj in group:

@@ -7,7 +7,7 @@ methods; the session and the actions never know which one they talk to.
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from scheduler.api.objects import Condition, Pod, PodGroup
 from scheduler.cluster.cache import ClusterCache

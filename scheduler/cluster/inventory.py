@@ -98,7 +98,7 @@ class InventoryMemo:
             self._by_node[name] = (telemetry.inventory_key, inv)
             self.version += 1
 
-    def static(self, nodes: list, node_generation: int) -> "StaticTopology":
+    def static(self, nodes: list, node_generation: int) -> StaticTopology:
         """Arrays for ``nodes`` (in node-table order), rebuilt only when a node or an inventory changed."""
         key = (self.version, node_generation, len(nodes))
         cached = self._static

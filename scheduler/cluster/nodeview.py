@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 from proto.model import NodeReport, QosLevel
-
-from scheduler.api.objects import DEFAULT_MAX_PODS
 from proto.vocab.placement import ASCEND_310P, ASCEND_910, GPU, NUMA_POLICIES
+from scheduler.api.objects import DEFAULT_MAX_PODS
 
 DEFAULT_INTERVAL_S = 1.0
 # The kubelet's topology manager policies ("" where the agent does not know the node's).
@@ -99,7 +99,7 @@ class NodeTelemetry:
         """No report for ``missed_intervals`` of the node's own report interval."""
         return now - self.received > missed_intervals * self.interval
 
-    def online(self) -> "OnlineLoad":
+    def online(self) -> OnlineLoad:
         """What online (non-BE) work uses — the node's usage less its offline pods' — with the capacity.
 
         Walks the report's pods, so it is computed on first use (the load

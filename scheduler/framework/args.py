@@ -10,9 +10,10 @@ an :class:`ArgError` that names the key and what is accepted.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from proto.vocab.duration import parse_duration  # noqa: F401  (re-exported: plugins and the agent's profile use it)
 from proto.vocab.quantity import QuantityError, parse_quantity

@@ -30,7 +30,14 @@ from math import comb
 
 import numpy as np
 
-from proto.vocab.placement import DEVICES_ANNOTATION, NUMA_NODES_ANNOTATION, DeviceGrant, DeviceRequest, encode_devices, encode_zones
+from proto.vocab.placement import (
+    DEVICES_ANNOTATION,
+    NUMA_NODES_ANNOTATION,
+    DeviceGrant,
+    DeviceRequest,
+    encode_devices,
+    encode_zones,
+)
 from proto.vocab.qos import BATCH_CPU, BATCH_MEMORY
 from scheduler.cluster.inventory import POLICY_CODES, UNLINKED_COST, StaticTopology
 from scheduler.framework.resources import EPS, ResourceIndex

@@ -115,13 +115,13 @@ class Plugin:
         flag = HOOK_FLAGS[hook]
         return flag is None or self.flags.get(flag, True)
 
-    def adjust_nodes(self, ssn: "Session") -> None:
+    def adjust_nodes(self, ssn: Session) -> None:
         """Change what nodes offer (``NodeTable.set_capacity``) before any plugin opens and totals are taken."""
 
-    def open(self, ssn: "Session") -> None:
+    def open(self, ssn: Session) -> None:
         """Prepare per-session state (shares, attributes)."""
 
-    def close(self, ssn: "Session") -> None:
+    def close(self, ssn: Session) -> None:
         """Write what the plugin concluded (conditions, reasons)."""
 
 
@@ -138,7 +138,7 @@ class Action:
     def parse(cls, raw: dict[str, Any] | None) -> Args:
         return parse_args(cls.arguments, raw)
 
-    def execute(self, ssn: "Session") -> None:
+    def execute(self, ssn: Session) -> None:
         raise NotImplementedError
 
 

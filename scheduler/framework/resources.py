@@ -9,7 +9,7 @@ thousand nodes a handful of vector operations.
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 

@@ -18,14 +18,14 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from scheduler.api.objects import Pod, PodGroup, Condition
+from scheduler.api.objects import Condition, Pod, PodGroup
 from scheduler.framework.config import SchedulerConfig
+from scheduler.framework.ledger import Topology
 from scheduler.framework.nodeindex import NodeIndex
 from scheduler.framework.plugin import HOOK_FLAGS, Plugin, Vote, VoteKind
 from scheduler.framework.scores import ScoreCache
-from scheduler.framework.status import write_status
 from scheduler.framework.snapshot import JobInfo, QueueInfo, Snapshot, TaskInfo, TaskStatus
-from scheduler.framework.ledger import Topology
+from scheduler.framework.status import write_status
 
 log = logging.getLogger(__name__)
 
@@ -231,10 +231,7 @@ class Session:
 
     def evictable(self, task: TaskInfo, hook: str) -> bool:
         """Could ``task`` be a victim under ``hook`` (preemptable/reclaimable) for any preemptor?"""
-        for plugin in self._flat[hook]:
-            if "evictable" in plugin.hooks and not plugin.evictable(task):
-                return False
-        return True
+        return all(not ("evictable" in plugin.hooks and not plugin.evictable(task)) for plugin in self._flat[hook])
 
     def victim_key(self, preemptor: TaskInfo, hook: str) -> tuple:
         """What the plugins deciding victims under ``hook`` read of the preemptor (equal keys, equal answers)."""

@@ -39,7 +39,7 @@ class TaskInfo:
     __slots__ = ("uid", "pod", "job", "req", "cols", "status", "node", "priority", "best_effort",
                  "sig", "fit_error", "nominated", "facts", "placement")
 
-    def __init__(self, pod: Pod, job: "JobInfo", req: np.ndarray, cols: np.ndarray, priority: int,
+    def __init__(self, pod: Pod, job: JobInfo, req: np.ndarray, cols: np.ndarray, priority: int,
                  best_effort: bool, sig: tuple):
         self.uid = pod.uid
         self.pod = pod
@@ -187,7 +187,7 @@ class NodeTable:
         # Held for pending tasks nominated to a node (room made for them by evictions last cycle).
         self.reserved = np.zeros_like(self.alloc)
         self.reserved_count = 0
-        self.tasks: list[dict[str, TaskInfo]] = [dict() for _ in range(n)]
+        self.tasks: list[dict[str, TaskInfo]] = [{} for _ in range(n)]
         # Tasks on nodes whose NUMA zones or devices count (recorded decisions, device requests), and tasks
         # this scheduler bound recently (their usage may not be in the node's report yet), as (node, task).
         self.topology_tasks: list[TaskInfo] = []

@@ -19,7 +19,7 @@ ALLOCATE, PIPELINE, EVICT = "allocate", "pipeline", "evict"
 
 
 class Statement:
-    def __init__(self, ssn: "Session"):
+    def __init__(self, ssn: Session):
         self.ssn = ssn
         self.ops: list[tuple[str, TaskInfo, object]] = []
 

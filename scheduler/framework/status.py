@@ -57,7 +57,7 @@ def next_phase(job: JobInfo, ready: bool) -> str:
     return PENDING
 
 
-def write_status(ssn: "Session") -> None:
+def write_status(ssn: Session) -> None:
     """Hand every job's phase, conditions and pending reasons, and queue allocations, to the effects."""
     for job in ssn.jobs.values():
         _write_job(ssn, job)
@@ -66,7 +66,7 @@ def write_status(ssn: "Session") -> None:
     _write_queues(ssn)
 
 
-def _write_job(ssn: "Session", job: JobInfo) -> None:
+def _write_job(ssn: Session, job: JobInfo) -> None:
     group = job.group
     # the first fit error among the job's tasks, found once (not once per pending task: jobs can be large)
     sibling = next((t.fit_error for t in job.tasks.values() if t.fit_error), None)
@@ -94,7 +94,7 @@ def _write_job(ssn: "Session", job: JobInfo) -> None:
         ssn.phase_changes += 1
 
 
-def pending_reason(ssn: "Session", job: JobInfo, task, sibling: str | None) -> str:
+def pending_reason(ssn: Session, job: JobInfo, task, sibling: str | None) -> str:
     if job.group is None:
         return f"PodGroup {job.uid} not found"
     if job.enqueue_reason:
@@ -110,7 +110,7 @@ def pending_reason(ssn: "Session", job: JobInfo, task, sibling: str | None) -> s
     return "waiting for the next scheduling cycle"
 
 
-def _merge_conditions(old: list[Condition], new: list[Condition], ssn: "Session") -> list[Condition]:
+def _merge_conditions(old: list[Condition], new: list[Condition], ssn: Session) -> list[Condition]:
     """One condition per type; keep the old transition time when nothing changed."""
     by_type = {c.type: c for c in old}
     out = []
@@ -126,7 +126,7 @@ def _merge_conditions(old: list[Condition], new: list[Condition], ssn: "Session"
     return out
 
 
-def _write_queues(ssn: "Session") -> None:
+def _write_queues(ssn: Session) -> None:
     """Each queue's allocation; a parent queue carries its descendants' allocations."""
     own = {name: ssn.index.zeros() for name in ssn.queues}
     for job in ssn.jobs.values():

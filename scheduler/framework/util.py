@@ -5,7 +5,8 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import Counter
-from typing import Callable, Generic, Iterable, TypeVar
+from collections.abc import Callable, Iterable
+from typing import Generic, TypeVar
 
 import numpy as np
 
@@ -18,7 +19,7 @@ class _Entry:
     def __init__(self, item, seq: int, cmp):
         self.item, self.seq, self.cmp = item, seq, cmp
 
-    def __lt__(self, other: "_Entry") -> bool:
+    def __lt__(self, other: _Entry) -> bool:
         r = self.cmp(self.item, other.item)
         return r < 0 if r else self.seq < other.seq
 

@@ -14,17 +14,17 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import grpc
 
 from proto.model import Ack, Directive, NodeReport, QosProfile
-
 from scheduler.cluster.cache import ClusterCache
-from scheduler.metrics import SchedulerMetrics
 from scheduler.cluster.nodeview import ReportLimits, check_report
+from scheduler.metrics import SchedulerMetrics
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,6 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from proto import codec
 from proto.scoria.v1 import agent_pb2_grpc
-
 from scheduler.intake.reports import CloseStream, ReportIntake, StreamState
 
 log = logging.getLogger(__name__)
@@ -174,7 +173,7 @@ async def sweep_staleness(intake: ReportIntake, stop: asyncio.Event, every: floa
             last = stale
         try:
             await asyncio.wait_for(stop.wait(), every)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
 
 

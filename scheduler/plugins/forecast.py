@@ -22,7 +22,7 @@ report is refused: there is nothing to predict from.  Times in reasons are UTC.
 from __future__ import annotations
 
 from collections import Counter
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import numpy as np
 
@@ -158,8 +158,8 @@ class Forecast(Plugin):
 
     def _clock(self, h: int) -> str:
         """Hour ``h`` of the pod's span as ``13:00 UTC`` (with the weekday when it is not today)."""
-        start = datetime.fromtimestamp((int(self.now // 3600) + h) * 3600, timezone.utc)
-        today = datetime.fromtimestamp(self.now, timezone.utc).date()
+        start = datetime.fromtimestamp((int(self.now // 3600) + h) * 3600, UTC)
+        today = datetime.fromtimestamp(self.now, UTC).date()
         return start.strftime("%H:%M UTC" if start.date() == today else "%a %H:%M UTC")
 
 

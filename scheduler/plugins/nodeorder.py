@@ -14,10 +14,10 @@ import logging
 import numpy as np
 
 from scheduler.framework.args import Arg
+from scheduler.framework.nodeindex import first_untolerated
 from scheduler.framework.plugin import Plugin, register_plugin
 from scheduler.framework.resources import CPU, MEMORY
 from scheduler.framework.snapshot import TaskInfo
-from scheduler.framework.nodeindex import first_untolerated
 
 log = logging.getLogger(__name__)
 _NOT_IMPLEMENTED = "Scoria's nodeorder does not implement this score; it counts as 0"

@@ -29,10 +29,10 @@ from collections import Counter
 import numpy as np
 
 from scheduler.framework.args import Arg
+from scheduler.framework.ledger import BEST_EFFORT, RESTRICTED, SINGLE
 from scheduler.framework.plugin import Plugin, register_plugin
 from scheduler.framework.snapshot import TaskInfo
 from scheduler.framework.util import count_reason
-from scheduler.framework.ledger import BEST_EFFORT, RESTRICTED, SINGLE
 
 
 @register_plugin

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from proto.vocab.quantity import format_quantity
 from scheduler.framework.plugin import ABSTAIN, PERMIT, Plugin, Vote, register_plugin, reject
 from scheduler.framework.resources import EPS
 from scheduler.framework.snapshot import JobInfo, QueueInfo, TaskInfo, TaskStatus
-from proto.vocab.quantity import format_quantity
+
 
 class QueueAttr:
     __slots__ = ("name", "weight", "allocated", "request", "inqueue", "deserved", "capability", "guarantee",

@@ -40,13 +40,15 @@ import logging
 import math
 import re
 from collections import Counter
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
-from proto.vocab.duration import DailyWindow as Window, parse_daily_window as parse_window
+from proto.vocab.duration import DailyWindow as Window
+from proto.vocab.duration import parse_daily_window as parse_window
 from proto.vocab.placement import PREEMPTABLE_ANNOTATION, REVOCABLE_ZONE_LABEL, preemptable
 from scheduler.framework.args import Arg, ArgError, Args
 from scheduler.framework.plugin import Plugin, register_plugin

@@ -11,7 +11,6 @@ from agent.cgroups.backend import V1Backend, V2Backend, detect_backend, shares_t
 from agent.cgroups.executor import Executor, order
 from agent.cgroups.layout import FixedLayout, KubeletLayout, container_id, detect_layout
 from agent.intents import CgroupWrite
-
 from hack.lib.cgroup_fixtures import FakePod, make_tree, pod_dir
 
 UID = "3f1c2a6e-6a1b-4d2e-9c1a-0d9c8b7a6f5e"

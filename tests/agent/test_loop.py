@@ -6,17 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from agent.loop import Agent, AgentConfig
 from agent.cgroups.backend import detect_backend
 from agent.cgroups.layout import detect_layout
 from agent.collectors.load import parse_pressure, read_cpu_ticks
 from agent.evictor import RecordingEvictor
 from agent.hostpaths import HostPaths, format_cpulist, parse_cpulist
+from agent.loop import Agent, AgentConfig
 from agent.pods import PodInfo, StaticPodSource, pod_info
 from agent.profile import ProfileWatcher
-from proto.model import Capacity, QosLevel
-
 from hack.lib.cgroup_fixtures import FakePod, container_dir, make_proc, make_tree, set_cpu_ticks, set_usage
+from proto.model import Capacity, QosLevel
 
 GI = 2**30
 WEB, BATCH = "0000aaaa-0000-4000-8000-000000000001", "0000bbbb-0000-4000-8000-000000000002"

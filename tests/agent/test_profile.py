@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -28,7 +28,7 @@ nodes:
 """
 
 
-def at(hour: int, tz=timezone.utc) -> datetime:
+def at(hour: int, tz=UTC) -> datetime:
     return datetime(2026, 3, 1, hour, 30, tzinfo=tz)
 
 

@@ -16,9 +16,9 @@ from agent.cgroups.backend import detect_backend
 from agent.cgroups.tree import make_group, pids, pids_below, remove_group
 from agent.hostpaths import HostPaths
 from agent.pods import PodInfo
+from hack.lib.real_cgroups import make_agent, spawn
+from hack.lib.real_cgroups import sandbox as cgroup_sandbox
 from proto.model import QosLevel
-
-from hack.lib.real_cgroups import make_agent, sandbox as cgroup_sandbox, spawn
 
 ROOT = HostPaths()
 pytestmark = pytest.mark.skipif(

@@ -17,8 +17,8 @@ import threading
 import time
 import urllib.request
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import psutil
 import pytest
@@ -114,7 +114,7 @@ class Stack:
             args += ["--profile", str(self.profile)]
         self.agent = subprocess.Popen(args, cwd=ROOT, stdout=self._log("agent"), stderr=subprocess.STDOUT)
 
-    def up(self) -> "Stack":
+    def up(self) -> Stack:
         self.start_scheduler()
         self.start_agent()
         wait(lambda: any(n.get("ready") for n in self.get("/top/nodes")), 30, "the node to report", self.logs)

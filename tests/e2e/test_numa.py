@@ -15,18 +15,17 @@ from pathlib import Path
 
 import pytest
 
-from agent.loop import Agent, AgentConfig
 from agent.cgroups.backend import detect_backend
 from agent.cgroups.layout import FixedLayout
 from agent.cgroups.tree import attach, make_group
 from agent.evictor import RecordingEvictor
 from agent.hostpaths import HostPaths, parse_cpulist
+from agent.loop import Agent, AgentConfig
 from agent.pods import PodInfo, StaticPodSource
 from agent.profile import ProfileWatcher
+from hack.lib.real_cgroups import sandbox as cgroup_sandbox
 from proto.model import Capacity, NumaZone, QosLevel
 from proto.vocab.placement import NUMA_NODES_ANNOTATION
-
-from hack.lib.real_cgroups import sandbox as cgroup_sandbox
 
 CPUSET = Path("/sys/fs/cgroup/cpuset")
 CONTAINER = "0123456789abcdef0123"  # a container id, as the runtime names its cgroup

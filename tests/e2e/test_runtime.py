@@ -12,22 +12,22 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import psutil
 import pytest
 
-from agent.loop import AgentConfig
 from agent.cgroups.backend import detect_backend
 from agent.cgroups.layout import FixedLayout
-from agent.hostpaths import HostPaths
 from agent.embedded import Backoff, LocalEvictor, LocalRuntime
 from agent.embedded.podcgroups import container_cgroup
-from proto.model import PodAction, PodActionKind
-
+from agent.hostpaths import HostPaths
+from agent.loop import AgentConfig
 from hack.lib.processes import ROOT, stop
-from hack.lib.real_cgroups import make_agent, runtime_unavailable, sandbox as cgroup_sandbox
+from hack.lib.real_cgroups import make_agent, runtime_unavailable
+from hack.lib.real_cgroups import sandbox as cgroup_sandbox
+from proto.model import PodAction, PodActionKind
 
 pytestmark = pytest.mark.skipif(bool(runtime_unavailable()), reason=runtime_unavailable() or "")
 CG = Path("/sys/fs/cgroup")
@@ -378,7 +378,7 @@ class FakeScheduler:
 
     def __init__(self) -> None:
         import queue
-        self.actions: "queue.Queue[PodAction]" = queue.Queue()
+        self.actions: queue.Queue[PodAction] = queue.Queue()
         self.reports: list = []
 
     def Connect(self, request_iterator, context):

@@ -10,11 +10,10 @@ from pathlib import Path
 import pytest
 
 from agent.client import ClientOptions, ReportClient
-from scheduler.intake.server import AgentServer, ServeError, TlsFiles
-from scheduler.intake.reports import ReportIntake
 from scheduler.cluster.cache import ClusterCache
+from scheduler.intake.reports import ReportIntake
+from scheduler.intake.server import AgentServer, ServeError, TlsFiles
 from scheduler.metrics import SchedulerMetrics
-
 from tests.support.wire import full_report, running_server, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]

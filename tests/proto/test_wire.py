@@ -14,9 +14,8 @@ import pytest
 
 from agent.client import ClientOptions, ReportClient, backoff_delay
 from proto import codec
-from proto.model import Directive, Eviction, PodAction, PodActionKind, QosProfile, Ack
+from proto.model import Ack, Directive, Eviction, PodAction, PodActionKind, QosProfile
 from scheduler.intake.reports import ProfileSource
-
 from tests.support.wire import full_report, running_server, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -206,12 +205,11 @@ def test_health_service_reports_serving() -> None:
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
     async def check() -> None:
-        async with running_server() as (_, _, port):
-            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-                stub = health_pb2_grpc.HealthStub(channel)
-                for service in ("", "scoria.v1.NodeAgent"):
-                    reply = await stub.Check(health_pb2.HealthCheckRequest(service=service))
-                    assert reply.status == health_pb2.HealthCheckResponse.SERVING
+        async with running_server() as (_, _, port), grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = health_pb2_grpc.HealthStub(channel)
+            for service in ("", "scoria.v1.NodeAgent"):
+                reply = await stub.Check(health_pb2.HealthCheckRequest(service=service))
+                assert reply.status == health_pb2.HealthCheckResponse.SERVING
 
     asyncio.run(check())
 

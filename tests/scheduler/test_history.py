@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import sqlite3
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -13,19 +13,25 @@ import yaml
 
 from proto.codec import report_from_json
 from scheduler.api.loader import load_workload
+from scheduler.api.loadhistory import parse_node_load_history
 from scheduler.api.manifests import ManifestError
 from scheduler.cluster.cache import ClusterCache
-from scheduler.api.loadhistory import parse_node_load_history
+from scheduler.cluster.nodeview import NodeTelemetry
 from scheduler.history import (
-    HistorySaver, HistoryStoreError, LoadHistory, SqliteHistoryStore, WeekRecord, span_hours, unix_hour, week_of,
+    HistorySaver,
+    HistoryStoreError,
+    LoadHistory,
+    SqliteHistoryStore,
+    WeekRecord,
+    span_hours,
+    unix_hour,
+    week_of,
 )
 from scheduler.modes.simulator.simulation import simulate
-from scheduler.cluster.nodeview import NodeTelemetry
-
 from tests.support.builders import report
 from tests.support.wire import full_report
 
-MONDAY = datetime(2026, 1, 5, tzinfo=timezone.utc).timestamp()  # hour 0 of a week
+MONDAY = datetime(2026, 1, 5, tzinfo=UTC).timestamp()  # hour 0 of a week
 HOUR, DAY, WEEK = 3600, 86400, 7 * 86400
 NAN = math.nan
 
@@ -362,7 +368,7 @@ def test_a_document_becomes_samples_in_percent() -> None:
     assert name == "node-a" and (h.cpu_millis, h.memory_bytes) == (10_000, 100 * 2**30)
     assert h.samples() == [(MONDAY, 10, 10), (MONDAY + HOUR, 25, 20), (MONDAY + 2 * HOUR, 50, 50)]
     _, h = parse_node_load_history(doc(series__0__onlineMemory=DELETE, series__0__start=datetime(
-        2026, 1, 5, tzinfo=timezone.utc)), "f")
+        2026, 1, 5, tzinfo=UTC)), "f")
     assert [s[:2] for s in h.samples()] == [(MONDAY, 10), (MONDAY + HOUR, 25), (MONDAY + 2 * HOUR, 50)]
     assert all(math.isnan(s[2]) for s in h.samples())
 
@@ -410,7 +416,7 @@ def test_the_loader_names_the_file_and_line(tmp_path: Path) -> None:
 def test_the_simulator_learns_history_documents(tmp_path: Path) -> None:
     path = tmp_path / "h.yaml"
     path.write_text(yaml.safe_dump(doc()))
-    sim = simulate([path], at=datetime.fromtimestamp(MONDAY + 4 * HOUR, timezone.utc))
+    sim = simulate([path], at=datetime.fromtimestamp(MONDAY + 4 * HOUR, UTC))
     f = sim.cache.history.forecast(["node-a"], MONDAY + WEEK, 3 * HOUR)
     assert f.cpu[0].tolist() == [10, 25, 50] and f.memory[0].tolist() == [10, 20, 50]
 
@@ -418,14 +424,14 @@ def test_the_simulator_learns_history_documents(tmp_path: Path) -> None:
 def test_no_history_documents_no_history(tmp_path: Path) -> None:
     path = tmp_path / "n.yaml"
     path.write_text(yaml.safe_dump(report("n1")))
-    assert simulate([path], at=datetime.now(timezone.utc)).cache.history is None
+    assert simulate([path], at=datetime.now(UTC)).cache.history is None
 
 
 def test_a_sample_after_the_simulated_time_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "h.yaml"
     path.write_text(yaml.safe_dump(doc()))
     with pytest.raises(ManifestError, match="spec.series: a sample at 2026-01-05T02:00:00\\+00:00 is after"):
-        simulate([path], at=datetime.fromtimestamp(MONDAY + HOUR, timezone.utc))
+        simulate([path], at=datetime.fromtimestamp(MONDAY + HOUR, UTC))
 
 
 # -- serve --state-dir ---------------------------------------------------------------------------------------

@@ -14,16 +14,17 @@ priorities and pods already running, after the scheduler settles:
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from scheduler.api.objects import Node, Pod, PodGroup, PriorityClass, Queue, Taint, Toleration
 from scheduler.cluster.cache import ClusterCache
-from scheduler.framework.config import default_config, parse_config
 from scheduler.cycle import Scheduler
+from scheduler.framework.config import default_config, parse_config
 
-AT = datetime(2026, 1, 1, tzinfo=timezone.utc)
+AT = datetime(2026, 1, 1, tzinfo=UTC)
 GI = 2**30
 CAPACITY_CONFIG = """
 actions: "enqueue, allocate, preempt, reclaim, backfill"

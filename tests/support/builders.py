@@ -155,8 +155,21 @@ def report(name: str, *, zones: list[int] | None = None, zoneMemory: str = "16Gi
            sampleTime: str | None = None, pods: list[dict] | None = None) -> dict:
     """A NodeReport document: ``zones`` lists the CPUs of each NUMA zone (default one zone of 8)."""
     from proto.codec import report_to_json
-    from proto.model import (Capacity, Colocation, Devices, Gpu, GpuLink, GpuTopologyLevel, Identity, Load,
-                             NodeReport, Npu, NumaZone, PodUsage, QosLevel)
+    from proto.model import (
+        Capacity,
+        Colocation,
+        Devices,
+        Gpu,
+        GpuLink,
+        GpuTopologyLevel,
+        Identity,
+        Load,
+        NodeReport,
+        Npu,
+        NumaZone,
+        PodUsage,
+        QosLevel,
+    )
     from proto.vocab.quantity import to_canonical
 
     zones = zones or [8]

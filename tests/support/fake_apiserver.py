@@ -63,12 +63,13 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 from fractions import Fraction
+from functools import cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
 CRD_DIR = Path(__file__).resolve().parents[2] / "daemonset" / "crds"
@@ -169,7 +170,7 @@ def load_crds(directory: Path = CRD_DIR) -> tuple[Resource, ...]:
     return _load_crds(str(directory))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _load_crds(directory_name: str) -> tuple[Resource, ...]:
     directory = Path(directory_name)
     try:
@@ -732,7 +733,7 @@ class FakeApiServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self._server.server_address[1]}"
 
-    def start(self) -> "FakeApiServer":
+    def start(self) -> FakeApiServer:
         self._thread.start()
         return self
 
@@ -749,7 +750,7 @@ class FakeApiServer:
             except OSError:
                 pass
 
-    def __enter__(self) -> "FakeApiServer":
+    def __enter__(self) -> FakeApiServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:

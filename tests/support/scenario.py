@@ -29,7 +29,7 @@ so every scenario also exercises parsing and loading.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -37,10 +37,9 @@ import yaml
 
 from scheduler.framework.config import parse_config
 from scheduler.modes.simulator.simulation import simulate
-
 from tests.support.builders import expand
 
-DEFAULT_AT = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
+DEFAULT_AT = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
 
 def load_scenario(path: Path) -> dict:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from scheduler.api.manifests import parse_object
 from scheduler.cluster.cache import ClusterCache
@@ -11,7 +11,7 @@ from scheduler.framework.config import default_config, parse_config
 from scheduler.framework.session import Session
 from scheduler.framework.snapshot import take_snapshot
 
-AT = datetime(2026, 1, 1, 12, tzinfo=timezone.utc)
+AT = datetime(2026, 1, 1, 12, tzinfo=UTC)
 
 TIERS = """
 actions: "enqueue, allocate, preempt, reclaim, backfill"

@@ -96,7 +96,7 @@ def make_host(
                 _write(topo / f"{name}_list", format_cpulist(live(cpus)) + "\n")
                 _write(topo / name, cpumask(live(cpus), total) + "\n")
 
-    node_mem = {n: mem_per_node_kib for n in range(numa_nodes)}
+    node_mem = dict.fromkeys(range(numa_nodes), mem_per_node_kib)
     if numa_sysfs:
         node_dir = root / "sys" / "devices" / "system" / "node"
         all_nodes = format_cpulist(list(range(numa_nodes))) + "\n"

@@ -7,14 +7,33 @@ import contextlib
 import time
 
 from proto.model import (
-    Capacity, Colocation, ContainerUsage, CpuTopology, DeviceProcess, Devices, Eviction, Gpu, GpuLink,
-    GpuTopologyLevel, Identity, Load, PodRuntime, ContainerRuntime,
-    LogicalCpu, MigMode, NodeReport, Npu, NumaZone, PodUsage, Pressure, QosLevel,
+    Capacity,
+    Colocation,
+    ContainerRuntime,
+    ContainerUsage,
+    CpuTopology,
+    DeviceProcess,
+    Devices,
+    Eviction,
+    Gpu,
+    GpuLink,
+    GpuTopologyLevel,
+    Identity,
+    Load,
+    LogicalCpu,
+    MigMode,
+    NodeReport,
+    Npu,
+    NumaZone,
+    PodRuntime,
+    PodUsage,
+    Pressure,
+    QosLevel,
 )
 from scheduler.cluster.cache import ClusterCache
 from scheduler.intake.reports import ReportIntake
-from scheduler.metrics import SchedulerMetrics
 from scheduler.intake.server import AgentServer
+from scheduler.metrics import SchedulerMetrics
 
 GI = 2**30
 

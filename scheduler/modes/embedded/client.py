@@ -17,8 +17,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from scheduler.api.loader import expand_paths
 from proto.vocab.quantity import format_quantity
+from scheduler.api.loader import expand_paths
 from scheduler.modes.simulator.simulation import text_table
 
 DEFAULT_SERVER = "http://127.0.0.1:50052"

@@ -25,12 +25,12 @@ import logging
 import threading
 import time
 import uuid
-from datetime import datetime, timezone
-from typing import Any, Callable
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
 
 from proto.model import PodAction, PodActionKind
-
-from scheduler.api.loader import check_references, Workload
+from scheduler.api.loader import Workload, check_references
 from scheduler.api.manifests import ManifestError, parse_object
 from scheduler.api.objects import Condition, Node, Pod, PodGroup, PriorityClass, Queue
 from scheduler.cluster.cache import ClusterCache
@@ -123,7 +123,7 @@ class Embedded:
                     meta = doc.setdefault("metadata", {})
                     meta.setdefault("namespace", "default")
                     meta["uid"] = meta.get("uid") or str(uuid.uuid4())
-                    meta.setdefault("creationTimestamp", datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+                    meta.setdefault("creationTimestamp", datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
                     doc.pop("status", None)
                     if doc.get("spec", {}).get("nodeName"):
                         raise ManifestError(work.sources[("Pod", key)], f"Pod {key}",
@@ -162,7 +162,7 @@ class Embedded:
             if kind == "Pod":
                 pod = self._pod(key)
                 if pod is not None and pod.node_name and pod.phase not in FINISHED:
-                    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+                    stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
                     self.store.update_status([("Pod", key, {"deleting": stamp})])
                     pod.terminating = True
                     self.cache.generation += 1
@@ -272,7 +272,7 @@ class EmbeddedEffects(CacheEffects):
 
     def evict(self, pod: Pod, reason: str) -> None:
         """The agent stops it (EVICT); until it has, it counts as leaving."""
-        self.embedded.store.update_status([("Pod", pod.key, {"evicting": datetime.now(timezone.utc).strftime(
+        self.embedded.store.update_status([("Pod", pod.key, {"evicting": datetime.now(UTC).strftime(
             "%Y-%m-%dT%H:%M:%SZ"), "reason": f"Evicted: {reason}"})])
         with self.cache.lock:
             current = self.cache.pods.get(pod.uid)

@@ -95,7 +95,7 @@ class ControlServer:
         cache = self.embedded.cache
         now = time.time()
         out = []
-        for name, node in sorted(list(cache.nodes.items())):
+        for name, node in sorted(cache.nodes.items()):
             t = cache.telemetry.get(name)
             row: dict[str, Any] = {"kind": "Node", "key": name, "allocatable": dict(node.allocatable),
                                    "ready": t is not None and not t.stale(now, cache.stale_intervals)}

@@ -34,13 +34,14 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
-from typing import Any, Callable, Iterable
+from datetime import UTC, datetime
+from typing import Any
 
-from scheduler.api.objects import Condition, Pod, PodGroup
 from proto.vocab.placement import DEVICES_ANNOTATION, NUMA_NODES_ANNOTATION
 from proto.vocab.quantity import format_quantity
+from scheduler.api.objects import Condition, Pod, PodGroup
 from scheduler.cluster.cache import ClusterCache
 from scheduler.cluster.effects import CacheEffects
 from scheduler.metrics import SchedulerMetrics
@@ -115,7 +116,7 @@ class KubeEffects:
         from kubernetes.client.exceptions import ApiException
         try:
             if annotations or stale:
-                meta = {"uid": uid, "annotations": {**{k: None for k in stale}, **annotations}}
+                meta = {"uid": uid, "annotations": {**dict.fromkeys(stale), **annotations}}
                 if version:
                     meta["resourceVersion"] = version  # only onto the pod as this scheduler saw it
                 self._call(self.core.patch_namespaced_pod, name, namespace, {"metadata": meta},
@@ -265,7 +266,7 @@ class KubeEffects:
             body = dict(status)
             if key[0] == "Queue":  # a merge patch keeps keys it is not given: drop the ones gone
                 gone = set((self._written.get(key) or {}).get("allocated", {})) - set(status["allocated"])
-                body = {"allocated": {**status["allocated"], **{k: None for k in gone}}}
+                body = {"allocated": {**status["allocated"], **dict.fromkeys(gone)}}
             try:
                 self.limiter.acquire()
                 send({"status": body})  # its own timeout is bound in
@@ -291,7 +292,7 @@ class KubeEffects:
 
     # -- events and the rate limiter --------------------------------------------------------------------------
     def _event(self, namespace: str, name: str, uid: str, kind: str, reason: str, message: str) -> None:
-        stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         body = {"apiVersion": "v1", "kind": "Event",
                 "metadata": {"generateName": f"{name}.", "namespace": namespace},
                 "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": name, "namespace": namespace,
@@ -320,5 +321,5 @@ def _normal(status: dict) -> dict:
 def _condition(c: Condition) -> dict:
     out = {"type": c.type, "status": c.status, "reason": c.reason, "message": c.message}
     if c.transition is not None:
-        out["lastTransitionTime"] = c.transition.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        out["lastTransitionTime"] = c.transition.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return out

@@ -19,7 +19,8 @@ import json
 import logging
 import struct
 import zlib
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from scheduler.history import HOURS_PER_WEEK, HistoryStore, WeekRecord
 

@@ -25,10 +25,11 @@ import logging
 import random
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-from kubernetes.watch.watch import iter_resp_lines
 from kubernetes.client.exceptions import ApiException
+from kubernetes.watch.watch import iter_resp_lines
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from scheduler.api.manifests import ManifestError, parse_object
 from scheduler.api.objects import Pod

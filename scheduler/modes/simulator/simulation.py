@@ -10,21 +10,21 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Iterable
 
-from scheduler.api.loader import Workload, load_workload
-from scheduler.api.manifests import ManifestError
 from proto.vocab.placement import DEVICES_ANNOTATION, NUMA_NODES_ANNOTATION, decode_devices, decode_zones
 from proto.vocab.quantity import format_quantity
+from scheduler.api.loader import Workload, load_workload
+from scheduler.api.manifests import ManifestError
 from scheduler.cluster.cache import ClusterCache
+from scheduler.cluster.nodeview import check_report
+from scheduler.cycle import Scheduler
 from scheduler.framework.config import SchedulerConfig, default_config, load_config
 from scheduler.framework.snapshot import DEFAULT_SCHEDULER_NAMES
 from scheduler.history import LoadHistory
-from scheduler.cycle import Scheduler
-from scheduler.cluster.nodeview import check_report
 
 log = logging.getLogger(__name__)
 MAX_CYCLES = 1000
@@ -122,7 +122,7 @@ def feed_history(cache: ClusterCache, work: Workload, at: datetime) -> None:
         samples = doc.samples()
         late = [t for t, _, _ in samples if t > now]
         if late:
-            stamp = datetime.fromtimestamp(late[0], timezone.utc).isoformat()
+            stamp = datetime.fromtimestamp(late[0], UTC).isoformat()
             raise ManifestError(work.sources[("NodeLoadHistory", name)], f"NodeLoadHistory {name}",
                                 f"spec.series: a sample at {stamp} is after the simulated time {at.isoformat()}")
         for t, cpu, memory in samples:

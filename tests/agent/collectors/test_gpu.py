@@ -12,9 +12,16 @@ import pytest
 
 from agent.collectors.gpu import NO_DRIVER_MESSAGE, GpuCollector, normalise_bus_id, pod_of_pid_from_cgroup
 from agent.hostpaths import HostPaths
-from proto.model import DeviceProcess, Gpu, GpuTopologyLevel as Level, MigMode
+from proto.model import DeviceProcess, Gpu, MigMode
+from proto.model import GpuTopologyLevel as Level
 from tests.support.fake_pynvml import (
-    NOT_SUPPORTED, FakeGpu, FakeNvLink, FakeProcess, links_to, make_fake_nvml, switch_links,
+    NOT_SUPPORTED,
+    FakeGpu,
+    FakeNvLink,
+    FakeProcess,
+    links_to,
+    make_fake_nvml,
+    switch_links,
 )
 
 LOGGER = "agent.collectors.gpu"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,42 +31,42 @@ class Case:
 
 
 CASES = [
-    Case("1numa-noht", dict(cores_per_socket=4), "0-3", 1, 4, 1, {0: "0-3"}, {0: [10]},
+    Case("1numa-noht", {"cores_per_socket": 4}, "0-3", 1, 4, 1, {0: "0-3"}, {0: [10]},
          other_core=[(0, 1), (2, 3)]),
-    Case("1numa-ht-intel", dict(cores_per_socket=4, threads_per_core=2), "0-7", 1, 4, 2, {0: "0-7"}, {0: [10]},
+    Case("1numa-ht-intel", {"cores_per_socket": 4, "threads_per_core": 2}, "0-7", 1, 4, 2, {0: "0-7"}, {0: [10]},
          same_core=[(0, 4), (3, 7)], other_core=[(0, 1), (4, 5)]),
-    Case("1numa-ht-amd", dict(cores_per_socket=4, threads_per_core=2, vendor="amd"), "0-7", 1, 4, 2,
+    Case("1numa-ht-amd", {"cores_per_socket": 4, "threads_per_core": 2, "vendor": "amd"}, "0-7", 1, 4, 2,
          {0: "0-7"}, {0: [10]}, same_core=[(0, 1), (6, 7)], other_core=[(0, 4), (1, 2)]),
-    Case("1numa-2sockets-ht-intel", dict(sockets=2, cores_per_socket=4, threads_per_core=2), "0-15", 2, 8, 2,
+    Case("1numa-2sockets-ht-intel", {"sockets": 2, "cores_per_socket": 4, "threads_per_core": 2}, "0-15", 2, 8, 2,
          {0: "0-15"}, {0: [10]}, same_core=[(4, 12)], other_core=[(0, 4), (12, 8)],
          socket_of={0: 0, 4: 1, 8: 0, 12: 1}),
-    Case("2numa-2sockets-ht-intel", dict(sockets=2, cores_per_socket=16, threads_per_core=2, numa_nodes=2),
+    Case("2numa-2sockets-ht-intel", {"sockets": 2, "cores_per_socket": 16, "threads_per_core": 2, "numa_nodes": 2},
          "0-63", 2, 32, 2, {0: "0-15,32-47", 1: "16-31,48-63"}, {0: [10, 21], 1: [21, 10]},
          same_core=[(0, 32), (16, 48), (31, 63)], other_core=[(0, 16), (32, 48), (0, 1)],
          socket_of={0: 0, 15: 0, 16: 1, 32: 0, 48: 1, 63: 1}),
-    Case("2numa-2sockets-noht-intel", dict(sockets=2, cores_per_socket=12, numa_nodes=2), "0-23", 2, 24, 1,
+    Case("2numa-2sockets-noht-intel", {"sockets": 2, "cores_per_socket": 12, "numa_nodes": 2}, "0-23", 2, 24, 1,
          {0: "0-11", 1: "12-23"}, {0: [10, 21], 1: [21, 10]}, other_core=[(0, 12), (5, 6), (11, 12)],
          socket_of={11: 0, 12: 1}),
-    Case("2numa-2sockets-ht-amd", dict(sockets=2, cores_per_socket=4, threads_per_core=2, numa_nodes=2, vendor="amd"),
+    Case("2numa-2sockets-ht-amd", {"sockets": 2, "cores_per_socket": 4, "threads_per_core": 2, "numa_nodes": 2, "vendor": "amd"},
          "0-15", 2, 8, 2, {0: "0-7", 1: "8-15"}, {0: [10, 32], 1: [32, 10]},
          same_core=[(0, 1), (8, 9)], other_core=[(0, 8), (1, 2), (7, 8)], socket_of={7: 0, 8: 1}),
-    Case("4numa-4sockets-noht", dict(sockets=4, cores_per_socket=2, numa_nodes=4), "0-7", 4, 8, 1,
+    Case("4numa-4sockets-noht", {"sockets": 4, "cores_per_socket": 2, "numa_nodes": 4}, "0-7", 4, 8, 1,
          {0: "0-1", 1: "2-3", 2: "4-5", 3: "6-7"},
          {0: [10, 21, 21, 21], 1: [21, 10, 21, 21], 2: [21, 21, 10, 21], 3: [21, 21, 21, 10]},
          other_core=[(0, 2), (0, 4), (0, 6)], socket_of={1: 0, 2: 1, 5: 2, 6: 3}),
-    Case("4numa-2sockets-snc-intel", dict(sockets=2, cores_per_socket=8, threads_per_core=2, numa_nodes=4),
+    Case("4numa-2sockets-snc-intel", {"sockets": 2, "cores_per_socket": 8, "threads_per_core": 2, "numa_nodes": 4},
          "0-31", 2, 16, 2, {0: "0-3,16-19", 1: "4-7,20-23", 2: "8-11,24-27", 3: "12-15,28-31"},
          {0: [10, 11, 21, 21], 1: [11, 10, 21, 21], 2: [21, 21, 10, 11], 3: [21, 21, 11, 10]},
          same_core=[(0, 16), (8, 24)], other_core=[(0, 8), (5, 13)], socket_of={7: 0, 8: 1, 23: 0, 24: 1}),
-    Case("4numa-1socket-nps4-amd", dict(cores_per_socket=8, threads_per_core=2, numa_nodes=4, vendor="amd"),
+    Case("4numa-1socket-nps4-amd", {"cores_per_socket": 8, "threads_per_core": 2, "numa_nodes": 4, "vendor": "amd"},
          "0-15", 1, 8, 2, {0: "0-3", 1: "4-7", 2: "8-11", 3: "12-15"},
          {0: [10, 12, 12, 12], 3: [12, 12, 12, 10]}, same_core=[(2, 3), (4, 5)], other_core=[(3, 4)]),
-    Case("numa-disabled", dict(sockets=2, cores_per_socket=4, threads_per_core=2, numa_sysfs=False), "0-15", 2, 8, 2,
+    Case("numa-disabled", {"sockets": 2, "cores_per_socket": 4, "threads_per_core": 2, "numa_sysfs": False}, "0-15", 2, 8, 2,
          {0: "0-15"}, {0: [10]}, same_core=[(0, 8)], other_core=[(0, 4)], socket_of={3: 0, 4: 1}),
-    Case("offline-sibling", dict(sockets=2, cores_per_socket=4, threads_per_core=2, numa_nodes=2, offline=(9,)),
+    Case("offline-sibling", {"sockets": 2, "cores_per_socket": 4, "threads_per_core": 2, "numa_nodes": 2, "offline": (9,)},
          "0-8,10-15", 2, 8, 2, {0: "0-3,8,10-11", 1: "4-7,12-15"}, {0: [10, 21], 1: [21, 10]},
          same_core=[(0, 8), (2, 10)], other_core=[(1, 8)]),
-    Case("offline-whole-core", dict(cores_per_socket=4, threads_per_core=2, offline=(1, 5)),
+    Case("offline-whole-core", {"cores_per_socket": 4, "threads_per_core": 2, "offline": (1, 5)},
          "0,2-4,6-7", 1, 3, 2, {0: "0,2-4,6-7"}, {0: [10]}, same_core=[(0, 4), (2, 6)], other_core=[(0, 2)]),
 ]
 

@@ -10,14 +10,22 @@ import pytest
 from agent.cgroups.backend import V1Backend, V2Backend
 from agent.cgroups.layout import FixedLayout
 from agent.cgroups.tree import V1_CONTROLLERS
-from agent.hostpaths import HostPaths
 from agent.embedded import Backoff, LocalRuntime
-from agent.embedded.podcgroups import container_cgroup, limit_writes, shares
 from agent.embedded.phase import (
-    FAILED, PENDING, RUNNING, SUCCEEDED, ContainerView, InvalidTransition, pod_phase, restarts, transition,
+    FAILED,
+    PENDING,
+    RUNNING,
+    SUCCEEDED,
+    ContainerView,
+    InvalidTransition,
+    pod_phase,
+    restarts,
+    transition,
 )
-from agent.embedded.spec import INVALID, START_ERROR, UNSUPPORTED, SpecError, expand, load_manifest, parse_pod
+from agent.embedded.podcgroups import container_cgroup, limit_writes, shares
 from agent.embedded.records import ContainerRecord, PodRecord, StateDir, Stopping
+from agent.embedded.spec import INVALID, START_ERROR, UNSUPPORTED, SpecError, expand, load_manifest, parse_pod
+from agent.hostpaths import HostPaths
 from proto.model import Directive, PodAction, PodActionKind
 from proto.vocab.placement import DEVICES_ANNOTATION, DeviceGrant, encode_devices
 

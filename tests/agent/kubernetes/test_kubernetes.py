@@ -10,7 +10,6 @@ from agent.intents import Evict
 from agent.kubernetes.node import NodeLabels, NodeTaint
 from agent.pods import KubernetesPodSource
 from proto.model import QosLevel
-
 from tests.support.fake_apiserver import FakeApiServer, pod
 
 

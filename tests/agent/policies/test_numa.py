@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from agent.loop import Agent, AgentConfig
 from agent.cgroups.backend import detect_backend
 from agent.cgroups.executor import Executor
 from agent.cgroups.layout import detect_layout
@@ -15,14 +14,14 @@ from agent.collectors.topology import read_capacity
 from agent.evictor import RecordingEvictor
 from agent.hostpaths import HostPaths
 from agent.intents import CgroupWrite
+from agent.loop import Agent, AgentConfig
 from agent.pods import PodInfo, StaticPodSource
-from agent.policies.numa import BAD_ANNOTATION, NO_CPUS, UNKNOWN_ZONE, numa_intents
 from agent.policies.nodestate import NodeState, PodSample
+from agent.policies.numa import BAD_ANNOTATION, NO_CPUS, UNKNOWN_ZONE, numa_intents
 from agent.profile import ProfileWatcher
+from hack.lib.cgroup_fixtures import FakePod, container_dir, make_proc, make_tree, pod_dir
 from proto.model import Capacity, NumaZone, QosLevel
 from proto.vocab.placement import NUMA_NODES_ANNOTATION
-
-from hack.lib.cgroup_fixtures import FakePod, container_dir, make_proc, make_tree, pod_dir
 from tests.support.sysfs_fixtures import make_host
 
 GI = 2**30

@@ -5,14 +5,15 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agent.intents import BatchAllocatable
 from agent.pods import PodInfo, qos_level
+from agent.policies.batch import OvercommitState, batch_allocatable
 from agent.policies.cpu import burst_writes, cpu_intents, offline_quota
 from agent.policies.eviction import EvictionState, decide_evictions
 from agent.policies.memory import memory_intents
-from agent.policies.batch import OvercommitState, batch_allocatable
 from agent.policies.nodestate import NodeState, PodSample
 from agent.profile import BurstSettings, CpuSettings, EvictionSettings, MemorySettings, OvercommitSettings
 from proto.model import QosLevel

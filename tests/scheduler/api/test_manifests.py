@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 import yaml
@@ -11,7 +11,15 @@ import yaml
 from scheduler.api.loader import iter_documents, load_workload
 from scheduler.api.manifests import ManifestError, parse_object
 from scheduler.api.objects import (
-    Node, Pod, PodGroup, PriorityClass, Queue, Requirement, SelectorTerm, Taint, Toleration,
+    Node,
+    Pod,
+    PodGroup,
+    PriorityClass,
+    Queue,
+    Requirement,
+    SelectorTerm,
+    Taint,
+    Toleration,
 )
 
 SRC = "cluster.yaml:7"
@@ -145,7 +153,7 @@ def test_pod_fields():
                                Toleration("spot", "Exists"))
     assert (obj.priority_class_name, obj.priority, obj.node_name) == ("high", 1000, "n1")
     assert (obj.scheduler_name, obj.phase, obj.group_name) == ("scoria", "Running", "web")
-    assert obj.created == datetime(2024, 5, 1, 10, tzinfo=timezone.utc)
+    assert obj.created == datetime(2024, 5, 1, 10, tzinfo=UTC)
     plain = parse_object(pod(namespace=None), SRC)
     assert (plain.namespace, plain.phase, plain.node_name, plain.priority) == ("default", "Pending", "", None)
     assert plain.affinity_terms is None and plain.tolerations == () and plain.node_selector == {}

@@ -9,7 +9,12 @@ import yaml
 
 from scheduler.framework.args import Arg, ArgError, parse_args, parse_duration
 from scheduler.framework.config import (
-    DEFAULT_CONFIG, ConfigError, ConfigWatcher, default_config, load_config, parse_config,
+    DEFAULT_CONFIG,
+    ConfigError,
+    ConfigWatcher,
+    default_config,
+    load_config,
+    parse_config,
 )
 from scheduler.framework.plugin import PLUGINS
 

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+from datetime import UTC
+
 import numpy as np
 import pytest
 
+from scheduler.api.manifests import parse_object
 from scheduler.cluster.cache import ClusterCache
+from scheduler.cycle import Scheduler
 from scheduler.framework.config import parse_config
 from scheduler.framework.snapshot import TaskStatus
 from scheduler.framework.statement import Statement
 from scheduler.framework.status import InvalidTransition, check_transition, next_phase
-from scheduler.api.manifests import parse_object
-from scheduler.cycle import Scheduler
-
 from tests.support.builders import node, pod, podgroup, queue
 from tests.support.sessions import AT, open_session, task
 
@@ -193,12 +194,11 @@ def test_shipped_config_is_the_built_in_default() -> None:
 def test_a_cycle_leaves_no_cyclic_garbage() -> None:
     """Sessions break their reference cycles: a cycle's tasks and jobs are freed without the cycle collector."""
     import gc
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from scheduler.api.manifests import parse_object
     from scheduler.cluster.cache import ClusterCache
     from scheduler.cycle import Scheduler
-
     from tests.support.builders import node, pods
 
     cache = ClusterCache()
@@ -206,7 +206,7 @@ def test_a_cycle_leaves_no_cyclic_garbage() -> None:
         cache.upsert(parse_object(node(f"n{i}"), "test"))
     for doc in pods("p", 60, cpu="100m"):
         cache.upsert(parse_object(doc, "test"))
-    sched = Scheduler(cache, clock=lambda: datetime(2026, 1, 1, tzinfo=timezone.utc))
+    sched = Scheduler(cache, clock=lambda: datetime(2026, 1, 1, tzinfo=UTC))
     sched.run_once()
     gc.collect()
     gc.disable()

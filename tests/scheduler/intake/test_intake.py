@@ -6,15 +6,15 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from proto.model import ContainerUsage, DeviceProcess, Eviction, Gpu, NumaZone, PodUsage
 from scheduler.cluster.cache import ClusterCache
+from scheduler.cluster.nodeview import ReportLimits, check_report
 from scheduler.framework.snapshot import take_snapshot
 from scheduler.intake.reports import CloseStream, ReportIntake, StreamState
 from scheduler.metrics import SchedulerMetrics
-from scheduler.cluster.nodeview import ReportLimits, check_report
-
 from tests.support.wire import full_report
 
 NOW = 1_800_000_000.0

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from agent.client import ClientOptions, ReportClient
-
 from hack.lib.processes import free_port, scrape, start_serve, wait_port
 from tests.support.wire import full_report, wait_for
 

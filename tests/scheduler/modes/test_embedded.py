@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -17,13 +17,12 @@ from proto.model import PodActionKind, PodRuntime
 from scheduler.api.loader import iter_text
 from scheduler.api.manifests import ManifestError
 from scheduler.cluster.cache import ClusterCache
-from scheduler.modes.embedded.mode import Embedded
 from scheduler.cycle import Scheduler
-from scheduler.modes.embedded.store import Store, StoreError, Stored
-
+from scheduler.modes.embedded.mode import Embedded
+from scheduler.modes.embedded.store import Store, Stored, StoreError
 from tests.support.builders import pod, podgroup, queue, report
 
-AT = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
+AT = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
 
 def docs(*manifests: dict):

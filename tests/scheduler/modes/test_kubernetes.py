@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
 from scheduler.cluster.cache import ClusterCache
+from scheduler.cycle import Scheduler
 from scheduler.framework.config import parse_config
 from scheduler.modes.kubernetes import mode
 from scheduler.modes.kubernetes.leader import LeaderElector
-from scheduler.cycle import Scheduler
-
 from tests.support.fake_apiserver import FakeApiServer, node
 
 PG = "scheduling.volcano.sh/v1beta1"
@@ -72,7 +71,7 @@ class Harness:
         self.kube = mode.start(self.cache, api.client(), self.stop, resync=3600, **kwargs)
         self.scheduler = Scheduler(self.cache, effects=self.kube.effects,
                                    config=parse_config(config, "test") if config else None,
-                                   clock=lambda: datetime.now(timezone.utc))
+                                   clock=lambda: datetime.now(UTC))
 
     def cycle(self):
         result = self.scheduler.run_once()
@@ -160,7 +159,7 @@ tiers:
 """
 
 
-def numa_harness(harness) -> "Harness":
+def numa_harness(harness) -> Harness:
     """NUMA-aware scheduling, with node n1 reporting two zones of 4 CPUs."""
     from scheduler.api.loader import _node_report
     from tests.support.builders import report
@@ -576,7 +575,7 @@ def test_the_leader_label_is_retried_and_a_stale_one_removed(api, harness, monke
     api.put({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "sched-0", "namespace": "kube-system",
                                                              "labels": {"scoria.io/leader": "true"}},
              "spec": {"containers": [{"name": "s", "image": "x"}]}, "status": {"phase": "Running"}})
-    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     api.put({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",  # another replica holds the lease
              "metadata": {"name": "scoria-scheduler", "namespace": "kube-system"},
              "spec": {"holderIdentity": "sched-1", "leaseDurationSeconds": 60, "renewTime": stamp,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import numpy as np
 import pytest
@@ -17,12 +17,11 @@ from scheduler.framework.session import Session
 from scheduler.framework.snapshot import take_snapshot
 from scheduler.history import LoadHistory
 from scheduler.plugins.forecast import STALE
-
 from tests.support.builders import pod, report
 from tests.support.sessions import config_with, task
 
 HOUR, DAY, WEEK = 3600, 86400, 7 * 86400
-MONDAY = datetime(2026, 1, 5, tzinfo=timezone.utc).timestamp()
+MONDAY = datetime(2026, 1, 5, tzinfo=UTC).timestamp()
 NOW = MONDAY + 12 * HOUR  # Monday 12:00 UTC
 NAN = math.nan
 DURATION = "scoria.io/expected-duration"
@@ -30,7 +29,7 @@ DURATION = "scoria.io/expected-duration"
 
 def node_report(name: str, *, batch_cpu: int = 72_000, age: float = 0.0) -> dict:
     """100 cores and 256Gi; 25 cores and 64Gi in use, 5 cores and 8Gi of it by an offline pod: 20 cores online."""
-    stamp = datetime.fromtimestamp(NOW - age, timezone.utc).isoformat()
+    stamp = datetime.fromtimestamp(NOW - age, UTC).isoformat()
     return report(name, zones=[50, 50], zoneMemory="128Gi", cpuUsed=25, memoryUsed="64Gi", batchCpu=batch_cpu,
                   batchMemory="96Gi", sampleTime=stamp, pods=[{"uid": f"{name}-be", "qos": "BE", "cpu": 5,
                                                                  "memory": "8Gi"}])
@@ -68,7 +67,7 @@ def session(reports: list[dict], pods: list[dict], history: LoadHistory | None,
         cache.upsert(parse_object(doc, "test"))
     cache.history = history
     ssn = Session(take_snapshot(cache, now=NOW), config_with(*plugins, extra=extra),
-                  now=datetime.fromtimestamp(NOW, timezone.utc), effects=CacheEffects(cache))
+                  now=datetime.fromtimestamp(NOW, UTC), effects=CacheEffects(cache))
     ssn.open()
     return ssn
 

@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from proto.vocab.placement import DEVICES_ANNOTATION, decode_devices
 from scheduler.api.loader import _node_report
 from scheduler.api.manifests import parse_object
-from proto.vocab.placement import DEVICES_ANNOTATION, decode_devices
 from scheduler.cluster.cache import ClusterCache
-from scheduler.framework.config import parse_config
 from scheduler.cycle import Scheduler
-
+from scheduler.framework.config import parse_config
 from tests.support.builders import pod, report
 
-AT = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
+AT = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 CONFIG = parse_config("""
 actions: "enqueue, allocate, backfill"
 tiers:
@@ -231,7 +231,6 @@ tiers:
 
 def test_usage_estimates_of_a_discarded_gang_leave_every_node(monkeypatch) -> None:
     from scheduler.plugins.usage import Usage
-
     from tests.support.builders import podgroup
     seen = []
     monkeypatch.setattr(Usage, "close", lambda self, ssn: seen.append(self.pending_cpu.copy()), raising=False)

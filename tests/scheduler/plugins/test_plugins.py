@@ -7,13 +7,12 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
+from scheduler.api.objects import Queue
 from scheduler.framework.config import parse_config
 from scheduler.framework.plugin import VoteKind
 from scheduler.framework.resources import ResourceIndex
-from scheduler.plugins.proportion import QueueAttr, water_fill
 from scheduler.framework.snapshot import QueueInfo
-from scheduler.api.objects import Queue
-
+from scheduler.plugins.proportion import QueueAttr, water_fill
 from tests.support.builders import node, pod, podgroup, priority_class, queue
 from tests.support.sessions import AT, config_with, open_session, task
 
@@ -174,7 +173,7 @@ def victims_world(min_member: int, running: int):
 ], ids=["two above min", "at min", "min 1 may go entirely", "gang of 2 at min"])
 def test_gang_keeps_min_member(min_member: int, running: int, allowed: int) -> None:
     ssn = open_session(victims_world(min_member, running), config_with("gang"))
-    candidates = [t for t in ssn.jobs["default/victim"].tasks.values()]
+    candidates = list(ssn.jobs["default/victim"].tasks.values())
     assert len(ssn.preemptable(task(ssn, "default/u"), candidates)) == allowed
 
 

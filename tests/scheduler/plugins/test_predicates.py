@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from scheduler.framework.config import parse_config
-
 from tests.support.builders import node, pod
 from tests.support.sessions import config_with, open_session, task
 

@@ -3,24 +3,23 @@
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import numpy as np
 import pytest
 
 from scheduler.actions.shuffle import Shuffle
+from scheduler.cycle import Scheduler, system_clock
 from scheduler.framework.args import Args
 from scheduler.framework.config import ConfigError, parse_config
 from scheduler.framework.snapshot import TaskStatus
 from scheduler.plugins.tdm import NOT_PREEMPTABLE, Window, parse_budget, parse_window
-from scheduler.cycle import Scheduler, system_clock
-
 from tests.support.builders import node, pod, podgroup
 from tests.support.sessions import cache_of, open_session, task
 
 ZONE = "volcano.sh/revocable-zone"
 PREEMPTABLE = {"volcano.sh/preemptable": "true"}
-NOON = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
+NOON = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
 
 def tdm_config(arguments: str = 'tdm.revocable-zone.rz1: "22:00-06:00"', actions: str = "enqueue, allocate, shuffle"):
@@ -38,7 +37,7 @@ tiers:
 """)
 
 
-def at(hhmm: str, tz=timezone.utc) -> datetime:
+def at(hhmm: str, tz=UTC) -> datetime:
     h, m = map(int, hhmm.split(":"))
     return datetime(2026, 1, 1, h, m, tzinfo=tz)
 
@@ -95,13 +94,13 @@ def test_window_contains(window: str, time: str, open_: bool) -> None:
 
 def test_window_end_is_exclusive_to_the_second() -> None:
     w = Window(600, 1260)
-    assert w.contains(datetime(2026, 1, 1, 20, 59, 59, 999000, tzinfo=timezone.utc))
-    assert not w.contains(datetime(2026, 1, 1, 21, 0, 0, tzinfo=timezone.utc))
+    assert w.contains(datetime(2026, 1, 1, 20, 59, 59, 999000, tzinfo=UTC))
+    assert not w.contains(datetime(2026, 1, 1, 21, 0, 0, tzinfo=UTC))
 
 
 def test_window_is_read_in_the_timezone_of_the_clock() -> None:
     tokyo = timezone(timedelta(hours=9))
-    instant = datetime(2026, 1, 1, 14, 30, tzinfo=timezone.utc)  # 23:30 in Tokyo
+    instant = datetime(2026, 1, 1, 14, 30, tzinfo=UTC)  # 23:30 in Tokyo
     w = parse_window("22:00-06:00")
     assert not w.contains(instant)
     assert w.contains(instant.astimezone(tokyo))
@@ -422,4 +421,4 @@ def test_system_clock_is_local_and_aware() -> None:
     now = system_clock()
     assert now.tzinfo is not None
     assert now.utcoffset() == datetime.now().astimezone().utcoffset()
-    assert abs(now.timestamp() - datetime.now(timezone.utc).timestamp()) < 5
+    assert abs(now.timestamp() - datetime.now(UTC).timestamp()) < 5
