@@ -20,6 +20,7 @@ from pathlib import Path
 
 from agent.kubernetes.kubelet import TOPOLOGY_POLICIES, topology_policy_source
 from proto import codec
+from proto.errors import InputError
 
 EXIT_BAD_INPUT = 2
 
@@ -145,13 +146,13 @@ def make_agent(args, *, enforce: bool, publish=None):
 
 def _check_embedded(args, enforce: bool) -> None:
     if args.pods_from is not None:
-        raise ValueError("--embedded takes its pods from the local runtime: drop --pods-from")
+        raise InputError("--embedded takes its pods from the local runtime: drop --pods-from")
     if not args.state:
-        raise ValueError("--embedded needs --state DIR (the local runtime's pod records and logs)")
+        raise InputError("--embedded needs --state DIR (the local runtime's pod records and logs)")
     if not enforce:
-        raise ValueError("--embedded runs pods in cgroups: it cannot be a --dry-run")
+        raise InputError("--embedded runs pods in cgroups: it cannot be a --dry-run")
     if args.shutdown_grace < 0:
-        raise ValueError(f"--shutdown-grace must be >= 0, got {args.shutdown_grace:g}")
+        raise InputError(f"--shutdown-grace must be >= 0, got {args.shutdown_grace:g}")
 
 
 def _kubernetes(kubeconfig: str | None):
@@ -192,7 +193,7 @@ def cmd_run(args) -> int:
         options = ClientOptions(args.scheduler, interval=args.interval, ca=_path(args.ca), cert=_path(args.cert),
                                 key=_path(args.key), server_name=args.server_name, insecure=args.insecure)
         if not args.insecure and options.ca is None:
-            raise ValueError("--scheduler needs --ca (TLS) or --insecure")
+            raise InputError("--scheduler needs --ca (TLS) or --insecure")
         client = ReportClient(options, on_directive=lambda d: [handle(d) for handle in handlers])
     agent = make_agent(args, enforce=not args.dry_run, publish=client.publish if client else None)
     if agent.runtime is not None:
@@ -278,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:
         return cmd_report(args) if args.command == "report" else cmd_run(args)
-    except (ValueError, FileNotFoundError) as exc:
+    except (InputError, FileNotFoundError) as exc:  # bad input or a path that is not there; anything else is a bug
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except BrokenPipeError:

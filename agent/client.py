@@ -27,6 +27,7 @@ from pathlib import Path
 import grpc
 
 from proto import codec
+from proto.errors import InputError
 from proto.model import Directive, Eviction, NodeReport
 from proto.scoria.v1 import agent_pb2_grpc
 
@@ -65,7 +66,7 @@ def channel_for(options: ClientOptions) -> grpc.aio.Channel:
     if options.insecure:
         return grpc.aio.insecure_channel(target, options=extra)
     if options.ca is None:
-        raise ValueError("TLS needs the scheduler's CA (ca=...), or choose insecure")
+        raise InputError("TLS needs the scheduler's CA (ca=...), or choose insecure")
     creds = grpc.ssl_channel_credentials(
         root_certificates=options.ca.read_bytes(),
         private_key=options.key.read_bytes() if options.key else None,

@@ -12,6 +12,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from proto.errors import InputError
+
 
 @dataclass(frozen=True)
 class HostPaths:
@@ -53,7 +55,7 @@ def parse_cpulist(text: str) -> list[int]:
             lo, hi = part.split("-", 1)
             first, last = int(lo), int(hi)
             if last < first:
-                raise ValueError(f"bad CPU range {part!r}")
+                raise InputError(f"bad CPU range {part!r}")
             out.extend(range(first, last + 1))
         else:
             out.append(int(part))

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agent.cgroups.layout import Layout
+from proto.errors import InputError
 from proto.model import QosLevel
 from proto.vocab.qos import BATCH_CPU, BATCH_MEMORY, qos_level
 from proto.vocab.qos import qos_class as _qos_class
@@ -78,7 +79,7 @@ def pod_info(doc: dict) -> PodInfo:
         batch_cpu = _sum(containers, "requests", BATCH_CPU)[0]
         batch_mem = _sum(containers, "requests", BATCH_MEMORY)[0]
     except QuantityError as exc:
-        raise ValueError(f"pod {meta.get('namespace')}/{meta.get('name')}: {exc}") from None
+        raise InputError(f"pod {meta.get('namespace')}/{meta.get('name')}: {exc}") from None
     qos_class = (doc.get("status") or {}).get("qosClass") or _qos_class(containers)
     annotations = dict(meta.get("annotations") or {})
     return PodInfo(

@@ -39,13 +39,14 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 
+from proto.errors import InputError
 from proto.vocab.duration import DailyWindow, parse_daily_window, parse_duration
 
 log = logging.getLogger(__name__)
 LEVELS = ("LC", "HLS", "LS", "BE")
 
 
-class ProfileError(ValueError):
+class ProfileError(InputError):
     pass
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from google.protobuf import json_format
 
+from proto.errors import InputError
 from proto.model import (
     Ack,
     Capacity,
@@ -274,5 +275,5 @@ def report_from_json(doc: dict) -> NodeReport:
     try:
         msg = json_format.ParseDict(body, pb.NodeReport())
     except json_format.ParseError as exc:
-        raise ValueError(str(exc)) from None
+        raise InputError(str(exc)) from None
     return report_from_pb(msg)

@@ -13,9 +13,8 @@ import logging
 import sys
 from datetime import datetime
 
-from scheduler.api.manifests import ManifestError
+from proto.errors import InputError
 from scheduler.cycle import tune_gc
-from scheduler.framework.config import ConfigError
 from scheduler.framework.snapshot import DEFAULT_SCHEDULER_NAMES
 from scheduler.modes.simulator.simulation import load_config_or_default, render_table, simulate
 
@@ -30,7 +29,7 @@ def parse_time(text: str | None) -> datetime:
     try:
         stamp = datetime.fromisoformat(text)
     except ValueError:
-        raise ValueError(f"--at: invalid time {text!r}: expected ISO 8601 like 2026-11-21T22:30:00") from None
+        raise InputError(f"--at: invalid time {text!r}: expected ISO 8601 like 2026-11-21T22:30:00") from None
     return stamp if stamp.tzinfo else stamp.astimezone()
 
 
@@ -268,7 +267,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     if args.cycles is not None and args.cycles < 1:
-        raise ValueError("--cycles: must be at least 1")
+        raise InputError("--cycles: must be at least 1")
     at = parse_time(args.at)
     config = load_config_or_default(args.config)
     sim = simulate(args.filename, config=config, at=at, cycles=args.cycles,
@@ -294,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in ("apply", "get", "describe", "logs", "delete", "top"):
             from scheduler.modes.embedded.client import run
             return run(args)
-    except (ManifestError, ConfigError, ValueError) as exc:
+    except InputError as exc:  # bad input is one line; anything else is a bug and stays a traceback
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except BrokenPipeError:  # output piped into head(1) and the like

@@ -42,6 +42,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from proto.errors import InputError
 from scheduler.sqlitefile import open_owned, transaction
 
 log = logging.getLogger(__name__)
@@ -104,9 +105,9 @@ class LoadHistory:
 
     def __init__(self, *, weeks: int = 4, hour_quantile: float = 0.9, initial_nodes: int = 64):
         if not 1 <= weeks <= 52:
-            raise ValueError(f"weeks: must be 1-52, got {weeks}")
+            raise InputError(f"weeks: must be 1-52, got {weeks}")
         if not 0 < hour_quantile <= 1:
-            raise ValueError(f"hour_quantile: must be in (0, 1], got {hour_quantile}")
+            raise InputError(f"hour_quantile: must be in (0, 1], got {hour_quantile}")
         self.weeks, self.hour_quantile = weeks, hour_quantile
         self._lock = threading.Lock()
         self.names: list[str] = []
@@ -302,7 +303,7 @@ def _nearest_rank(cells: np.ndarray, q: float) -> np.ndarray:
 
 
 # -- persistence ---------------------------------------------------------------------------------------
-class HistoryStoreError(ValueError):
+class HistoryStoreError(InputError):
     """A history file that cannot be used (the message names it); it is left as it is."""
 
 

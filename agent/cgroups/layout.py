@@ -24,6 +24,7 @@ import re
 from dataclasses import dataclass
 
 from agent.cgroups.backend import Backend
+from proto.errors import InputError
 
 QOS_CLASSES = ("Guaranteed", "Burstable", "BestEffort")
 _SCOPE = re.compile(r"^(?:cri-containerd-|crio-|docker-)?([0-9a-f]{12,64})(?:\.scope)?$")
@@ -62,7 +63,7 @@ class Layout:
 class KubeletLayout(Layout):
     def __init__(self, backend: Backend, driver: str):
         if driver not in ("cgroupfs", "systemd"):
-            raise ValueError(f"cgroup driver must be cgroupfs or systemd, got {driver!r}")
+            raise InputError(f"cgroup driver must be cgroupfs or systemd, got {driver!r}")
         self.backend = backend
         self.driver = driver
         if driver == "cgroupfs":

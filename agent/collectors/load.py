@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 
 from agent.hostpaths import HostPaths
+from proto.errors import InputError
 from proto.model import Pressure
 
 USER_HZ = 100  # /proc/stat ticks per second on every Linux architecture we run on
@@ -34,7 +35,7 @@ def _cpu_ticks(path: str) -> tuple[int, int]:
         os.close(fd)
     fields = head.split(b"\n", 1)[0].split()
     if not fields or fields[0] != b"cpu":
-        raise ValueError(f"{path}: first line is not the cpu total")
+        raise InputError(f"{path}: first line is not the cpu total")
     values = [int(v) for v in fields[1:]]
     idle = values[3] + (values[4] if len(values) > 4 else 0)  # idle + iowait
     total = sum(values[:8])  # guest time is already counted in user

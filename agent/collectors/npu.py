@@ -20,6 +20,7 @@ import re
 import subprocess
 from collections.abc import Callable
 
+from proto.errors import InputError
 from proto.model import DeviceProcess, Npu
 
 MIB = 1 << 20
@@ -41,7 +42,7 @@ def _cells(line: str) -> list[str]:
 
 
 def _fail(cell: Cell, why: str):
-    raise ValueError(f"line {cell[1]}: {why}: {cell[2].strip()!r}")
+    raise InputError(f"line {cell[1]}: {why}: {cell[2].strip()!r}")
 
 
 def _row(header: list[list[str]], line: str, lineno: int) -> dict[str, Cell]:

@@ -24,6 +24,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agent.hostpaths import HostPaths, parse_cpulist
+from proto.errors import InputError
 from proto.model import Capacity, CpuTopology, LogicalCpu, NumaZone
 
 LOCAL_DISTANCE = 10
@@ -35,10 +36,10 @@ def read_capacity(paths: HostPaths) -> Capacity:
     cpu_dir = paths.sys / "devices" / "system" / "cpu"
     online = _required_cpulist(paths, cpu_dir / "online")
     if not online:
-        raise ValueError(f"{cpu_dir / 'online'}: no online CPU")
+        raise InputError(f"{cpu_dir / 'online'}: no online CPU")
     memory = _meminfo_kib(paths, paths.proc / "meminfo", "MemTotal:")
     if memory is None:
-        raise ValueError(f"{paths.proc / 'meminfo'}: missing, or no valid MemTotal line")
+        raise InputError(f"{paths.proc / 'meminfo'}: missing, or no valid MemTotal line")
     zones = _read_zones(paths, online, memory * 1024)
     zone_of = {cpu: zone.id for zone in zones for cpu in zone.cpus}
     return Capacity(
@@ -92,7 +93,7 @@ def _read_zones(paths: HostPaths, online: list[int], total_memory: int) -> list[
         return [NumaZone(id=0, cpus=list(online), memory_bytes=total_memory, distances=[LOCAL_DISTANCE])]
     node_ids = _required_cpulist(paths, node_dir / "online")
     if not node_ids:
-        raise ValueError(f"{node_dir / 'online'}: no online NUMA node")
+        raise InputError(f"{node_dir / 'online'}: no online NUMA node")
     claimed: set[int] = set()
     zones = []
     for position, node in enumerate(node_ids):
@@ -140,11 +141,11 @@ def _meminfo_kib(paths: HostPaths, path: Path, label: str) -> int | None:
 def _required_cpulist(paths: HostPaths, path: Path) -> list[int]:
     text = paths.read(path)
     if text is None:
-        raise ValueError(f"{path}: missing or unreadable")
+        raise InputError(f"{path}: missing or unreadable")
     try:
         return parse_cpulist(text)
     except ValueError as exc:
-        raise ValueError(f"{path}: not a CPU list ({text.strip()!r}): {exc}") from None
+        raise InputError(f"{path}: not a CPU list ({text.strip()!r}): {exc}") from None
 
 
 def _optional_cpulist(paths: HostPaths, path: Path) -> list[int] | None:

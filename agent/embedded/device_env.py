@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from proto.errors import InputError
 from proto.vocab.placement import DEVICES_ANNOTATION, GPU, DeviceGrant, decode_devices
 
 ASCEND_PREFIX = "huawei.com/Ascend"
@@ -59,5 +60,5 @@ def _each_once(kind: str, names: list[str]) -> None:
     seen: set[str] = set()
     for name in names:
         if name in seen:
-            raise ValueError(f"{DEVICES_ANNOTATION}: {kind} {name} is granted twice")
+            raise InputError(f"{DEVICES_ANNOTATION}: {kind} {name} is granted twice")
         seen.add(name)

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from agent.embedded.phase import ACTIVE, PENDING, WAITING
+from proto.errors import InputError
 from proto.model import ContainerRuntime, PodRuntime
 
 log = logging.getLogger(__name__)
@@ -30,7 +31,7 @@ log = logging.getLogger(__name__)
 FORMAT = 1
 
 
-class StateError(ValueError):
+class StateError(InputError):
     """A record that cannot be read back."""
 
 

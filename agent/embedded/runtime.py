@@ -75,6 +75,7 @@ from agent.embedded.process import JOIN_FAILED, SIGKILL, SIGTERM, Handle, StartF
 from agent.embedded.records import ContainerRecord, PodRecord, StateDir, Stopping, to_runtime
 from agent.embedded.spec import DEFAULT_GRACE, START_ERROR, PodSpec, SpecError, load_manifest, parse_pod, safe_name
 from agent.pods import PodInfo
+from proto.errors import InputError
 from proto.model import Directive, PodAction, PodActionKind, PodRuntime
 
 log = logging.getLogger(__name__)
@@ -128,7 +129,7 @@ class LocalRuntime:
                 try:
                     podcgroups.make(backend, parent)
                 except OSError as exc:
-                    raise ValueError(f"local runtime: cannot create cgroup {parent}: {exc}") from None
+                    raise InputError(f"local runtime: cannot create cgroup {parent}: {exc}") from None
         self._adopt()
 
     # -- what the agent calls ---------------------------------------------------------------------

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 
 from agent.embedded.device_env import device_env
 from agent.pods import PodInfo, pod_info
+from proto.errors import InputError
 from proto.vocab.qos import BATCH_CPU, BATCH_MEMORY
 from proto.vocab.quantity import QuantityError, to_canonical
 
@@ -37,7 +38,7 @@ _REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 _FIELD = re.compile(r"^metadata\.(labels|annotations)\['([^']+)'\]$")
 
 
-class SpecError(ValueError):
+class SpecError(InputError):
     """A pod the runtime will not run: ``reason`` (InvalidPod, Unsupported, StartError) and a message."""
 
     def __init__(self, reason: str, message: str):

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import yaml
 
+from proto.errors import InputError
 from proto.vocab.placement import NUMA_POLICIES as TOPOLOGY_POLICIES  # the kubelet's names are Volcano's
 
 KUBELET_DEFAULT_POLICY = "none"
@@ -37,7 +38,7 @@ class TopologyPolicy:
     def __init__(self, path: Path | None, *, override: str | None = None,
                  log: logging.Logger | None = None):
         if override is not None and override not in TOPOLOGY_POLICIES:
-            raise ValueError(f"--topology-policy: must be one of {', '.join(TOPOLOGY_POLICIES)}, got {override!r}")
+            raise InputError(f"--topology-policy: must be one of {', '.join(TOPOLOGY_POLICIES)}, got {override!r}")
         self.path = path
         self.override = override
         self._log = log or logging.getLogger(__name__)

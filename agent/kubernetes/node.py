@@ -13,6 +13,8 @@ import logging
 import time
 from typing import Any
 
+from proto.errors import InputError
+
 log = logging.getLogger(__name__)
 
 EVICTING_TAINT = "volcano.sh/offline-job-evicting"
@@ -61,7 +63,7 @@ def parse_labels(text: str) -> dict[str, str]:
     for item in filter(None, (part.strip() for part in text.split(","))):
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise ValueError(f"--node-labels: {item!r} is not key=value")
+            raise InputError(f"--node-labels: {item!r} is not key=value")
         out[key.strip()] = value.strip()
     return out
 

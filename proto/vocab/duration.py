@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime, time
 from typing import Any
 
+from proto.errors import InputError
+
 _SECONDS = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
 _UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -23,20 +25,20 @@ def parse_duration(value: Any) -> float:
     """Seconds from a Go-style duration (``1h30m``, ``500ms``) or a bare number of seconds."""
     seconds = _parse_duration(value)
     if seconds > MAX_DURATION:
-        raise ValueError(f"duration {value!r} is longer than 100 years")
+        raise InputError(f"duration {value!r} is longer than 100 years")
     return seconds
 
 
 def _parse_duration(value: Any) -> float:
     if isinstance(value, bool):
-        raise ValueError(f"expected a duration like '30s' or '1h', got {value!r}")
+        raise InputError(f"expected a duration like '30s' or '1h', got {value!r}")
     if isinstance(value, (int, float)):
         if not math.isfinite(value):
-            raise ValueError(f"expected a duration like '30s' or '1h', got {value!r}")
+            raise InputError(f"expected a duration like '30s' or '1h', got {value!r}")
         return float(value)
     text = str(value).strip()
     if not text:
-        raise ValueError("expected a duration like '30s' or '1h', got ''")
+        raise InputError("expected a duration like '30s' or '1h', got ''")
     if _SECONDS.fullmatch(text):  # a bare number of seconds
         return float(text)
     pos, total = 0, 0.0
@@ -46,7 +48,7 @@ def _parse_duration(value: Any) -> float:
         total += float(match.group(1)) * _UNITS[match.group(2)]
         pos = match.end()
     if pos != len(text) or pos == 0:
-        raise ValueError(f"expected a duration like '30s' or '1h', got {text!r}")
+        raise InputError(f"expected a duration like '30s' or '1h', got {text!r}")
     return total
 
 
@@ -86,16 +88,16 @@ def parse_daily_window(text: Any) -> DailyWindow:
     raw = str(text).strip()
     match = _WINDOW.fullmatch(raw)
     if not match:
-        raise ValueError(f'expected a daily window "HH:MM-HH:MM" (e.g. "22:00-06:00"), got {text!r}')
+        raise InputError(f'expected a daily window "HH:MM-HH:MM" (e.g. "22:00-06:00"), got {text!r}')
     h1, m1, h2, m2 = (int(g) for g in match.groups())
     for hour in (h1, h2):
         if hour > 23:
-            raise ValueError(f"hour {hour} is out of range 0-23 in {raw!r}")
+            raise InputError(f"hour {hour} is out of range 0-23 in {raw!r}")
     for minute in (m1, m2):
         if minute > 59:
-            raise ValueError(f"minute {minute} is out of range 0-59 in {raw!r}")
+            raise InputError(f"minute {minute} is out of range 0-59 in {raw!r}")
     window = DailyWindow(h1 * 60 + m1, h2 * 60 + m2)
     if window.start == window.end:
-        raise ValueError(f"start and end are both {_hhmm(window.start)} in {raw!r}: a window needs two different "
+        raise InputError(f"start and end are both {_hhmm(window.start)} in {raw!r}: a window needs two different "
                          "times (it may cross midnight, as in 22:00-06:00)")
     return window

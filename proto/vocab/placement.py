@@ -31,6 +31,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from proto.errors import InputError
 from proto.vocab.duration import parse_duration
 
 NUMA_POLICY_ANNOTATION = "volcano.sh/numa-topology-policy"
@@ -86,12 +87,12 @@ def device_requests(requests: Mapping[str, int]) -> tuple[DeviceRequest, ...]:
     cores = requests.get(VGPU_CORES)
     if not number:
         if memory or cores:
-            raise ValueError(f"{VGPU_MEMORY}/{VGPU_CORES} need {VGPU_NUMBER} (how many GPUs)")
+            raise InputError(f"{VGPU_MEMORY}/{VGPU_CORES} need {VGPU_NUMBER} (how many GPUs)")
         return tuple(out)
     if cores is not None and cores > 100:
-        raise ValueError(f"{VGPU_CORES}: a percentage of one GPU's cores, at most 100, got {cores}")
+        raise InputError(f"{VGPU_CORES}: a percentage of one GPU's cores, at most 100, got {cores}")
     if requests.get(GPU):
-        raise ValueError(f"a pod asks for whole GPUs ({GPU}) or shared ones ({VGPU_NUMBER}), not both")
+        raise InputError(f"a pod asks for whole GPUs ({GPU}) or shared ones ({VGPU_NUMBER}), not both")
     out.append(DeviceRequest(GPU, _count(VGPU_NUMBER, number), memory_mib=memory or None, cores=cores or 0,
                              exclusive=cores == 100, shared=True))
     return tuple(out)
@@ -99,7 +100,7 @@ def device_requests(requests: Mapping[str, int]) -> tuple[DeviceRequest, ...]:
 
 def _count(resource: str, count: int) -> int:
     if count > MAX_DEVICES_PER_POD:
-        raise ValueError(f"{resource}: {count} devices, more than any node has (limit {MAX_DEVICES_PER_POD})")
+        raise InputError(f"{resource}: {count} devices, more than any node has (limit {MAX_DEVICES_PER_POD})")
     return count
 
 
@@ -107,7 +108,7 @@ def numa_policy(annotations: Mapping[str, str]) -> str:
     """The pod's NUMA policy, ``""`` when unset; ValueError for an unknown one."""
     text = (annotations.get(NUMA_POLICY_ANNOTATION) or "").strip()
     if text and text not in NUMA_POLICIES:
-        raise ValueError(f"{NUMA_POLICY_ANNOTATION}: must be one of {', '.join(NUMA_POLICIES)}, got {text!r}")
+        raise InputError(f"{NUMA_POLICY_ANNOTATION}: must be one of {', '.join(NUMA_POLICIES)}, got {text!r}")
     return text
 
 
@@ -132,25 +133,25 @@ def decode_devices(text: str) -> tuple[DeviceGrant, ...]:
     try:
         raw = json.loads(text)
     except ValueError as exc:
-        raise ValueError(f"{DEVICES_ANNOTATION}: not JSON ({exc})") from None
+        raise InputError(f"{DEVICES_ANNOTATION}: not JSON ({exc})") from None
     if not isinstance(raw, list):
-        raise ValueError(f"{DEVICES_ANNOTATION}: expected a JSON list of devices")
+        raise InputError(f"{DEVICES_ANNOTATION}: expected a JSON list of devices")
     out = []
     for i, entry in enumerate(raw):
         where = f"{DEVICES_ANNOTATION}[{i}]"
         if not isinstance(entry, dict):
-            raise ValueError(f"{where}: expected an object")
+            raise InputError(f"{where}: expected an object")
         resource, uuid = entry.get("resource"), entry.get("uuid")
         if not isinstance(resource, str) or not resource or not isinstance(uuid, str) or not uuid:
-            raise ValueError(f"{where}: resource and uuid must be non-empty strings")
+            raise InputError(f"{where}: resource and uuid must be non-empty strings")
         numbers = []
         for key in ("index", "memoryMiB", "cores"):
             value = entry.get(key)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{where}.{key}: expected a non-negative integer, got {value!r}")
+                raise InputError(f"{where}.{key}: expected a non-negative integer, got {value!r}")
             numbers.append(value)
         if numbers[2] > 100:
-            raise ValueError(f"{where}.cores: a percentage, at most 100, got {numbers[2]}")
+            raise InputError(f"{where}.cores: a percentage, at most 100, got {numbers[2]}")
         out.append(DeviceGrant(resource, uuid, *numbers))
     return tuple(out)
 
@@ -163,10 +164,10 @@ def decode_zones(text: str) -> tuple[int, ...]:
     """Parse ``scoria.io/numa-nodes`` (``"0,1"``); ValueError when it is not a list of zone ids."""
     parts = [p.strip() for p in text.split(",")]
     if not parts or not all(p.isdigit() for p in parts):
-        raise ValueError(f"{NUMA_NODES_ANNOTATION}: expected zone ids like '0' or '0,1', got {text!r}")
+        raise InputError(f"{NUMA_NODES_ANNOTATION}: expected zone ids like '0' or '0,1', got {text!r}")
     zones = tuple(sorted({int(p) for p in parts}))
     if len(zones) != len(parts):
-        raise ValueError(f"{NUMA_NODES_ANNOTATION}: zone listed twice in {text!r}")
+        raise InputError(f"{NUMA_NODES_ANNOTATION}: zone listed twice in {text!r}")
     return zones
 
 
@@ -178,9 +179,9 @@ def expected_duration(annotations: Mapping[str, str]) -> float | None:
     try:
         seconds = parse_duration(text)
     except ValueError as exc:
-        raise ValueError(f"{EXPECTED_DURATION_ANNOTATION}: {exc}") from None
+        raise InputError(f"{EXPECTED_DURATION_ANNOTATION}: {exc}") from None
     if seconds <= 0:
-        raise ValueError(f"{EXPECTED_DURATION_ANNOTATION}: must be longer than 0, got {text!r}")
+        raise InputError(f"{EXPECTED_DURATION_ANNOTATION}: must be longer than 0, got {text!r}")
     return seconds
 
 
@@ -190,5 +191,5 @@ def preemptable(annotations: Mapping[str, str]) -> bool | None:
     if not text:
         return None
     if text not in ("true", "false"):
-        raise ValueError(f"{PREEMPTABLE_ANNOTATION}: must be \"true\" or \"false\", got {text!r}")
+        raise InputError(f"{PREEMPTABLE_ANNOTATION}: must be \"true\" or \"false\", got {text!r}")
     return text == "true"

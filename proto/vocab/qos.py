@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from proto.errors import InputError
 from proto.model import QosLevel
 from proto.vocab.quantity import to_canonical
 
@@ -30,7 +31,7 @@ def parse_qos_level(annotations: dict[str, str]) -> QosLevel | None:
     if not text:
         return None
     if text not in ("LC", "HLS", "LS", "BE"):
-        raise ValueError(f"{QOS_LEVEL_ANNOTATION}: must be one of LC, HLS, LS, BE, got {text!r}")
+        raise InputError(f"{QOS_LEVEL_ANNOTATION}: must be one of LC, HLS, LS, BE, got {text!r}")
     return QosLevel[text]
 
 

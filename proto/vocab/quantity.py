@@ -16,6 +16,8 @@ import math
 import re
 from decimal import Decimal, InvalidOperation
 
+from proto.errors import InputError
+
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {
     "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
@@ -30,7 +32,7 @@ _QUANTITY = re.compile(
 _MAX = Decimal(2) ** 63
 
 
-class QuantityError(ValueError):
+class QuantityError(InputError):
     """A value that is not a valid Kubernetes quantity."""
 
 

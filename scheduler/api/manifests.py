@@ -13,6 +13,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from proto.errors import InputError
 from proto.vocab.placement import device_requests, expected_duration, numa_policy, preemptable
 from proto.vocab.qos import parse_qos_level, qos_class
 from proto.vocab.quantity import QuantityError, to_canonical
@@ -49,7 +50,7 @@ POD_PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 
 
-class ManifestError(ValueError):
+class ManifestError(InputError):
     """A manifest that cannot be used; the message says where and why."""
 
     def __init__(self, source: str, obj: str, message: str):

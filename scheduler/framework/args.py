@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from proto.errors import InputError
 from proto.vocab.duration import parse_duration  # noqa: F401  (re-exported: plugins and the agent's profile use it)
 from proto.vocab.quantity import QuantityError, parse_quantity
 
 
-class ArgError(ValueError):
+class ArgError(InputError):
     pass
 
 
@@ -80,12 +81,12 @@ def _to_bool(value: Any) -> bool:
         return True
     if text in ("false", "no", "0", "off"):
         return False
-    raise ValueError(f"expected true or false, got {value!r}")
+    raise InputError(f"expected true or false, got {value!r}")
 
 
 def _to_int(value: Any) -> int:
     if isinstance(value, bool):
-        raise ValueError(f"expected an integer, got {value!r}")
+        raise InputError(f"expected an integer, got {value!r}")
     if isinstance(value, int):
         return value
     if isinstance(value, float) and value.is_integer():
@@ -93,16 +94,16 @@ def _to_int(value: Any) -> int:
     text = str(value).strip()
     if re.fullmatch(r"[+-]?\d+", text):
         return int(text)
-    raise ValueError(f"expected an integer, got {value!r}")
+    raise InputError(f"expected an integer, got {value!r}")
 
 
 def _to_float(value: Any) -> float:
     if isinstance(value, bool):
-        raise ValueError(f"expected a number, got {value!r}")
+        raise InputError(f"expected a number, got {value!r}")
     try:
         return float(parse_quantity(value))
     except QuantityError:
-        raise ValueError(f"expected a number, got {value!r}") from None
+        raise InputError(f"expected a number, got {value!r}") from None
 
 
 def _to_list(value: Any) -> tuple[str, ...]:

@@ -30,6 +30,7 @@ from typing import Any
 
 import yaml
 
+from proto.errors import InputError
 from scheduler.framework.args import ArgError, Args
 from scheduler.framework.plugin import ACTIONS, KNOWN_FLAGS, PLUGINS, Action, Plugin, load_builtin
 
@@ -56,7 +57,7 @@ tiers:
 _EXCLUSIVE = ("proportion", "capacity")
 
 
-class ConfigError(ValueError):
+class ConfigError(InputError):
     pass
 
 

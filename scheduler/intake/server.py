@@ -21,6 +21,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from proto import codec
+from proto.errors import InputError
 from proto.scoria.v1 import agent_pb2_grpc
 from scheduler.intake.reports import CloseStream, ReportIntake, StreamState
 
@@ -42,7 +43,7 @@ SERVER_OPTIONS = [
 ]
 
 
-class ServeError(ValueError):
+class ServeError(InputError):
     """A server setting that cannot work; the message says which and why."""
 
 

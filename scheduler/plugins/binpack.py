@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from proto.errors import InputError
 from scheduler.framework.args import Arg
 from scheduler.framework.plugin import Plugin, register_plugin
 from scheduler.framework.snapshot import TaskInfo
@@ -33,7 +34,7 @@ class Binpack(Plugin):
         args = super().parse(raw)
         unknown = set(args.resource_weights) - set(args.resources)
         if unknown:
-            raise ValueError(f"binpack.resources.{sorted(unknown)[0]}: resource is not listed in binpack.resources")
+            raise InputError(f"binpack.resources.{sorted(unknown)[0]}: resource is not listed in binpack.resources")
         return args
 
     def open(self, ssn) -> None:

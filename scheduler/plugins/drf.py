@@ -8,6 +8,7 @@ exceed the victim's.
 
 from __future__ import annotations
 
+from proto.errors import InputError
 from scheduler.framework.plugin import Plugin, register_plugin
 from scheduler.framework.resources import dominant_share
 from scheduler.framework.snapshot import JobInfo, TaskInfo
@@ -23,10 +24,10 @@ class DRF(Plugin):
     @classmethod
     def check_flags(cls, flags: dict[str, bool]) -> None:
         if flags.get("enableHierarchy"):
-            raise ValueError("enableHierarchy is not supported by drf; use the capacity plugin with "
+            raise InputError("enableHierarchy is not supported by drf; use the capacity plugin with "
                              "Queue spec.parent for hierarchical queues")
         if flags.get("enableNamespaceOrder"):
-            raise ValueError("enableNamespaceOrder is not supported by drf")
+            raise InputError("enableNamespaceOrder is not supported by drf")
 
     def open(self, ssn) -> None:
         self.total = ssn.total

@@ -47,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+from proto.errors import InputError
 from proto.vocab.duration import DailyWindow as Window
 from proto.vocab.duration import parse_daily_window as parse_window
 from proto.vocab.placement import PREEMPTABLE_ANNOTATION, REVOCABLE_ZONE_LABEL, preemptable
@@ -70,7 +71,7 @@ def parse_budget(value: str, total: int) -> int:
     match = re.fullmatch(r"(\d+)%", text)
     if match and int(match.group(1)) <= 100:
         return math.ceil(int(match.group(1)) * total / 100)
-    raise ValueError(f"expected a count or a percentage from 0% to 100%, got {value!r}")
+    raise InputError(f"expected a count or a percentage from 0% to 100%, got {value!r}")
 
 
 @register_plugin

@@ -17,6 +17,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from proto.errors import InputError
 from proto.vocab.quantity import format_quantity
 from scheduler.api.loader import expand_paths
 from scheduler.modes.simulator.simulation import text_table
@@ -113,7 +114,7 @@ def _path(plural: str, name: str, namespace: str | None) -> str:
 def apply(args) -> int:
     try:
         files = expand_paths(args.filename)
-    except ValueError as exc:
+    except InputError as exc:
         raise CtlError(str(exc), 2) from None
     for path in files:
         answer = request(args.server, "POST", "/apply", Path(path).read_bytes(),

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from proto.errors import InputError
 from scheduler.sqlitefile import open_owned, transaction
 
 APPLICATION_ID = 0x53434F53  # "SCOS": marks a SQLite file as a Scoria embedded store
@@ -27,7 +28,7 @@ SCHEMA_VERSION = 1
 KINDS = ("PriorityClass", "Queue", "Node", "PodGroup", "Pod")  # the order objects are loaded in
 
 
-class StoreError(ValueError):
+class StoreError(InputError):
     """A store file that cannot be used (the message names it); it is left as it is."""
 
 

@@ -22,6 +22,7 @@ import zlib
 from collections.abc import Iterable
 from typing import Any
 
+from proto.errors import InputError
 from scheduler.history import HOURS_PER_WEEK, HistoryStore, WeekRecord
 
 log = logging.getLogger(__name__)
@@ -41,9 +42,9 @@ def decode(text: str) -> dict[int, tuple[bytes, bytes]]:
     try:
         raw = zlib.decompress(base64.b64decode(text, validate=True))
     except (ValueError, zlib.error) as exc:
-        raise ValueError(f"not base64 of zlib data ({exc})") from None
+        raise InputError(f"not base64 of zlib data ({exc})") from None
     if not raw or raw[0] != FORMAT or (len(raw) - 1) % _WEEK.size:
-        raise ValueError(f"unknown format {raw[:1].hex() or 'empty'} or a cut-off record")
+        raise InputError(f"unknown format {raw[:1].hex() or 'empty'} or a cut-off record")
     out = {}
     for offset in range(1, len(raw), _WEEK.size):
         week, cpu, memory = _WEEK.unpack_from(raw, offset)

@@ -24,6 +24,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from proto.errors import InputError
+
 log = logging.getLogger(__name__)
 
 
@@ -40,7 +42,7 @@ class LeaderElector:
         from kubernetes import client
 
         if not retry_period < renew_deadline < lease_duration:
-            raise ValueError("leader election: need retry-period < renew-deadline < lease-duration, got "
+            raise InputError("leader election: need retry-period < renew-deadline < lease-duration, got "
                              f"{retry_period} / {renew_deadline} / {lease_duration}")
         self.api = client.CoordinationV1Api(api_client)
         self.name, self.namespace = name, namespace

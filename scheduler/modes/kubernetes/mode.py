@@ -17,6 +17,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from proto.errors import InputError
 from scheduler.cluster.cache import ClusterCache
 from scheduler.metrics import SchedulerMetrics
 from scheduler.modes.kubernetes.apieffects import KubeEffects
@@ -75,7 +76,7 @@ def api_client(*, kubeconfig: str | None = None, in_cluster: bool = False) -> An
         return config.new_client_from_config(config_file=kubeconfig)
     except config.ConfigException as exc:
         where = "in-cluster service account" if in_cluster else (kubeconfig or "$KUBECONFIG / ~/.kube/config")
-        raise ValueError(f"cannot configure the Kubernetes client from {where}: {exc}") from None
+        raise InputError(f"cannot configure the Kubernetes client from {where}: {exc}") from None
 
 
 @dataclass

@@ -11,12 +11,14 @@ import threading
 import time
 from collections.abc import Callable
 
+from proto.errors import InputError
+
 
 class RateLimiter:
     def __init__(self, qps: float, burst: int, *, clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep):
         if qps <= 0 or burst < 1:
-            raise ValueError(f"rate limit: qps must be > 0 and burst >= 1, got qps={qps} burst={burst}")
+            raise InputError(f"rate limit: qps must be > 0 and burst >= 1, got qps={qps} burst={burst}")
         self.qps, self.burst = float(qps), int(burst)
         self.clock, self.sleep = clock, sleep
         self._tokens = float(burst)

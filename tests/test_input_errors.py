@@ -1,0 +1,74 @@
+"""One input-error base class, caught at both command-line edges: bad input is one line and exit 2,
+any other exception (a bug) stays a traceback."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+
+import pytest
+
+import agent.cli
+import scheduler.cli
+from proto.errors import InputError
+
+# every error class that reports bad input, by module
+INPUT_ERRORS = {
+    "agent.embedded.records": "StateError",
+    "agent.embedded.spec": "SpecError",
+    "agent.profile": "ProfileError",
+    "scheduler.api.manifests": "ManifestError",
+    "scheduler.framework.args": "ArgError",
+    "scheduler.framework.config": "ConfigError",
+    "scheduler.intake.server": "ServeError",
+    "scheduler.modes.embedded.store": "StoreError",
+    "proto.vocab.quantity": "QuantityError",
+}
+
+
+@pytest.mark.parametrize(("module", "name"), sorted(INPUT_ERRORS.items()))
+def test_input_errors_share_one_base(module: str, name: str) -> None:
+    assert issubclass(getattr(importlib.import_module(module), name), InputError)
+
+
+def test_no_other_error_class_derives_from_valueerror_directly() -> None:
+    """A new error class for bad input derives from InputError; one deriving from ValueError would
+    escape the CLIs' catch and show a user a traceback."""
+    offenders = []
+    for root in ("agent", "scheduler", "proto"):
+        pkg = importlib.import_module(root)
+        for info in pkgutil.walk_packages(pkg.__path__, root + "."):
+            if info.name.endswith("__main__") or "_pb2" in info.name:
+                continue
+            mod = importlib.import_module(info.name)
+            for obj in vars(mod).values():
+                if inspect.isclass(obj) and obj.__module__ == mod.__name__ and ValueError in obj.__bases__ \
+                        and obj is not InputError:
+                    offenders.append(f"{mod.__name__}.{obj.__name__}")
+    # the phase tables (PodGroup, local pod) refuse a move as a programming error, not input
+    assert sorted(offenders) == ["agent.embedded.phase.InvalidTransition", "scheduler.framework.status.InvalidTransition"]
+
+
+def test_scheduler_cli_bad_input_is_one_line(monkeypatch, capsys) -> None:
+    monkeypatch.setattr(scheduler.cli, "cmd_simulate", lambda args: (_ for _ in ()).throw(InputError("x.yaml:3: bad")))
+    assert scheduler.cli.main(["simulate", "-f", "x.yaml"]) == 2
+    assert "x.yaml:3: bad" in capsys.readouterr().err
+
+
+def test_scheduler_cli_bug_stays_a_traceback(monkeypatch) -> None:
+    monkeypatch.setattr(scheduler.cli, "cmd_simulate", lambda args: int("not a number"))
+    with pytest.raises(ValueError, match="invalid literal"):
+        scheduler.cli.main(["simulate", "-f", "x.yaml"])
+
+
+def test_agent_cli_bad_input_is_one_line(monkeypatch, capsys) -> None:
+    monkeypatch.setattr(agent.cli, "cmd_report", lambda args: (_ for _ in ()).throw(InputError("--node-labels: bad")))
+    assert agent.cli.main(["report", "--once"]) == 2
+    assert "--node-labels: bad" in capsys.readouterr().err
+
+
+def test_agent_cli_bug_stays_a_traceback(monkeypatch) -> None:
+    monkeypatch.setattr(agent.cli, "cmd_report", lambda args: {}["missing"])
+    with pytest.raises(KeyError):
+        agent.cli.main(["report", "--once"])
