@@ -14,6 +14,7 @@ import sys
 from datetime import datetime
 
 from proto.errors import InputError
+from scheduler.builtins import register_builtins
 from scheduler.cycle import tune_gc
 from scheduler.framework.snapshot import DEFAULT_SCHEDULER_NAMES
 from scheduler.modes.simulator.simulation import load_config_or_default, render_table, simulate
@@ -285,6 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     tune_gc()
+    register_builtins()
     try:
         if args.command == "simulate":
             return cmd_simulate(args)

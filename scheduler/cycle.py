@@ -110,7 +110,7 @@ class Scheduler:
         changed nothing and left nothing pending is not repeated until the cache
         changes (or ``idle_every`` seconds pass): with no work, a ten-thousand-node
         snapshot every second is CPU (and cache-lock time) taken from report intake.
-        With ``shuffle`` configured a cycle still runs every ``idle_every`` seconds.
+        With a periodic action configured (``shuffle``) a cycle still runs every ``idle_every`` seconds.
         """
         stop = stop or threading.Event()
         idle_since: tuple[int, float] | None = None
@@ -118,9 +118,9 @@ class Scheduler:
         while not stop.is_set():
             began = time.monotonic()
             generation = self.cache.generation
-            # actions that act on running pods as time passes (shuffle: a tdm window closing) need a cycle
-            # now and then even when nothing is pending
-            timed = "shuffle" in self.config.actions and began - last >= idle_every
+            # actions that act on running pods as time passes (Action.periodic) need a cycle now and then
+            # even when nothing is pending
+            timed = self.config.has_periodic_action() and began - last >= idle_every
             quiet = (idle_since is not None and idle_since[0] == generation and began - idle_since[1] < idle_every) \
                 or not (self.cache.has_pending_work() or timed) or not active()
             if quiet and active() and self.effects.backlog():

@@ -2,9 +2,9 @@ import logging
 
 import pytest
 
-from scheduler.framework.plugin import load_builtin
+from scheduler.builtins import register_builtins
 
-load_builtin()
+register_builtins()  # as the entry points do
 
 
 @pytest.fixture(autouse=True)

@@ -57,6 +57,7 @@ from proto.model import (  # noqa: E402
     NumaZone,
 )
 from scheduler.api.objects import Node, Pod, PodGroup, Queue, Taint, Toleration  # noqa: E402
+from scheduler.builtins import register_builtins  # noqa: E402
 from scheduler.cluster.cache import ClusterCache  # noqa: E402
 from scheduler.cycle import Scheduler, tune_gc  # noqa: E402
 from scheduler.framework.config import default_config, load_config  # noqa: E402
@@ -226,6 +227,7 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def main() -> None:
+    register_builtins()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, default=10_000)
     parser.add_argument("--pods", type=int, default=50_000)

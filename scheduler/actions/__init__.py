@@ -1,3 +1,1 @@
-"""Built-in actions; importing this package registers them."""
-
-from scheduler.actions import allocate, backfill, enqueue, preempt, reclaim, shuffle  # noqa: F401
+"""Built-in actions, one module each; :mod:`scheduler.builtins` registers them."""

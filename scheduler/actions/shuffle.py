@@ -22,6 +22,7 @@ log = logging.getLogger(__name__)
 @register_action
 class Shuffle(Action):
     name = "shuffle"
+    periodic = True  # a tdm window closes as time passes, with nothing pending
 
     def execute(self, ssn: Session) -> None:
         stmt = Statement(ssn)

@@ -32,7 +32,7 @@ import yaml
 
 from proto.errors import InputError
 from scheduler.framework.args import ArgError, Args
-from scheduler.framework.plugin import ACTIONS, KNOWN_FLAGS, PLUGINS, Action, Plugin, load_builtin
+from scheduler.framework.plugin import ACTIONS, KNOWN_FLAGS, PLUGINS, Action, Plugin, require_registered
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +87,10 @@ class SchedulerConfig:
     def build_actions(self) -> list[Action]:
         return [ACTIONS[name](self.action_args[name]) for name in self.actions]
 
+    def has_periodic_action(self) -> bool:
+        """Whether a configured action needs cycles as time passes, pending work or not."""
+        return any(ACTIONS[name].periodic for name in self.actions)
+
     def plugin(self, name: str) -> PluginConf | None:
         for tier in self.tiers:
             for p in tier:
@@ -97,7 +101,7 @@ class SchedulerConfig:
 
 def parse_config(text: str, source: str = "<config>") -> SchedulerConfig:
     """Parse and validate a configuration; raise ConfigError with the place of the problem."""
-    load_builtin()
+    require_registered()
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:

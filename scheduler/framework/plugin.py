@@ -130,6 +130,9 @@ class Action:
 
     name: ClassVar[str] = ""
     arguments: ClassVar[dict[str, Arg]] = {}
+    #: True for an action that acts on running pods as time passes (shuffle: a tdm window closing):
+    #: the loop then runs a cycle now and then even when nothing is pending.
+    periodic: ClassVar[bool] = False
 
     def __init__(self, args: Args):
         self.args = args
@@ -147,7 +150,9 @@ ACTIONS: dict[str, type[Action]] = {}
 
 
 def register_plugin(cls: type[Plugin]) -> type[Plugin]:
-    """Class decorator: add a plugin under its name; names and hooks are checked."""
+    """Add a plugin under its name; names and hooks are checked.  The same class again is a no-op."""
+    if PLUGINS.get(cls.name) is cls:
+        return cls
     if not cls.name or cls.name in PLUGINS:
         raise ValueError(f"plugin name {cls.name!r} is empty or already registered")
     for hook in cls.hooks:
@@ -160,12 +165,18 @@ def register_plugin(cls: type[Plugin]) -> type[Plugin]:
 
 
 def register_action(cls: type[Action]) -> type[Action]:
+    """Add an action under its name.  The same class again is a no-op."""
+    if ACTIONS.get(cls.name) is cls:
+        return cls
     if not cls.name or cls.name in ACTIONS:
         raise ValueError(f"action name {cls.name!r} is empty or already registered")
     ACTIONS[cls.name] = cls
     return cls
 
 
-def load_builtin() -> None:
-    """Import the built-in actions and plugins so they register themselves."""
-    from scheduler import actions, plugins  # noqa: F401
+def require_registered() -> None:
+    """Refuse to read a configuration before anything is registered: that is a missing
+    ``scheduler.builtins.register_builtins()`` at the entry point, not a bad configuration."""
+    if not ACTIONS or not PLUGINS:
+        raise RuntimeError("no actions or plugins registered: the entry point must call "
+                           "scheduler.builtins.register_builtins() (or register its own) first")
