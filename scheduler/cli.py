@@ -12,12 +12,17 @@ import json
 import logging
 import sys
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from proto.errors import InputError
 from scheduler.builtins import register_builtins
 from scheduler.cycle import tune_gc
 from scheduler.framework.snapshot import DEFAULT_SCHEDULER_NAMES
+from scheduler.modes.base import Mode
 from scheduler.modes.simulator.simulation import load_config_or_default, render_table, simulate
+
+if TYPE_CHECKING:
+    from scheduler.history import HistorySaver, HistoryStore, LoadHistory
 
 EXIT_BAD_INPUT = 2
 log = logging.getLogger(__name__)
@@ -109,11 +114,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def open_history(args: argparse.Namespace, kube_client=None):
-    """The load history the reports teach, restored from ``--state-dir`` and saved there from a thread.
+def open_history(args: argparse.Namespace,
+                 mode_store: HistoryStore | None = None) -> tuple[LoadHistory, HistorySaver | None]:
+    """The load history the reports teach, restored from ``--state-dir`` (or, without one, from the
+    mode's own store: Kubernetes keeps it on the Nodes) and saved there from a thread.
 
     A history file that cannot be read is refused (HistoryStoreError, exit 2)
-    and left as it is.  Returns the history and its saver, not yet started (None without a state dir).
+    and left as it is.  Returns the history and its saver, not yet started (None when kept in memory only).
     """
     import time
     from pathlib import Path
@@ -124,16 +131,14 @@ def open_history(args: argparse.Namespace, kube_client=None):
     if not 1 <= args.history_weeks <= 52:
         raise ServeError("--history-weeks: must be 1-52")
     history = LoadHistory(weeks=args.history_weeks)
-    if not args.state_dir and kube_client is not None:  # Kubernetes mode: on the Nodes themselves
-        from scheduler.modes.kubernetes.history_store import NodeAnnotationHistoryStore
-        store = NodeAnnotationHistoryStore(kube_client)
+    if not args.state_dir and mode_store is not None:
         try:
-            records = store.load()
+            records = mode_store.load()
         except Exception as exc:  # no API server to start from: say so and stop (the Deployment restarts us)
             raise ServeError(f"cannot read the load history from the API server: {exc}") from None
         kept = history.restore(records, time.time())
-        log.info("load history: %d node-week(s) restored from %s", kept, store.location)
-        return history, HistorySaver(history, store)
+        log.info("load history: %d node-week(s) restored from %s", kept, mode_store.location)
+        return history, HistorySaver(history, mode_store)
     if not args.state_dir:
         log.warning("no --state-dir: the online load history learned from reports is kept in memory only "
                     "and starts empty after a restart")
@@ -149,38 +154,29 @@ def open_history(args: argparse.Namespace, kube_client=None):
     return history, HistorySaver(history, store)
 
 
-def kube_client(args: argparse.Namespace):
-    from scheduler.modes.kubernetes import mode
-    return mode.api_client(kubeconfig=args.kubeconfig, in_cluster=args.in_cluster)
-
-
-def start_embedded(args: argparse.Namespace, cache):
-    """Embedded mode for serve: the store under --state, loaded into the cache."""
+def select_mode(args: argparse.Namespace) -> Mode:
+    """The one place ``serve``'s flags pick a run mode; nothing starts here."""
     from pathlib import Path
 
     from scheduler.intake.server import ServeError
-    from scheduler.modes.embedded.mode import Embedded
-    from scheduler.modes.embedded.store import Store, StoreError
 
-    try:
-        Path(args.state_dir).mkdir(parents=True, exist_ok=True)
-        store = Store(Path(args.state_dir) / "store.sqlite")
-    except (OSError, StoreError) as exc:
-        raise ServeError(str(exc)) from None
-    embedded = Embedded(cache, store)
-    log.info("embedded store %s: %d object(s) loaded", store.path, embedded.load())
-    return embedded
-
-
-def start_kubernetes(args: argparse.Namespace, client, cache, stop, metrics):
-    """Kubernetes mode for serve: informers, effects through the API server, leader election."""
-    from scheduler.modes.kubernetes import mode
-
-    names = args.scheduler_name or sorted(DEFAULT_SCHEDULER_NAMES)
-    return mode.start(cache, client, stop, metrics=metrics, scheduler_names=tuple(names), qps=args.kube_qps, burst=args.kube_burst,
-                      resync=args.resync, leader_elect=args.leader_elect, lease_name=args.lease_name,
-                      lease_namespace=args.lease_namespace, lease_duration=args.lease_duration,
-                      renew_deadline=args.renew_deadline, retry_period=args.retry_period)
+    if args.embedded and not args.state_dir:
+        raise ServeError("--embedded needs --state DIR (where the cluster is kept)")
+    if args.embedded and args.kubernetes:
+        raise ServeError("--embedded and --kubernetes exclude each other")
+    if args.embedded:
+        from scheduler.modes.embedded.mode import EmbeddedMode
+        return EmbeddedMode(Path(args.state_dir), api_port=args.api_port,
+                            api_port_file=Path(args.api_port_file) if args.api_port_file else None)
+    if args.kubernetes:
+        from scheduler.modes.kubernetes import mode as kubernetes
+        client = kubernetes.api_client(kubeconfig=args.kubeconfig, in_cluster=args.in_cluster)
+        names = args.scheduler_name or sorted(DEFAULT_SCHEDULER_NAMES)
+        return kubernetes.KubernetesMode(
+            client, scheduler_names=tuple(names), qps=args.kube_qps, burst=args.kube_burst, resync=args.resync,
+            leader_elect=args.leader_elect, lease_name=args.lease_name, lease_namespace=args.lease_namespace,
+            lease_duration=args.lease_duration, renew_deadline=args.renew_deadline, retry_period=args.retry_period)
+    return Mode(register_nodes=args.register_nodes)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -201,10 +197,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise ServeError("--tls-client-ca needs --tls-cert and --tls-key")
     if args.stale_intervals < 1:
         raise ServeError("--stale-intervals: must be at least 1")
-    if args.embedded and not args.state_dir:
-        raise ServeError("--embedded needs --state DIR (where the cluster is kept)")
-    if args.embedded and args.kubernetes:
-        raise ServeError("--embedded and --kubernetes exclude each other")
+    mode = select_mode(args)
     # Thousands of reports a second churn short-lived objects on top of the cycles': collect young ones
     # less often still, or full collections of the whole cache pause report latency by 100+ ms.
     tune_gc(50_000, 20, 100)
@@ -213,33 +206,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
     cache = ClusterCache()
     cache.stale_intervals = args.stale_intervals
     stop = threading.Event()
-    client = kube_client(args) if args.kubernetes else None
-    cache.history, saver = open_history(args, client)
+    cache.history, saver = open_history(args, mode.history_store())
     metrics = SchedulerMetrics()
-    kube = start_kubernetes(args, client, cache, stop, metrics) if client is not None else None
-    embedded = start_embedded(args, cache) if args.embedded else None
+    effects = mode.start(cache, stop, metrics)
     names = frozenset(args.scheduler_name or DEFAULT_SCHEDULER_NAMES)
-    effects = kube.effects if kube else (embedded.effects if embedded else None)
     scheduler = Scheduler(cache, config_path=args.config, scheduler_names=names, metrics=metrics, effects=effects)
     profiles = ProfileSource(args.qos_profile) if args.qos_profile else None
-    intake = ReportIntake(cache, scheduler.metrics, register_nodes=(args.register_nodes or args.embedded) and not kube,
-                          profiles=profiles, accepting=kube.leading if kube else lambda: True,
-                          pod_actions=embedded.pod_actions if embedded else None)
-    control = None
-    if embedded is not None:
-        from scheduler.modes.embedded.server import ControlServer
-        control = ControlServer(embedded, port=args.api_port)
-        control.start()
-        log.info("control endpoint on 127.0.0.1:%d", control.port)
-        if args.api_port_file:
-            Path(args.api_port_file).write_text(f"{control.port}\n")
+    intake = ReportIntake(cache, scheduler.metrics, register_nodes=mode.register_nodes, profiles=profiles,
+                          accepting=mode.leading, pod_actions=mode.pod_actions())
+    mode.attach(scheduler)
     server = AgentServer(intake, listen=args.listen, tls=tls, insecure=args.insecure,
                          allow_insecure_remote=args.insecure_allow_remote)
     if args.metrics_port:
-        start_http(scheduler.metrics.registry, args.metrics_port, ready=kube.ready if kube else lambda: True)
+        start_http(scheduler.metrics.registry, args.metrics_port, ready=mode.ready)
     loop_thread = threading.Thread(target=scheduler.run, name="schedule", daemon=True,
-                                   kwargs={"interval": args.schedule_interval, "stop": stop,
-                                           "active": kube.leading if kube else lambda: True})
+                                   kwargs={"interval": args.schedule_interval, "stop": stop, "active": mode.leading})
     loop_thread.start()
 
     def started(port: int) -> None:
@@ -254,13 +235,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     finally:
         stop.set()
         loop_thread.join(timeout=5)
-        if kube is not None:
-            kube.close()
-        if control is not None:
-            control.stop()
-        if embedded is not None:
-            scheduler.effects.flush()
-            embedded.store.close()
+        mode.close(scheduler)
         if saver is not None:
             saver.stop()
     return 0

@@ -27,7 +27,8 @@ import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from proto.model import PodAction, PodActionKind
 from scheduler.api.loader import Workload, check_references
@@ -35,7 +36,14 @@ from scheduler.api.manifests import ManifestError, parse_object
 from scheduler.api.objects import Condition, Node, Pod, PodGroup, PriorityClass, Queue
 from scheduler.cluster.cache import ClusterCache
 from scheduler.cluster.effects import CacheEffects
-from scheduler.modes.embedded.store import Store, Stored
+from scheduler.modes.base import Mode, PodActions
+from scheduler.modes.embedded.store import Store, Stored, StoreError
+
+if TYPE_CHECKING:
+    from scheduler.cycle import Scheduler
+    from scheduler.framework.session import Effects
+    from scheduler.metrics import SchedulerMetrics
+    from scheduler.modes.embedded.server import ControlServer
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +78,7 @@ class Embedded:
                 log.error("stored %s %s cannot be used: %s", stored.kind, stored.key, exc)
         return n
 
-    def _object(self, stored: Stored):
+    def _object(self, stored: Stored) -> Node | Pod | PodGroup | Queue | PriorityClass:
         doc = copy.deepcopy(stored.manifest)
         status = stored.status
         if stored.kind == "Pod":
@@ -145,8 +153,9 @@ class Embedded:
                         priority_classes=list(self.cache.priority_classes.values()))
         full.pods, full.sources = [], dict(work.sources)
         for obj in work.pods + work.podgroups + work.queues + work.priority_classes:
-            table = {Pod: full.pods, PodGroup: full.podgroups, Queue: full.queues,
-                     PriorityClass: full.priority_classes}[type(obj)]
+            tables: dict[type, list[Any]] = {Pod: full.pods, PodGroup: full.podgroups, Queue: full.queues,
+                                             PriorityClass: full.priority_classes}
+            table = tables[type(obj)]
             table[:] = [o for o in table if getattr(o, "key", o.name) != getattr(obj, "key", obj.name)] + [obj]
         for group in full.podgroups + full.queues + full.priority_classes:
             kind = _KIND_OF[type(group)]
@@ -228,8 +237,8 @@ class Embedded:
         """Record what the runtime says of a pod: phase, reason, restarts, where its logs are."""
         containers = [{"name": c.name, "state": c.state, "exitCode": c.exit_code, "restarts": c.restarts,
                        "pid": c.pid} for c in r.containers]
-        fields = {"runtime": {"phase": r.phase, "reason": r.reason, "message": r.message, "restarts": r.restarts,
-                              "logDir": r.log_dir, "containers": containers}}
+        fields: dict[str, Any] = {"runtime": {"phase": r.phase, "reason": r.reason, "message": r.message,
+                                              "restarts": r.restarts, "logDir": r.log_dir, "containers": containers}}
         if r.phase in FINISHED and pod.phase not in FINISHED:
             reason = f"{r.reason}: {r.message}" if r.message else r.reason
             fields.update(phase=r.phase, reason=reason or None)
@@ -305,3 +314,46 @@ class EmbeddedEffects(CacheEffects):
             changes, self._changes = self._changes, {}
         self.embedded.store.update_status([(kind, key, fields) for (kind, key), fields in changes.items()])
         return len(changes)
+
+
+class EmbeddedMode(Mode):
+    """``serve --embedded``: the cluster in SQLite under ``--state``, the control endpoint for the
+    kubectl-like CLI, and pod actions telling each node's local runtime what to run."""
+
+    name = "embedded"
+
+    def __init__(self, state_dir: Path, *, api_port: int = 0, api_port_file: Path | None = None) -> None:
+        super().__init__(register_nodes=True)  # an agent that reports is a node
+        self.state_dir, self.api_port, self.api_port_file = state_dir, api_port, api_port_file
+        self.embedded: Embedded | None = None
+        self.control: ControlServer | None = None
+
+    def start(self, cache: ClusterCache, stop: threading.Event, metrics: SchedulerMetrics) -> Effects | None:
+        try:
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+            store = Store(self.state_dir / "store.sqlite")
+        except OSError as exc:
+            raise StoreError(str(exc)) from None
+        self.embedded = Embedded(cache, store)
+        log.info("embedded store %s: %d object(s) loaded", store.path, self.embedded.load())
+        return self.embedded.effects
+
+    def attach(self, scheduler: Scheduler) -> None:
+        from scheduler.modes.embedded.server import ControlServer
+
+        assert self.embedded is not None, "start() first"
+        self.control = ControlServer(self.embedded, port=self.api_port)
+        self.control.start()
+        log.info("control endpoint on 127.0.0.1:%d", self.control.port)
+        if self.api_port_file:
+            self.api_port_file.write_text(f"{self.control.port}\n")
+
+    def pod_actions(self) -> PodActions | None:
+        return self.embedded.pod_actions if self.embedded is not None else None
+
+    def close(self, scheduler: Scheduler) -> None:
+        if self.control is not None:
+            self.control.stop()
+        if self.embedded is not None:
+            scheduler.effects.flush()
+            self.embedded.store.close()

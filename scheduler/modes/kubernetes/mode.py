@@ -15,15 +15,21 @@ import logging
 import os
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from proto.errors import InputError
 from scheduler.cluster.cache import ClusterCache
 from scheduler.metrics import SchedulerMetrics
+from scheduler.modes.base import Mode
 from scheduler.modes.kubernetes.apieffects import KubeEffects
 from scheduler.modes.kubernetes.leader import LeaderElector
 from scheduler.modes.kubernetes.ratelimit import RateLimiter
 from scheduler.modes.kubernetes.source import KubeSource
+
+if TYPE_CHECKING:
+    from scheduler.cycle import Scheduler
+    from scheduler.framework.session import Effects
+    from scheduler.history import HistoryStore
 
 log = logging.getLogger(__name__)
 
@@ -141,3 +147,35 @@ def start(cache: ClusterCache, client: Any, stop: threading.Event, *, metrics: S
     else:
         metrics.leader.set(1)
     return KubeMode(source, effects, elector, threads)
+
+
+class KubernetesMode(Mode):
+    """``serve --kubernetes``: objects from the API server's informers, decisions written back through
+    it, scheduling only while this replica leads; the load history kept on the Node objects unless
+    ``--state-dir`` says otherwise."""
+
+    name = "kubernetes"
+
+    def __init__(self, client: Any, **settings: Any) -> None:
+        super().__init__(register_nodes=False)  # nodes are the API server's
+        self.client = client
+        self.settings = settings  # keyword arguments of :func:`start`
+        self.handle: KubeMode | None = None
+
+    def history_store(self) -> HistoryStore | None:
+        from scheduler.modes.kubernetes.history_store import NodeAnnotationHistoryStore
+        return NodeAnnotationHistoryStore(self.client)
+
+    def start(self, cache: ClusterCache, stop: threading.Event, metrics: SchedulerMetrics) -> Effects | None:
+        self.handle = start(cache, self.client, stop, metrics=metrics, **self.settings)
+        return self.handle.effects
+
+    def leading(self) -> bool:
+        return self.handle is not None and self.handle.leading()
+
+    def ready(self) -> bool:
+        return self.handle is not None and self.handle.ready()
+
+    def close(self, scheduler: Scheduler) -> None:
+        if self.handle is not None:
+            self.handle.close()
