@@ -134,7 +134,7 @@ def test_parse_args_defaults(raw):
     with pytest.raises(AttributeError, match="read-only"):
         args.count = 4
     with pytest.raises(AttributeError):
-        args.nothing
+        _ = args.nothing
 
 
 def test_prefix_arguments_collect_names_and_are_read_only():

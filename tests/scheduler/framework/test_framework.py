@@ -33,7 +33,9 @@ def state(ssn):
 
 
 def same(a, b) -> bool:
-    for x, y in zip(a, b):
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b, strict=True):
         if isinstance(x, np.ndarray):
             if not np.array_equal(x, y):
                 return False
@@ -108,7 +110,7 @@ def test_next_phase(statuses, min_member, phase, ready, expected) -> None:
     ssn = open_session([node("n1"), podgroup("g", minMember=min_member)] +
                        [pod(f"g-{i}", group="g") for i in range(len(statuses))])
     job = ssn.jobs["default/g"]
-    for t, status in zip(sorted(job.tasks.values(), key=lambda t: t.pod.name), statuses):
+    for t, status in zip(sorted(job.tasks.values(), key=lambda t: t.pod.name), statuses, strict=True):
         job.set_status(t, status)
     job.phase = phase
     assert next_phase(job, ready) == expected

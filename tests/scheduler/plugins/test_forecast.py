@@ -75,7 +75,7 @@ def session(reports: list[dict], pods: list[dict], history: LoadHistory | None,
 def fits(ssn: Session, key: str) -> dict[str, bool]:
     t = task(ssn, key)
     mask = ssn.plugins["forecast"].predicate(t, ssn.nodes.free(t))
-    return dict(zip(ssn.nodes.names, mask.tolist()))
+    return dict(zip(ssn.nodes.names, mask.tolist(), strict=True))
 
 
 def why(ssn: Session, key: str) -> str:

@@ -27,7 +27,7 @@ def one_plugin(name: str, arguments: str = "") -> object:
 def scores(ssn, plugin: str, key: str) -> dict[str, float]:
     t = task(ssn, key)
     cand = np.arange(ssn.nodes.count)
-    return dict(zip(ssn.nodes.names, ssn.plugins[plugin].node_order(t, cand)))
+    return dict(zip(ssn.nodes.names, ssn.plugins[plugin].node_order(t, cand), strict=True))
 
 
 # -- nodeorder ------------------------------------------------------------------------------------

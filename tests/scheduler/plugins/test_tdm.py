@@ -148,7 +148,7 @@ TWO_ZONES = 'tdm.revocable-zone.rz1: "22:00-06:00", tdm.revocable-zone.rz2: "08:
 
 def mask_of(ssn, key: str) -> dict[str, bool]:
     t = task(ssn, key)
-    return dict(zip(ssn.nodes.names, ssn.plugins["tdm"].predicate(t, None).tolist()))
+    return dict(zip(ssn.nodes.names, ssn.plugins["tdm"].predicate(t, None).tolist(), strict=True))
 
 
 def test_masks_at_night() -> None:
@@ -197,7 +197,7 @@ def test_scores_prefer_open_revocable_nodes_for_preemptable_pods_only() -> None:
                        at=at("23:30"))
     plugin = ssn.plugins["tdm"]
     batch, web = task(ssn, "default/batch"), task(ssn, "default/web")
-    assert dict(zip(ssn.nodes.names, plugin.node_order(batch, None).tolist())) == {
+    assert dict(zip(ssn.nodes.names, plugin.node_order(batch, None).tolist(), strict=True)) == {
         "reg": 0.0, "open1": 100.0, "closed2": 0.0, "nowhere": 0.0, "blank": 0.0, "open1b": 100.0}
     assert plugin.node_order(web, None) is None  # no opinion: the session skips it
     assert plugin.node_order(batch, np.array([1, 2])).tolist() == [100.0, 0.0]
