@@ -101,8 +101,8 @@ def report_to_pb(r: NodeReport) -> Any:
                     memory_used_bytes=p.memory_used_bytes)
         if p.containers or p.cpu_pressure is not None or p.memory_pressure is not None:
             md = ml.pod_details.add(uid=p.uid)
-            for c in p.containers:
-                md.containers.add(name=c.name, cpu_used_cores=c.cpu_used_cores, memory_used_bytes=c.memory_used_bytes)
+            for cu in p.containers:
+                md.containers.add(name=cu.name, cpu_used_cores=cu.cpu_used_cores, memory_used_bytes=cu.memory_used_bytes)
             if p.cpu_pressure is not None:
                 _pressure_to(p.cpu_pressure, md.cpu_pressure)
             if p.memory_pressure is not None:
@@ -114,11 +114,11 @@ def report_to_pb(r: NodeReport) -> Any:
     for e in co.evictions:
         mco.evictions.add(pod_uid=e.pod_uid, namespace=e.namespace, name=e.name, reason=e.reason, time_ns=e.time_ns)
     mco.qos_profile, mco.evicting = co.qos_profile, co.evicting
-    for p in r.runtime:
-        mp = msg.runtime.add(uid=p.uid, namespace=p.namespace, name=p.name, phase=p.phase, reason=p.reason,
-                             message=p.message, restarts=p.restarts, started_ns=p.started_ns, log_dir=p.log_dir)
-        for c in p.containers:
-            mp.containers.add(name=c.name, state=c.state, exit_code=c.exit_code, restarts=c.restarts, pid=c.pid)
+    for pr in r.runtime:
+        mp = msg.runtime.add(uid=pr.uid, namespace=pr.namespace, name=pr.name, phase=pr.phase, reason=pr.reason,
+                             message=pr.message, restarts=pr.restarts, started_ns=pr.started_ns, log_dir=pr.log_dir)
+        for cr in pr.containers:
+            mp.containers.add(name=cr.name, state=cr.state, exit_code=cr.exit_code, restarts=cr.restarts, pid=cr.pid)
     return msg
 
 

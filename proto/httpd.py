@@ -9,10 +9,10 @@ import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 
-def start_http(registry, port: int, host: str = "0.0.0.0", healthy: Callable[[], bool] = lambda: True,
+def start_http(registry: CollectorRegistry, port: int, host: str = "0.0.0.0", healthy: Callable[[], bool] = lambda: True,
                ready: Callable[[], bool] = lambda: True) -> ThreadingHTTPServer:
     """``/metrics``, ``/healthz`` (200 while ``healthy()``) and ``/readyz`` (200 while ``ready()``; a scheduler
     replica that is not the leader is not ready, so Services send agents to the leader), else 503."""

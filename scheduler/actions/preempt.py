@@ -11,7 +11,7 @@ that cannot be completed evicts nobody.
 from __future__ import annotations
 
 from scheduler.actions.allocate import schedulable_jobs
-from scheduler.actions.victims import RoomSearch, VictimIndex
+from scheduler.actions.victims import RoomSearch, VictimIndex, in_queues
 from scheduler.framework.plugin import Action, register_action
 from scheduler.framework.session import Session
 from scheduler.framework.statement import Statement
@@ -28,7 +28,7 @@ class Preempt(Action):
         index = VictimIndex(ssn, lambda t: t.job.queue, "preemptable")
         for name in sorted(by_queue, key=lambda n: ssn.queue_key(ssn.queues[n])):
             search = RoomSearch(ssn, "preemptable", freeable=index.freeable([name]),
-                                candidate=lambda v, name=name: v.job.queue == name,
+                                candidate=in_queues({name}),
                                 admit=lambda t: ssn.allocatable(ssn.queues[t.job.queue], t))
             for job in sorted(by_queue[name], key=ssn.job_key):
                 if not ssn.job_starving(job):

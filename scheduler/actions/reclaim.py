@@ -9,8 +9,10 @@ statement: committed only if the whole job would then run.
 
 from __future__ import annotations
 
+from functools import partial
+
 from scheduler.actions.allocate import schedulable_jobs
-from scheduler.actions.victims import RoomSearch, VictimIndex
+from scheduler.actions.victims import RoomSearch, VictimIndex, in_queues
 from scheduler.framework.plugin import Action, register_action
 from scheduler.framework.session import Session
 from scheduler.framework.statement import Statement
@@ -30,10 +32,8 @@ class Reclaim(Action):
             others = [q for q, info in ssn.queues.items() if q != name and info.reclaimable]
             if not others:
                 continue
-            reclaimable = set(others)
-            search = RoomSearch(ssn, "reclaimable", freeable=index.freeable(others),
-                                candidate=lambda v: v.job.queue in reclaimable,
-                                admit=lambda t, queue=queue: ssn.allocatable(queue, t))
+            search = RoomSearch(ssn, "reclaimable", freeable=index.freeable(others), candidate=in_queues(set(others)),
+                                admit=partial(ssn.allocatable, queue))
             for job in sorted(by_queue[name], key=ssn.job_key):
                 if not ssn.job_starving(job):
                     continue

@@ -10,7 +10,7 @@ and pipelining the task onto the node being freed.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Container
 
 import numpy as np
 
@@ -22,6 +22,11 @@ from scheduler.framework.statement import Statement
 Candidate = Callable[[TaskInfo], bool]
 Select = Callable[[TaskInfo, list[TaskInfo]], list[TaskInfo]]
 Admit = Callable[[TaskInfo], "str | None"]
+
+
+def in_queues(queues: Container[str]) -> Candidate:
+    """A candidate filter: running tasks of ``queues``."""
+    return lambda v: v.job.queue in queues
 
 
 class VictimIndex:

@@ -58,15 +58,24 @@ class Workload:
     scoria: dict[str, list[tuple[str, Any]]] = field(default_factory=dict)
     sources: dict[tuple[str, str], str] = field(default_factory=dict)
 
-    def add(self, obj, source: str) -> None:
+    def add(self, obj: Node | Pod | PodGroup | Queue | PriorityClass, source: str) -> None:
         kind = type(obj).__name__
         key = (kind, getattr(obj, "key", None) or obj.name)
         if key in self.sources:
             raise ManifestError(source, f"{kind} {key[1]}",
                                 f"defined twice (first at {self.sources[key]})")
         self.sources[key] = source
-        {Node: self.nodes, Pod: self.pods, PodGroup: self.podgroups, Queue: self.queues,
-         PriorityClass: self.priority_classes}[type(obj)].append(obj)
+        match obj:
+            case Node():
+                self.nodes.append(obj)
+            case Pod():
+                self.pods.append(obj)
+            case PodGroup():
+                self.podgroups.append(obj)
+            case Queue():
+                self.queues.append(obj)
+            case PriorityClass():
+                self.priority_classes.append(obj)
 
     def add_scoria(self, kind: str, name: str, obj: Any, source: str) -> None:
         if (kind, name) in self.sources:
@@ -78,8 +87,7 @@ class Workload:
 def parse_scoria(doc: dict, source: str) -> tuple[str, str, Any]:
     """A scoria.io/v1 document: (kind, name, object)."""
     kind = doc.get("kind")
-    parser = SCORIA_KINDS.get(kind) if isinstance(kind, str) else None
-    if parser is None:
+    if not isinstance(kind, str) or (parser := SCORIA_KINDS.get(kind)) is None:
         known = ", ".join(sorted(SCORIA_KINDS)) or "none"
         raise ManifestError(source, object_id(doc), f"kind: unknown {SCORIA_API} kind {kind!r}; known: {known}")
     try:
@@ -195,11 +203,11 @@ def check_references(work: Workload) -> None:
             raise fail("PodGroup", group.key,
                        f"spec.priorityClassName: PriorityClass {group.priority_class_name!r} is not defined")
     for pod in work.pods:
-        group = pod.group_name
-        if group and f"{pod.namespace}/{group}" not in groups:
-            raise fail("Pod", pod.key, f"metadata.annotations: PodGroup {pod.namespace}/{group} is not defined")
+        group_name = pod.group_name
+        if group_name and f"{pod.namespace}/{group_name}" not in groups:
+            raise fail("Pod", pod.key, f"metadata.annotations: PodGroup {pod.namespace}/{group_name} is not defined")
         queue = pod.annotations.get("scheduling.volcano.sh/queue-name", "")
-        if not group and queue and queue not in queues:
+        if not group_name and queue and queue not in queues:
             raise fail("Pod", pod.key, f"metadata.annotations: queue {queue!r} is not defined")
         if pod.node_name and pod.node_name not in nodes:
             raise fail("Pod", pod.key, f"spec.nodeName: node {pod.node_name!r} is not defined")
@@ -209,7 +217,7 @@ def check_references(work: Workload) -> None:
     _check_queue_tree(work, queues, fail)
 
 
-def _check_queue_tree(work: Workload, queues: set[str], fail) -> None:
+def _check_queue_tree(work: Workload, queues: set[str], fail: Callable[[str, str, str], ManifestError]) -> None:
     parents = {q.name: q.parent for q in work.queues}
     for queue in work.queues:
         if queue.parent and queue.parent != ROOT_QUEUE and queue.parent not in queues:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -19,6 +20,7 @@ from scheduler.api.manifests import ManifestError
 MAX_SAMPLES = 10_000  # per series
 MAX_SERIES = 100
 _NODE_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+_Fail = Callable[[str, str], ManifestError]  # (field path, problem) -> the error to raise
 
 
 @dataclass(frozen=True)
@@ -40,18 +42,19 @@ class NodeLoadHistory:
 
     def samples(self) -> list[tuple[float, float, float]]:
         """``(Unix time, cpu percent, memory percent or NaN)`` of every sample, in time order."""
-        out = []
+        out: list[tuple[float, float, float]] = []
         for s in self.series:
             memory = s.memory or (math.nan,) * len(s.cpu)
             out.extend((s.start + i * s.step, 100.0 * c / self.cpu_millis, 100.0 * m / self.memory_bytes)
-                       for i, (c, m) in enumerate(zip(s.cpu, memory)))
+                       for i, (c, m) in enumerate(zip(s.cpu, memory, strict=True)))
         out.sort(key=lambda sample: sample[0])
         return out
 
 
 def parse_node_load_history(doc: dict, source: str) -> tuple[str, NodeLoadHistory]:
     """Check a NodeLoadHistory document; ManifestError names the field that is wrong."""
-    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    raw_meta = doc.get("metadata")
+    meta = raw_meta if isinstance(raw_meta, dict) else {}
     name = meta.get("name")
 
     def fail(path: str, problem: str) -> ManifestError:
@@ -76,7 +79,7 @@ def parse_node_load_history(doc: dict, source: str) -> tuple[str, NodeLoadHistor
     return name, NodeLoadHistory(name, amounts["cpu"], amounts["memory"], series)
 
 
-def _mapping(value: Any, path: str, keys: set[str], fail) -> dict:
+def _mapping(value: Any, path: str, keys: set[str], fail: _Fail) -> dict:
     if not isinstance(value, dict):
         raise fail(path, f"expected a mapping, got {value!r}")
     unknown = sorted(set(map(str, value)) - keys)
@@ -85,7 +88,7 @@ def _mapping(value: Any, path: str, keys: set[str], fail) -> dict:
     return value
 
 
-def _series(item: Any, path: str, capacity: dict[str, int], fail) -> Series:
+def _series(item: Any, path: str, capacity: dict[str, int], fail: _Fail) -> Series:
     item = _mapping(item, path, {"start", "step", "onlineCpu", "onlineMemory"}, fail)
     start = item.get("start")
     try:
@@ -109,7 +112,7 @@ def _series(item: Any, path: str, capacity: dict[str, int], fail) -> Series:
     return Series(stamp.timestamp(), step, cpu, memory)
 
 
-def _values(raw: Any, path: str, scale: int, limit: int, unit: str, fail) -> tuple[float, ...]:
+def _values(raw: Any, path: str, scale: int, limit: int, unit: str, fail: _Fail) -> tuple[float, ...]:
     if not isinstance(raw, list) or not raw or len(raw) > MAX_SAMPLES:
         raise fail(path, f"expected a list of 1-{MAX_SAMPLES} samples")
     out = []

@@ -17,9 +17,9 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from proto.model import Eviction, NodeReport, QosLevel
 from proto.vocab.placement import (
@@ -44,6 +44,9 @@ from scheduler.api.loader import BUILTIN_PRIORITY_CLASSES, Workload
 from scheduler.api.objects import DEFAULT_QUEUE, QUEUE_NAME_ANNOTATION, Condition, Node, Pod, PodGroup, PriorityClass, Queue
 from scheduler.cluster.inventory import InventoryMemo
 from scheduler.cluster.nodeview import NodeTelemetry, node_allocatable
+
+if TYPE_CHECKING:
+    from scheduler.history import LoadHistory
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +101,7 @@ class ClusterCache:
         # Evictions agents reported (each once: a report carries those since the last acknowledged one).
         self.node_evictions: deque[tuple[str, Eviction]] = deque(maxlen=10_000)
         # Online load learned by time of week from the reports (scheduler.history.LoadHistory), or None.
-        self.history = None
+        self.history: LoadHistory | None = None
         # Pods this scheduler asked the API server to evict, and when (Kubernetes mode): counted as leaving
         # until they are gone, or until the eviction is refused.
         self.evicting: dict[str, float] = {}
@@ -179,8 +182,10 @@ class ClusterCache:
     def remove(self, kind: str, key: str) -> None:
         """Forget a Node, PodGroup (namespace/name), Queue or PriorityClass that was deleted."""
         with self.lock:
-            table = {"Node": self.nodes, "PodGroup": self.podgroups, "Queue": self.queues,
-                     "PriorityClass": self.priority_classes}[kind]
+            tables: dict[str, dict[str, Node] | dict[str, PodGroup] | dict[str, Queue] | dict[str, PriorityClass]] = {
+                "Node": self.nodes, "PodGroup": self.podgroups, "Queue": self.queues,
+                "PriorityClass": self.priority_classes}
+            table = tables[kind]
             if table.pop(key, None) is not None:
                 if kind == "Node":
                     self.node_generation += 1
@@ -320,7 +325,7 @@ def _placement_facts(pod: Pod) -> dict[str, Any]:
         for key, read, field in _ANNOTATION_READERS:
             if key in a:
                 try:
-                    out[field] = read(a[key]) if key in _DECISIONS else read(a)
+                    out[field] = read(a)
                 except ValueError as exc:
                     log.warning("pod %s: ignoring %s", pod.key, exc)
     if not _DEVICE_RESOURCES.isdisjoint(requests):
@@ -331,11 +336,13 @@ def _placement_facts(pod: Pod) -> dict[str, Any]:
     return out
 
 
-# annotation -> (reader, PodFacts field); decisions are read from the value, requests from the annotations
-_ANNOTATION_READERS = (
+# annotation -> (reader of the annotations, PodFacts field); decisions are read from the value, requests
+# from the annotations
+_ANNOTATION_READERS: tuple[tuple[str, Callable[[Mapping[str, str]], object], str], ...] = (
     (NUMA_POLICY_ANNOTATION, numa_policy, "numa_policy"), (EXPECTED_DURATION_ANNOTATION, expected_duration, "duration"),
-    (PREEMPTABLE_ANNOTATION, preemptable, "preemptable"), (NUMA_NODES_ANNOTATION, decode_zones, "zones"),
-    (DEVICES_ANNOTATION, decode_devices, "grants"))
+    (PREEMPTABLE_ANNOTATION, preemptable, "preemptable"),
+    (NUMA_NODES_ANNOTATION, lambda a: decode_zones(a[NUMA_NODES_ANNOTATION]), "zones"),
+    (DEVICES_ANNOTATION, lambda a: decode_devices(a[DEVICES_ANNOTATION]), "grants"))
 _DECISIONS = frozenset({NUMA_NODES_ANNOTATION, DEVICES_ANNOTATION})
 _PLACEMENT_KEYS = frozenset(key for key, _, _ in _ANNOTATION_READERS)
 _DEVICE_RESOURCES = frozenset(WHOLE_DEVICE_RESOURCES + VGPU_RESOURCES)

@@ -177,7 +177,11 @@ class StaticTopology:
 
     def device(self, d: int) -> Device:
         node = int(self.dev_node[d])
-        return self.inventories[node].devices[d - int(self.dev_start[node])]
+        inv = self.inventories[node]
+        assert inv is not None  # only a node with an inventory has device rows
+        return inv.devices[d - int(self.dev_start[node])]
 
     def zone_id(self, node: int, pos: int) -> int:
-        return self.inventories[node].zone_ids[pos]
+        inv = self.inventories[node]
+        assert inv is not None  # only a node with an inventory has zones
+        return inv.zone_ids[pos]

@@ -246,7 +246,7 @@ class Topology:
         zones: tuple[int, ...] = ()
         if policy >= BEST_EFFORT and self.s.has_zones[node]:
             zones = self._choose_zones(task, node, policy, mode)
-        grants = []
+        grants: list[tuple[int, float, float, bool]] = []
         for r in self.requests(task):
             if not self.s.known[node]:
                 continue  # no inventory: the node's device plugin picks
@@ -320,7 +320,9 @@ class Topology:
         for r in self.requests(task):
             pinned, anywhere = self.zone_device_counts(r, mode)
             dev_free.append((pinned[node], anywhere[node], r.count))
-        distances = s.inventories[node].distances
+        inv = s.inventories[node]
+        assert inv is not None  # the node has zones (see place), so it reported its hardware
+        distances = inv.distances
         for size in sizes:
             best = None
             for combo in itertools.combinations(present, size):
@@ -360,6 +362,7 @@ class Topology:
     def _connected(self, node: int, cand: list[int], k: int) -> list[int]:
         """The ``k`` of ``cand`` (in preference order) whose worst and total pair costs are lowest."""
         inv = self.s.inventories[node]
+        assert inv is not None  # cand are devices of the node, so it reported its hardware
         index = {d: self.s.device(d).index for d in cand}
 
         def cost(a: int, b: int) -> float:
@@ -373,6 +376,7 @@ class Topology:
                 key = (max(pairs), sum(pairs), rank)
                 if best_key is None or key < best_key:
                     best, best_key = combo, key
+            assert best is not None  # _choose_devices asks only when there are at least k candidates
             return list(best)
         chosen = [cand[0]]
         while len(chosen) < k:  # greedy: add the candidate nearest to those already chosen
@@ -415,7 +419,9 @@ class Topology:
             self.mark_releasing(task, +1)
 
     def _zone_positions(self, task: TaskInfo, node: int, ids: tuple[int, ...]) -> tuple[int, ...]:
-        known = self.s.inventories[node].zone_ids
+        inv = self.s.inventories[node]
+        assert inv is not None  # the node has zones (see load), so it reported its hardware
+        known = inv.zone_ids
         missing = [z for z in ids if z not in known]
         if missing:
             _warn_once(task, "zones", "pod %s: recorded NUMA zones %s do not exist on its node; counted as not "
@@ -439,7 +445,7 @@ class Topology:
         return out
 
 
-def _warn_once(task: TaskInfo, what: str, message: str, *args) -> None:
+def _warn_once(task: TaskInfo, what: str, message: str, *args: object) -> None:
     key = (task.uid, what)
     if key not in _warned:
         if len(_warned) > 10_000:

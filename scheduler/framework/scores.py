@@ -15,6 +15,7 @@ later.
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import Protocol
 
 import numpy as np
 
@@ -25,12 +26,21 @@ REFRESH_LIMIT = 512
 MAX_ENTRIES = 256
 
 
+class Scorer(Protocol):
+    """A plugin with the ``node_order`` hook; one with ``score_key(task)`` too has its scores cached per shape."""
+
+    @property
+    def name(self) -> str: ...
+
+    def node_order(self, task: TaskInfo, nodes: np.ndarray | None) -> np.ndarray | None: ...
+
+
 class ScoreCache:
     def __init__(self, nodes: NodeTable):
         self.nodes = nodes
-        self.entries: OrderedDict[tuple, tuple[np.ndarray, int]] = OrderedDict()
+        self.entries: OrderedDict[tuple, tuple[np.ndarray | None, int]] = OrderedDict()  # None: no opinion
 
-    def scores(self, plugin, task: TaskInfo) -> np.ndarray | None:
+    def scores(self, plugin: Scorer, task: TaskInfo) -> np.ndarray | None:
         """All nodes' scores from ``plugin`` for ``task`` (None: no opinion); read-only, owned by the cache."""
         score_key = getattr(plugin, "score_key", None)
         if score_key is None:

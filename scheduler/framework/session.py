@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Hashable
 from datetime import datetime
 from functools import cmp_to_key
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol, cast
 
 import numpy as np
 
@@ -23,7 +24,7 @@ from scheduler.framework.config import SchedulerConfig
 from scheduler.framework.ledger import Topology
 from scheduler.framework.nodeindex import NodeIndex
 from scheduler.framework.plugin import HOOK_FLAGS, Plugin, Vote, VoteKind
-from scheduler.framework.scores import ScoreCache
+from scheduler.framework.scores import ScoreCache, Scorer
 from scheduler.framework.snapshot import JobInfo, QueueInfo, Snapshot, TaskInfo, TaskStatus
 from scheduler.framework.status import write_status
 
@@ -33,7 +34,8 @@ log = logging.getLogger(__name__)
 class Effects(Protocol):
     """Where a session's decisions go: binds, evictions and status."""
 
-    def bind(self, pod: Pod, node: str, annotations: dict[str, str]) -> bool: ...
+    # what bind returns is the implementation's own (CacheEffects: whether the pod was still there); ignored here
+    def bind(self, pod: Pod, node: str, annotations: dict[str, str]) -> object: ...
     def evict(self, pod: Pod, reason: str) -> None: ...
     def group_status(self, group: PodGroup, phase: str, conditions: list[Condition]) -> bool: ...
     def pod_reason(self, pod: Pod, reason: str | None) -> None: ...
@@ -41,6 +43,66 @@ class Effects(Protocol):
     def queue_allocated(self, name: str, allocated: dict[str, int]) -> None: ...
     def flush(self) -> int: ...  # write what was batched this cycle (status); how many writes
     def backlog(self) -> int: ...  # writes still outstanding (failed ones are retried)
+
+
+# The signatures of the hooks the session calls by name (the table in scheduler.framework.plugin).
+# register_plugin checked that a plugin naming a hook defines it, so the session's list of a hook's
+# plugins is cast to that hook's protocol to call it.
+class _JobValid(Protocol):
+    def job_valid(self, job: JobInfo) -> str | None: ...
+
+
+class _JobReady(Protocol):
+    def job_ready(self, job: JobInfo) -> bool: ...
+
+
+class _JobStarving(Protocol):
+    def job_starving(self, job: JobInfo) -> bool: ...
+
+
+class _JobEnqueued(Protocol):
+    def job_enqueued(self, job: JobInfo) -> None: ...
+
+
+class _Overused(Protocol):
+    def overused(self, queue: QueueInfo) -> str | None: ...
+
+
+class _Allocatable(Protocol):
+    def allocatable(self, queue: QueueInfo, task: TaskInfo) -> str | None: ...
+
+
+class _Preemptive(Protocol):
+    def preemptive(self, queue: QueueInfo, task: TaskInfo) -> bool: ...
+
+
+class _Evictable(Protocol):
+    def evictable(self, task: TaskInfo) -> bool: ...
+
+
+class _VictimKey(Protocol):
+    def victim_key(self, preemptor: TaskInfo) -> Hashable: ...
+
+
+class _VictimTasks(Protocol):
+    def victim_tasks(self, ssn: Session) -> list[tuple[TaskInfo, str]]: ...
+
+
+class _Predicate(Protocol):
+    def predicate(self, task: TaskInfo, avail: np.ndarray | None) -> np.ndarray: ...
+
+
+class _ModalPredicate(Protocol):  # a plugin with predicate_modes
+    def predicate(self, task: TaskInfo, avail: np.ndarray | None, mode: str = ...) -> np.ndarray: ...
+
+
+class _PredicateReasons(Protocol):
+    def predicate_reasons(self, task: TaskInfo, avail: np.ndarray | None, among: np.ndarray) -> Counter: ...
+
+
+def _released(item: object) -> NoReturn:
+    """The orderings of a session after ``release``."""
+    raise RuntimeError("the session was released")
 
 
 class Session:
@@ -93,7 +155,9 @@ class Session:
         """NUMA zones and devices, built when a plugin first asks (only numa-aware and deviceshare do)."""
         if self._topology is None:
             snap = self.snapshot
-            self._topology = Topology(snap.inventories.static(self.nodes.nodes, snap.node_generation), self.index)
+            inventories = snap.inventories
+            assert inventories is not None  # take_snapshot passes the cache's
+            self._topology = Topology(inventories.static(self.nodes.nodes, snap.node_generation), self.index)
         return self._topology
 
     def close(self) -> None:
@@ -113,7 +177,7 @@ class Session:
             job.tasks = {}
         self.tiers, self.plugins, self._hooks, self._flat = [], {}, {}, {}
         self.held.clear()
-        self.job_key = self.task_key = self.queue_key = None
+        self.job_key = self.task_key = self.queue_key = _released
 
     def has_action(self, name: str) -> bool:
         return name in self.config.actions
@@ -153,17 +217,17 @@ class Session:
 
     # -- job-level answers ----------------------------------------------------------------
     def job_valid(self, job: JobInfo) -> str | None:
-        for plugin in self._flat["job_valid"]:
+        for plugin in cast("list[_JobValid]", self._flat["job_valid"]):
             reason = plugin.job_valid(job)
             if reason:
                 return reason
         return None
 
     def job_ready(self, job: JobInfo) -> bool:
-        return all(p.job_ready(job) for p in self._flat["job_ready"])
+        return all(p.job_ready(job) for p in cast("list[_JobReady]", self._flat["job_ready"]))
 
     def job_starving(self, job: JobInfo) -> bool:
-        plugins = self._flat["job_starving"]
+        plugins = cast("list[_JobStarving]", self._flat["job_starving"])
         return bool(plugins) and all(p.job_starving(job) for p in plugins)
 
     def _vote(self, hook: str, job: JobInfo) -> Vote:
@@ -186,19 +250,19 @@ class Session:
         return self._vote("job_enqueueable", job)
 
     def job_enqueued(self, job: JobInfo) -> None:
-        for plugin in self._flat["job_enqueued"]:
+        for plugin in cast("list[_JobEnqueued]", self._flat["job_enqueued"]):
             plugin.job_enqueued(job)
 
     # -- queue-level answers --------------------------------------------------------------
     def overused(self, queue: QueueInfo) -> str | None:
-        for plugin in self._flat["overused"]:
+        for plugin in cast("list[_Overused]", self._flat["overused"]):
             reason = plugin.overused(queue)
             if reason:
                 return reason
         return None
 
     def allocatable(self, queue: QueueInfo, task: TaskInfo) -> str | None:
-        for plugin in self._flat["allocatable"]:
+        for plugin in cast("list[_Allocatable]", self._flat["allocatable"]):
             reason = plugin.allocatable(queue, task)
             if reason:
                 return reason
@@ -206,7 +270,7 @@ class Session:
 
     def preemptive(self, queue: QueueInfo, task: TaskInfo) -> bool:
         """May ``queue`` reclaim resources for ``task``?"""
-        plugins = self._flat["preemptive"]
+        plugins = cast("list[_Preemptive]", self._flat["preemptive"])
         if plugins:
             return all(p.preemptive(queue, task) for p in plugins)
         return self.overused(queue) is None
@@ -231,17 +295,19 @@ class Session:
 
     def evictable(self, task: TaskInfo, hook: str) -> bool:
         """Could ``task`` be a victim under ``hook`` (preemptable/reclaimable) for any preemptor?"""
-        return all(not ("evictable" in plugin.hooks and not plugin.evictable(task)) for plugin in self._flat[hook])
+        return all(not ("evictable" in plugin.hooks and not cast(_Evictable, plugin).evictable(task))
+                   for plugin in self._flat[hook])
 
     def victim_key(self, preemptor: TaskInfo, hook: str) -> tuple:
         """What the plugins deciding victims under ``hook`` read of the preemptor (equal keys, equal answers)."""
-        return tuple(plugin.victim_key(preemptor) for plugin in self._flat[hook] if "victim_key" in plugin.hooks)
+        return tuple(cast(_VictimKey, plugin).victim_key(preemptor) for plugin in self._flat[hook]
+                     if "victim_key" in plugin.hooks)
 
     def victim_tasks(self) -> list[tuple[TaskInfo, str]]:
         """Running tasks plugins want gone regardless of any preemptor (tdm: a closed window), with reasons."""
         out: list[tuple[TaskInfo, str]] = []
         seen: set[str] = set()
-        for plugin in self._flat["victim_tasks"]:
+        for plugin in cast("list[_VictimTasks]", self._flat["victim_tasks"]):
             for task, reason in plugin.victim_tasks(self):
                 if task.uid not in seen:
                     seen.add(task.uid)
@@ -265,13 +331,15 @@ class Session:
         """
         mask = None
         for plugin in self._flat["predicate"]:
-            m = plugin.predicate(task, avail, mode=mode) if plugin.predicate_modes else plugin.predicate(task, avail)
+            m = (cast(_ModalPredicate, plugin).predicate(task, avail, mode=mode) if plugin.predicate_modes
+                 else cast(_Predicate, plugin).predicate(task, avail))
             mask = m if mask is None else mask & m
         return np.ones(self.nodes.count, dtype=bool) if mask is None else mask
 
     def fits_after_evictions(self, task: TaskInfo, node: int) -> bool:
         """Do the plugins counting resources of their own admit ``task`` on ``node`` once evictions finish?"""
-        return all(p.predicate(task, None, mode="future")[node] for p in self._flat["predicate"] if p.predicate_modes)
+        return all(cast(_ModalPredicate, p).predicate(task, None, mode="future")[node]
+                   for p in self._flat["predicate"] if p.predicate_modes)
 
     def explain(self, task: TaskInfo, avail: np.ndarray) -> str:
         """Why no node fits, kube-scheduler style: ``0/5 nodes are available: 3 Insufficient cpu, …``."""
@@ -279,15 +347,15 @@ class Session:
         reasons: Counter = Counter()
         for plugin in self._flat["predicate"]:
             if "predicate_reasons" in plugin.hooks:
-                reasons.update(plugin.predicate_reasons(task, avail, remaining))
-            remaining &= plugin.predicate(task, avail)
+                reasons.update(cast(_PredicateReasons, plugin).predicate_reasons(task, avail, remaining))
+            remaining &= cast(_Predicate, plugin).predicate(task, avail)
         return summarize(self.nodes.count, reasons)
 
     def node_scores(self, task: TaskInfo) -> np.ndarray | None:
         """Summed plugin scores of every node; None when no plugin scores nodes."""
         total = None
         for plugin in self._flat["node_order"]:
-            s = self.score_cache.scores(plugin, task)
+            s = self.score_cache.scores(cast(Scorer, plugin), task)
             if s is not None:
                 total = s.copy() if total is None else total + s
         return total

@@ -9,12 +9,18 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import IntEnum
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from scheduler.api.objects import Node, Pod, PodGroup, Queue
-from scheduler.cluster.cache import ClusterCache
+from scheduler.cluster.cache import ClusterCache, PodFacts
+from scheduler.cluster.inventory import InventoryMemo
+from scheduler.cluster.nodeview import NodeTelemetry
 from scheduler.framework.resources import ResourceIndex
+
+if TYPE_CHECKING:
+    from scheduler.history import LoadHistory
 
 
 class TaskStatus(IntEnum):
@@ -40,7 +46,7 @@ class TaskInfo:
                  "sig", "fit_error", "nominated", "facts", "placement")
 
     def __init__(self, pod: Pod, job: JobInfo, req: np.ndarray, cols: np.ndarray, priority: int,
-                 best_effort: bool, sig: tuple):
+                 best_effort: bool, sig: tuple, facts: PodFacts):
         self.uid = pod.uid
         self.pod = pod
         self.job = job
@@ -53,7 +59,7 @@ class TaskInfo:
         self.sig = sig
         self.fit_error: str | None = None
         self.nominated = -1  # node reserved for it by last cycle's preemption or reclaim
-        self.facts = None  # the cache's PodFacts: what scheduling derives from the pod, computed once per change
+        self.facts = facts  # the cache's PodFacts: what scheduling derives from the pod, computed once per change
         self.placement: dict[str, str] | None = None  # annotations recording its zones/devices, written at bind
 
     @property
@@ -289,7 +295,7 @@ class NodeTable:
             alloc = self.alloc[col]
             self.inv_alloc[col] = np.where((alloc > 0) & np.isfinite(alloc), 1.0 / np.where(alloc > 0, alloc, 1.0), 0.0)
 
-    def load_telemetry(self, telemetry: dict, now: float | None, stale_intervals: int) -> None:
+    def load_telemetry(self, telemetry: dict[str, NodeTelemetry], now: float | None, stale_intervals: int) -> None:
         """Reported usage and batch allocatable per node; NaN where unknown or stale — never zero."""
         n = self.count
         self.usage_cpu = np.full(n, np.nan)      # millicores in use, as the agent measured
@@ -315,8 +321,8 @@ class Snapshot:
 
     def __init__(self, index: ResourceIndex, nodes: NodeTable, jobs: dict[str, JobInfo],
                  queues: dict[str, QueueInfo], foreign: list[Pod] | None = None, *,
-                 telemetry: dict | None = None, history=None, now: float | None = None, inventories=None,
-                 node_generation: int = 0):
+                 telemetry: dict[str, NodeTelemetry] | None = None, history: LoadHistory | None = None,
+                 now: float | None = None, inventories: InventoryMemo | None = None, node_generation: int = 0):
         self.index = index
         self.nodes = nodes
         self.jobs = jobs
@@ -345,7 +351,8 @@ def take_snapshot(cache: ClusterCache, scheduler_names: frozenset[str] = DEFAULT
     with cache.lock:
         cache.ensure_default_queue()
         nodes = list(cache.nodes.values())
-        pods, foreign = [], []
+        pods: list[Pod] = []
+        foreign: list[Pod] = []
         for pod in cache.pods.values():
             mine = pod.node_name or not pod.scheduler_name or pod.scheduler_name in scheduler_names
             (pods if mine else foreign).append(pod)
@@ -392,8 +399,7 @@ def _jobs(cache: ClusterCache, pods: list[Pod], index: ResourceIndex, table: Nod
             else:
                 job.priority = _UNSET  # raised to the highest task priority below
         req, cols = index.shape(facts.request_key)
-        task = TaskInfo(pod, job, req, cols, facts.priority, facts.best_effort, facts.signature)
-        task.facts = facts
+        task = TaskInfo(pod, job, req, cols, facts.priority, facts.best_effort, facts.signature, facts)
         task.status = _initial_status(pod)
         if task.status in ON_NODE:
             node = table.pos.get(pod.node_name, -1)

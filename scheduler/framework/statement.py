@@ -21,7 +21,8 @@ ALLOCATE, PIPELINE, EVICT = "allocate", "pipeline", "evict"
 class Statement:
     def __init__(self, ssn: Session):
         self.ssn = ssn
-        self.ops: list[tuple[str, TaskInfo, object]] = []
+        # (ALLOCATE or PIPELINE, task, node) or (EVICT, task, (status before, reason))
+        self.ops: list[tuple[str, TaskInfo, int | tuple[TaskStatus, str]]] = []
 
     def allocate(self, task: TaskInfo, node: int) -> None:
         self.ssn._allocate(task, node)
@@ -51,6 +52,7 @@ class Statement:
             elif kind == PIPELINE:
                 self.ssn._unpipeline(task)
             else:
+                assert isinstance(extra, tuple)
                 self.ssn._unevict(task, extra[0])
 
     def commit(self) -> None:
@@ -62,6 +64,7 @@ class Statement:
             elif kind == PIPELINE and task.status == TaskStatus.PIPELINED:
                 self.ssn._commit_pipeline(task)
             elif kind == EVICT:
+                assert isinstance(extra, tuple)
                 self.ssn._commit_evict(task, extra[1])
         self.ops.clear()
 

@@ -13,7 +13,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from scheduler.api.objects import Condition
-from scheduler.framework.snapshot import JobInfo, TaskStatus
+from scheduler.framework.snapshot import JobInfo, TaskInfo, TaskStatus
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
@@ -94,7 +94,7 @@ def _write_job(ssn: Session, job: JobInfo) -> None:
         ssn.phase_changes += 1
 
 
-def pending_reason(ssn: Session, job: JobInfo, task, sibling: str | None) -> str:
+def pending_reason(ssn: Session, job: JobInfo, task: TaskInfo, sibling: str | None) -> str:
     if job.group is None:
         return f"PodGroup {job.uid} not found"
     if job.enqueue_reason:

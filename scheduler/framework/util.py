@@ -13,13 +13,13 @@ import numpy as np
 T = TypeVar("T")
 
 
-class _Entry:
+class _Entry(Generic[T]):
     __slots__ = ("item", "seq", "cmp")
 
-    def __init__(self, item, seq: int, cmp):
+    def __init__(self, item: T, seq: int, cmp: Callable[[T, T], int]):
         self.item, self.seq, self.cmp = item, seq, cmp
 
-    def __lt__(self, other: _Entry) -> bool:
+    def __lt__(self, other: _Entry[T]) -> bool:
         r = self.cmp(self.item, other.item)
         return r < 0 if r else self.seq < other.seq
 

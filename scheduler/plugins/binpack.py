@@ -8,6 +8,8 @@ Volcano's arguments ``binpack.weight``, ``binpack.cpu``, ``binpack.memory``,
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from proto.errors import InputError
@@ -15,6 +17,9 @@ from scheduler.framework.args import Arg
 from scheduler.framework.plugin import Plugin, register_plugin
 from scheduler.framework.snapshot import TaskInfo
 from scheduler.plugins.nodeorder import used_after
+
+if TYPE_CHECKING:
+    from scheduler.framework.session import Session
 
 
 @register_plugin
@@ -37,7 +42,7 @@ class Binpack(Plugin):
             raise InputError(f"binpack.resources.{sorted(unknown)[0]}: resource is not listed in binpack.resources")
         return args
 
-    def open(self, ssn) -> None:
+    def open(self, ssn: Session) -> None:
         self.nodes = ssn.nodes
         weights = np.zeros(ssn.index.size)
         weights[ssn.index.column["cpu"]] = self.args.cpu

@@ -14,6 +14,8 @@ through ``spec.parent`` (default ``root``, which owns the whole cluster):
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from scheduler.api.objects import ROOT_QUEUE
@@ -21,6 +23,9 @@ from scheduler.framework.plugin import ABSTAIN, PERMIT, Plugin, Vote, register_p
 from scheduler.framework.resources import EPS
 from scheduler.framework.snapshot import JobInfo, QueueInfo, TaskInfo
 from scheduler.plugins.proportion import describe, over_limit, share
+
+if TYPE_CHECKING:
+    from scheduler.framework.session import Session
 
 
 class Attr:
@@ -44,7 +49,7 @@ class Capacity(Plugin):
     hooks = ("queue_order", "allocatable", "preemptive", "reclaimable", "job_enqueueable", "job_enqueued",
              "on_allocate", "on_deallocate")
 
-    def open(self, ssn) -> None:
+    def open(self, ssn: Session) -> None:
         self.index = ssn.index
         self.mask = ssn.index.share_mask
         self.hierarchy = self.flags.get("enableHierarchy", False)
@@ -71,7 +76,7 @@ class Capacity(Plugin):
         for attr in self.attrs.values():
             attr.share = share(attr.allocated, attr.deserved, self.mask)
 
-    def _limits(self, ssn, name: str, parent_cap: np.ndarray, parent_guarantee: np.ndarray) -> None:
+    def _limits(self, ssn: Session, name: str, parent_cap: np.ndarray, parent_guarantee: np.ndarray) -> None:
         """Resolve capability/deserved/guarantee top-down, inheriting unset dimensions."""
         attr = self.attrs[name]
         q = ssn.queues.get(name)
@@ -80,6 +85,7 @@ class Capacity(Plugin):
             attr.deserved = attr.capability.copy()
             attr.guarantee = attr.capability.copy()
         else:
+            assert q is not None  # every queue but the root is one of ssn.queues (see open)
             attr.capability = np.minimum(q.capability, parent_cap)
             attr.guarantee = q.guarantee.copy()
             own = q.deserved if q.deserved is not None else attr.guarantee.copy()

@@ -15,6 +15,7 @@ allocatable as usual (predicates).
 from __future__ import annotations
 
 from collections import Counter
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -22,6 +23,9 @@ from proto.vocab.qos import BATCH_CPU, BATCH_MEMORY
 from scheduler.framework.plugin import Plugin, register_plugin
 from scheduler.framework.snapshot import TaskInfo
 from scheduler.framework.util import count_reason
+
+if TYPE_CHECKING:
+    from scheduler.framework.session import Session
 
 _REPORTED = {BATCH_CPU: "batch_cpu", BATCH_MEMORY: "batch_memory"}  # resource -> NodeTable row of reports
 
@@ -31,14 +35,14 @@ class Colocation(Plugin):
     name = "colocation"
     hooks = ("predicate", "predicate_reasons")
 
-    def adjust_nodes(self, ssn) -> None:
+    def adjust_nodes(self, ssn: Session) -> None:
         nodes = ssn.nodes
         for resource, attr in _REPORTED.items():
             col = ssn.index.column.get(resource)
             if col is not None:  # NaN where the report is stale or missing: fits nothing, explained here
                 nodes.set_capacity(col, getattr(nodes, attr))
 
-    def open(self, ssn) -> None:
+    def open(self, ssn: Session) -> None:
         nodes = ssn.nodes
         self.stale = nodes.stale
         reported = np.array([name in ssn.snapshot.telemetry for name in nodes.names], dtype=bool)

@@ -24,14 +24,18 @@ whole devices (node allocatable still counts them); shared GPUs need reports.
 from __future__ import annotations
 
 from collections import Counter
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from proto.vocab.placement import VGPU_RESOURCES
+from proto.vocab.placement import VGPU_RESOURCES, DeviceRequest
 from scheduler.framework.args import Arg
 from scheduler.framework.plugin import Plugin, register_plugin
 from scheduler.framework.snapshot import TaskInfo
 from scheduler.framework.util import count_reason
+
+if TYPE_CHECKING:
+    from scheduler.framework.session import Session
 
 _OLD_SHARING = "Scoria shares GPUs through volcano.sh/vgpu-* (VGPUEnable); the older modes are not implemented"
 
@@ -58,7 +62,7 @@ class DeviceShare(Plugin):
         "geometries_namespace": Arg("deviceshare.KnownGeometriesCMNamespace", "str", "", ignored="no vNPU templates"),
     }
 
-    def adjust_nodes(self, ssn) -> None:
+    def adjust_nodes(self, ssn: Session) -> None:
         # Shared-GPU amounts are per device: their sum over a node means nothing, so the node-level
         # resource fit must not limit them (this plugin checks them device by device).
         for name in VGPU_RESOURCES:
@@ -66,12 +70,12 @@ class DeviceShare(Plugin):
             if col is not None:
                 ssn.nodes.set_capacity(col, np.inf if self.args.vgpu else 0.0)
 
-    def open(self, ssn) -> None:
+    def open(self, ssn: Session) -> None:
         self.topology = ssn.topology
         self.topology.devices = True
         self.topology.binpack = self.args.policy == "binpack"
 
-    def _requests(self, task: TaskInfo):
+    def _requests(self, task: TaskInfo) -> list[DeviceRequest]:
         return [r for r in task.facts.devices if self.args.vgpu or not r.shared]
 
     def predicate(self, task: TaskInfo, avail: np.ndarray | None, mode: str = "now") -> np.ndarray:

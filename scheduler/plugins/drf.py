@@ -8,10 +8,15 @@ exceed the victim's.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from proto.errors import InputError
 from scheduler.framework.plugin import Plugin, register_plugin
 from scheduler.framework.resources import dominant_share
 from scheduler.framework.snapshot import JobInfo, TaskInfo
+
+if TYPE_CHECKING:
+    from scheduler.framework.session import Session
 
 _DELTA = 1e-6
 
@@ -29,7 +34,7 @@ class DRF(Plugin):
         if flags.get("enableNamespaceOrder"):
             raise InputError("enableNamespaceOrder is not supported by drf")
 
-    def open(self, ssn) -> None:
+    def open(self, ssn: Session) -> None:
         self.total = ssn.total
         self.mask = ssn.index.share_mask
         self.allocated = {uid: job.allocated.copy() for uid, job in ssn.jobs.items()}

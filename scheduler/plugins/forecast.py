@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -32,6 +33,9 @@ from scheduler.framework.plugin import Plugin, register_plugin
 from scheduler.framework.resources import EPS
 from scheduler.framework.snapshot import TaskInfo
 from scheduler.framework.util import count_reason
+
+if TYPE_CHECKING:
+    from scheduler.framework.session import Session
 
 _RESOURCES = (BATCH_CPU, BATCH_MEMORY)  # row 0 and 1 of the per-node arrays below: cpu, memory
 STALE = "node(s) had no fresh report to predict offline headroom from"
@@ -48,7 +52,7 @@ class Forecast(Plugin):
                         "highest, 0.5 the median", minimum=0.0, maximum=1.0),
     }
 
-    def open(self, ssn) -> None:
+    def open(self, ssn: Session) -> None:
         snap = ssn.snapshot
         self.nodes = ssn.nodes
         self.history = snap.history
@@ -70,7 +74,9 @@ class Forecast(Plugin):
         mask = np.ones(self.nodes.count, dtype=bool)
         needs = self._needs(task)
         if needs:
-            room = self._room(task.facts.duration)
+            duration = task.facts.duration
+            assert duration is not None  # _needs is empty for a pod that says none
+            room = self._room(duration)
             for res, col in needs:
                 mask &= room[res] - self._placed(col, avail) + EPS >= task.req[col]  # NaN (stale): False
         return mask
@@ -129,6 +135,7 @@ class Forecast(Plugin):
                  needs: list[tuple[int, int]]) -> Counter:
         """Group refused nodes by the first hour and resource that runs short; say what that hour leaves."""
         duration = task.facts.duration
+        assert duration is not None  # asked only with needs, which a pod that says no duration has none of
         online, capacity, batch = (a[:, nodes] for a in self.current())
         predicted = self.predicted(duration, capacity, nodes)                     # (2, m, H)
         use = np.where(np.isnan(predicted), online[:, :, None], predicted)        # no history: stays as now

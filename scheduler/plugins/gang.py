@@ -7,9 +7,14 @@ not yet whole before those that are, and explain on the PodGroup (condition
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from scheduler.api.objects import Condition
 from scheduler.framework.plugin import PERMIT, Plugin, Vote, register_plugin, reject
 from scheduler.framework.snapshot import JobInfo, TaskInfo, TaskStatus
+
+if TYPE_CHECKING:
+    from scheduler.framework.session import Session
 
 NOT_ENOUGH_RESOURCES = "NotEnoughResources"
 NOT_ENOUGH_TASKS = "NotEnoughTasks"
@@ -66,7 +71,7 @@ class Gang(Plugin):
         job = task.job
         return job.min_member <= 1 or job.ready_num > job.min_member
 
-    def close(self, ssn) -> None:
+    def close(self, ssn: Session) -> None:
         for job in ssn.jobs.values():
             if job.group is None:
                 continue

@@ -10,6 +10,7 @@ with fewer untolerated ``PreferNoSchedule`` taints.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -17,18 +18,21 @@ from scheduler.framework.args import Arg
 from scheduler.framework.nodeindex import first_untolerated
 from scheduler.framework.plugin import Plugin, register_plugin
 from scheduler.framework.resources import CPU, MEMORY
-from scheduler.framework.snapshot import TaskInfo
+from scheduler.framework.snapshot import NodeTable, TaskInfo
+
+if TYPE_CHECKING:
+    from scheduler.framework.session import Session
 
 log = logging.getLogger(__name__)
 _NOT_IMPLEMENTED = "Scoria's nodeorder does not implement this score; it counts as 0"
 
 
-def used_after(nodes, task: TaskInfo, col: int, sel) -> np.ndarray:
+def used_after(nodes: NodeTable, task: TaskInfo, col: int, sel: slice | np.ndarray) -> np.ndarray:
     """The share of resource ``col`` in use on nodes ``sel`` once ``task`` is placed (above 1: overfilled)."""
     return 1.0 - (nodes.idle[col, sel] - task.req[col]) * nodes.inv_alloc[col, sel]
 
 
-def used_fractions(nodes, task: TaskInfo, sel) -> tuple[np.ndarray, np.ndarray]:
+def used_fractions(nodes: NodeTable, task: TaskInfo, sel: slice | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """CPU and memory used on nodes ``sel`` after placing ``task``: 0..1, and 1 where a node has none."""
     out = []
     for col in (CPU, MEMORY):
@@ -51,7 +55,7 @@ class NodeOrder(Plugin):
            for name in ("podaffinity", "imagelocality", "selectorspread", "podtopologyspread")},
     }
 
-    def open(self, ssn) -> None:
+    def open(self, ssn: Session) -> None:
         self.nodes = ssn.nodes
         self.index = ssn.node_index
         groups: dict[tuple, list[int]] = {}

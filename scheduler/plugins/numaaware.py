@@ -25,6 +25,7 @@ the same.
 from __future__ import annotations
 
 from collections import Counter
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -34,6 +35,9 @@ from scheduler.framework.plugin import Plugin, register_plugin
 from scheduler.framework.snapshot import TaskInfo
 from scheduler.framework.util import count_reason
 
+if TYPE_CHECKING:
+    from scheduler.framework.session import Session
+
 
 @register_plugin
 class NumaAware(Plugin):
@@ -42,7 +46,7 @@ class NumaAware(Plugin):
     predicate_modes = True
     arguments = {"weight": Arg("weight", "float", 1.0, minimum=0, help="multiplies the 0-100 zone score")}
 
-    def open(self, ssn) -> None:
+    def open(self, ssn: Session) -> None:
         self.topology = ssn.topology
         self.topology.numa = True
 

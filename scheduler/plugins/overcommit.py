@@ -7,6 +7,8 @@ admitted jobs cannot grow far beyond what the cluster can run.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from scheduler.framework.args import Arg
@@ -15,6 +17,9 @@ from scheduler.framework.resources import EPS
 from scheduler.framework.snapshot import JobInfo
 from scheduler.plugins.proportion import describe
 
+if TYPE_CHECKING:
+    from scheduler.framework.session import Session
+
 
 @register_plugin
 class Overcommit(Plugin):
@@ -22,7 +27,7 @@ class Overcommit(Plugin):
     hooks = ("job_enqueueable", "job_enqueued")
     arguments = {"factor": Arg("overcommit-factor", "float", 1.2, minimum=1.0)}
 
-    def open(self, ssn) -> None:
+    def open(self, ssn: Session) -> None:
         self.index = ssn.index
         self.mask = ssn.index.share_mask
         used = ssn.index.zeros()

@@ -14,6 +14,7 @@ and under every resource it lacks.
 from __future__ import annotations
 
 from collections import Counter
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -22,6 +23,9 @@ from scheduler.framework.plugin import Plugin, register_plugin
 from scheduler.framework.resources import EPS, PODS
 from scheduler.framework.snapshot import TaskInfo
 from scheduler.framework.util import count_reason
+
+if TYPE_CHECKING:
+    from scheduler.framework.session import Session
 
 _UNSUPPORTED = ("GPUSharingEnable", "CacheEnable", "ProportionalEnable", "PodAffinityEnable",
                 "NodeVolumeLimitsEnable", "VolumeZoneEnable", "PodTopologySpreadEnable", "NodePortsEnable")
@@ -40,7 +44,7 @@ class Predicates(Plugin):
            for name in _UNSUPPORTED},
     }
 
-    def open(self, ssn) -> None:
+    def open(self, ssn: Session) -> None:
         self.index = ssn.node_index
         self.count = ssn.nodes.count
         self.names = ssn.index.names
@@ -92,5 +96,5 @@ class Predicates(Plugin):
                 count_reason(reasons, label, short)
         return reasons
 
-    def close(self, ssn) -> None:
+    def close(self, ssn: Session) -> None:
         self._static.clear()

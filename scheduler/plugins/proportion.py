@@ -11,12 +11,18 @@ the queue's capability.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from proto.vocab.quantity import format_quantity
 from scheduler.framework.plugin import ABSTAIN, PERMIT, Plugin, Vote, register_plugin, reject
-from scheduler.framework.resources import EPS
+from scheduler.framework.resources import EPS, ResourceIndex
 from scheduler.framework.snapshot import JobInfo, QueueInfo, TaskInfo, TaskStatus
+
+if TYPE_CHECKING:
+    from scheduler.framework.session import Session
 
 
 class QueueAttr:
@@ -52,7 +58,7 @@ def water_fill(attrs: list[QueueAttr], total: np.ndarray, mask: np.ndarray) -> N
         floors = np.array([a.guarantee[col] for a in attrs])
         caps = np.maximum(floors, np.array([min(a.capability[col], a.request[col]) for a in attrs]))
         shares = _level_fill(weights, floors, caps, float(total[col]))
-        for a, value in zip(attrs, shares):
+        for a, value in zip(attrs, shares, strict=True):
             a.deserved[col] = value
     for a in attrs:
         a.deserved[~mask] = 0
@@ -88,13 +94,14 @@ def share(allocated: np.ndarray, deserved: np.ndarray, mask: np.ndarray) -> floa
     return float(values.max())
 
 
-def over_limit(future: np.ndarray, limit: np.ndarray, total: np.ndarray, cols) -> list[int]:
+def over_limit(future: np.ndarray, limit: np.ndarray, total: np.ndarray,
+               cols: Iterable[int | np.integer]) -> list[int | np.integer]:
     """Columns where ``future`` exceeds ``limit``; a limit as large as the cluster is left to node fit,
     whose predicates explain it better."""
     return [c for c in cols if future[c] > limit[c] + EPS and limit[c] < total[c] - EPS]
 
 
-def describe(index, vec: np.ndarray, cols) -> str:
+def describe(index: ResourceIndex, vec: np.ndarray, cols: Iterable[int | np.integer]) -> str:
     return ", ".join(f"{index.names[c]} {format_quantity(index.names[c], vec[c])}" for c in cols)
 
 
@@ -104,7 +111,7 @@ class Proportion(Plugin):
     hooks = ("queue_order", "overused", "allocatable", "preemptive", "reclaimable", "job_enqueueable",
              "job_enqueued", "on_allocate", "on_deallocate")
 
-    def open(self, ssn) -> None:
+    def open(self, ssn: Session) -> None:
         self.ssn = ssn
         self.index = ssn.index
         self.mask = ssn.index.share_mask

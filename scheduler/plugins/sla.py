@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from scheduler.framework.args import Arg, parse_duration
 from scheduler.framework.plugin import ABSTAIN, PERMIT, Plugin, Vote, register_plugin
 from scheduler.framework.snapshot import JobInfo
+
+if TYPE_CHECKING:
+    from scheduler.framework.session import Session
 
 log = logging.getLogger(__name__)
 ANNOTATION = "sla-waiting-time"
@@ -24,7 +28,7 @@ class SLA(Plugin):
     hooks = ("job_order", "job_enqueueable")
     arguments = {"waiting_time": Arg("sla-waiting-time", "duration", None, minimum=0)}
 
-    def open(self, ssn) -> None:
+    def open(self, ssn: Session) -> None:
         self.now = ssn.now
         self.deadlines = {}
         for uid, job in ssn.jobs.items():

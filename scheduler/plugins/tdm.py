@@ -43,7 +43,7 @@ from collections import Counter
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -54,6 +54,9 @@ from proto.vocab.placement import PREEMPTABLE_ANNOTATION, REVOCABLE_ZONE_LABEL, 
 from scheduler.framework.args import Arg, ArgError, Args
 from scheduler.framework.plugin import Plugin, register_plugin
 from scheduler.framework.snapshot import JobInfo, TaskInfo, TaskStatus
+
+if TYPE_CHECKING:
+    from scheduler.framework.session import Session
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +100,7 @@ class Tdm(Plugin):
         return Args({**args.as_dict(), "windows": MappingProxyType(windows)}, args.warnings)
 
     # -- per session: which nodes are revocable, which zones are open ---------------------------
-    def open(self, ssn) -> None:
+    def open(self, ssn: Session) -> None:
         self.ssn = ssn
         self.state = ssn.state(self.name)
         self.windows: Mapping[str, Window] = self.args.windows
@@ -181,7 +184,7 @@ class Tdm(Plugin):
         return self.scores.copy() if nodes is None else self.scores[nodes]
 
     # -- evictions once a zone closes -------------------------------------------------------------
-    def victim_tasks(self, ssn) -> list[tuple[TaskInfo, str]]:
+    def victim_tasks(self, ssn: Session) -> list[tuple[TaskInfo, str]]:
         last: dict[str, datetime] = self.state.setdefault("last_eviction", {})
         period = timedelta(seconds=self.args.evict_period)
         held: dict[str, str] = {}
@@ -249,7 +252,7 @@ class Tdm(Plugin):
             log.info("tdm: job %s is no longer held at its minimum", uid)
         self.state["held"] = held
 
-    def close(self, ssn) -> None:
+    def close(self, ssn: Session) -> None:
         """Remember when each job last lost a pod to tdm; forget what no longer matters."""
         last: dict[str, datetime] = self.state.setdefault("last_eviction", {})
         for task, _ in ssn.evictions:

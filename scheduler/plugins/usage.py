@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections import Counter
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -24,6 +25,9 @@ from scheduler.framework.plugin import Plugin, register_plugin
 from scheduler.framework.resources import CPU, MEMORY
 from scheduler.framework.snapshot import TaskInfo, TaskStatus
 from scheduler.framework.util import count_reason
+
+if TYPE_CHECKING:
+    from scheduler.framework.session import Session
 
 
 @register_plugin
@@ -41,7 +45,7 @@ class Usage(Plugin):
                         help="a pod placed since the last report counts at this percentage of its requests"),
     }
 
-    def open(self, ssn) -> None:
+    def open(self, ssn: Session) -> None:
         nodes = ssn.nodes
         self.nodes = nodes
         self.fresh = ~nodes.stale
@@ -88,7 +92,9 @@ class Usage(Plugin):
         if node is not None:
             self._count(task, node, -1)
 
-    def _percent(self, sel, extra_cpu: float = 0.0, extra_memory: float = 0.0):
+    def _percent(self, sel: int | slice | np.ndarray, extra_cpu: float = 0.0,
+                 extra_memory: float = 0.0) -> tuple[np.ndarray | np.floating, np.ndarray | np.floating]:
+        """CPU and memory in use, percent of allocatable, on the nodes ``sel`` (one node: numbers)."""
         n = self.nodes
         with np.errstate(divide="ignore", invalid="ignore"):
             cpu = 100.0 * (n.usage_cpu[sel] + self.pending_cpu[sel] + extra_cpu) / self.cpu_cap[sel]
