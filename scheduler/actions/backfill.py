@@ -6,13 +6,12 @@ handed out the resources; a best-effort gang is still placed all-or-nothing.
 
 from __future__ import annotations
 
-from scheduler.actions.allocate import finish_job, place_task, schedulable_jobs
-from scheduler.framework.plugin import Action, register_action
+from scheduler.actions.shared.jobs import finish_job, place_task, schedulable_jobs
+from scheduler.framework.plugin import Action
 from scheduler.framework.session import Session
 from scheduler.framework.statement import Statement
 
 
-@register_action
 class Backfill(Action):
     name = "backfill"
 

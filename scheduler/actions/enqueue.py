@@ -7,12 +7,11 @@ too few pods is admitted here and waits for its pods in allocate.
 
 from __future__ import annotations
 
-from scheduler.framework.plugin import Action, VoteKind, register_action
+from scheduler.framework.plugin import Action, VoteKind
 from scheduler.framework.session import Session
 from scheduler.framework.status import INQUEUE, PENDING
 
 
-@register_action
 class Enqueue(Action):
     name = "enqueue"
 

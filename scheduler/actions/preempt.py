@@ -10,14 +10,13 @@ that cannot be completed evicts nobody.
 
 from __future__ import annotations
 
-from scheduler.actions.allocate import schedulable_jobs
-from scheduler.actions.victims import RoomSearch, VictimIndex, in_queues
-from scheduler.framework.plugin import Action, register_action
+from scheduler.actions.shared.jobs import schedulable_jobs
+from scheduler.actions.shared.victims import RoomSearch, VictimIndex, in_queues
+from scheduler.framework.plugin import Action
 from scheduler.framework.session import Session
 from scheduler.framework.statement import Statement
 
 
-@register_action
 class Preempt(Action):
     name = "preempt"
 

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 from functools import partial
 
-from scheduler.actions.allocate import schedulable_jobs
-from scheduler.actions.victims import RoomSearch, VictimIndex, in_queues
-from scheduler.framework.plugin import Action, register_action
+from scheduler.actions.shared.jobs import schedulable_jobs
+from scheduler.actions.shared.victims import RoomSearch, VictimIndex, in_queues
+from scheduler.framework.plugin import Action
 from scheduler.framework.session import Session
 from scheduler.framework.statement import Statement
 
 
-@register_action
 class Reclaim(Action):
     name = "reclaim"
 

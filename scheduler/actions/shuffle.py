@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from scheduler.framework.plugin import Action, register_action
+from scheduler.framework.plugin import Action
 from scheduler.framework.session import Session
 from scheduler.framework.snapshot import TaskStatus
 from scheduler.framework.statement import Statement
@@ -19,7 +19,6 @@ from scheduler.framework.statement import Statement
 log = logging.getLogger(__name__)
 
 
-@register_action
 class Shuffle(Action):
     name = "shuffle"
     periodic = True  # a tdm window closes as time passes, with nothing pending

@@ -14,15 +14,14 @@ import numpy as np
 
 from proto.errors import InputError
 from scheduler.framework.args import Arg
-from scheduler.framework.plugin import Plugin, register_plugin
+from scheduler.framework.plugin import Plugin
 from scheduler.framework.snapshot import TaskInfo
-from scheduler.plugins.nodeorder import used_after
+from scheduler.plugins.shared.nodefill import used_after
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
 
 
-@register_plugin
 class Binpack(Plugin):
     name = "binpack"
     hooks = ("node_order",)

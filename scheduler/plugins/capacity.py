@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from scheduler.api.objects import ROOT_QUEUE
-from scheduler.framework.plugin import ABSTAIN, PERMIT, Plugin, Vote, register_plugin, reject
+from scheduler.framework.plugin import ABSTAIN, PERMIT, Plugin, Vote, reject
 from scheduler.framework.resources import EPS
 from scheduler.framework.snapshot import JobInfo, QueueInfo, TaskInfo
-from scheduler.plugins.proportion import describe, over_limit, share
+from scheduler.plugins.shared.queueshare import describe, over_limit, share
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
@@ -43,7 +43,6 @@ class Attr:
         self.share = 0.0
 
 
-@register_plugin
 class Capacity(Plugin):
     name = "capacity"
     hooks = ("queue_order", "allocatable", "preemptive", "reclaimable", "job_enqueueable", "job_enqueued",

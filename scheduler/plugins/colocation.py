@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from proto.vocab.qos import BATCH_CPU, BATCH_MEMORY
-from scheduler.framework.plugin import Plugin, register_plugin
+from scheduler.framework.plugin import Plugin
 from scheduler.framework.snapshot import TaskInfo
 from scheduler.framework.util import count_reason
 
@@ -30,7 +30,6 @@ if TYPE_CHECKING:
 _REPORTED = {BATCH_CPU: "batch_cpu", BATCH_MEMORY: "batch_memory"}  # resource -> NodeTable row of reports
 
 
-@register_plugin
 class Colocation(Plugin):
     name = "colocation"
     hooks = ("predicate", "predicate_reasons")

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from scheduler.framework.plugin import Plugin, register_plugin
+from scheduler.framework.plugin import Plugin
 from scheduler.framework.snapshot import TaskInfo
 
 
-@register_plugin
 class Conformance(Plugin):
     name = "conformance"
     hooks = ("preemptable", "reclaimable", "evictable")

@@ -30,7 +30,7 @@ import numpy as np
 
 from proto.vocab.placement import VGPU_RESOURCES, DeviceRequest
 from scheduler.framework.args import Arg
-from scheduler.framework.plugin import Plugin, register_plugin
+from scheduler.framework.plugin import Plugin
 from scheduler.framework.snapshot import TaskInfo
 from scheduler.framework.util import count_reason
 
@@ -40,7 +40,6 @@ if TYPE_CHECKING:
 _OLD_SHARING = "Scoria shares GPUs through volcano.sh/vgpu-* (VGPUEnable); the older modes are not implemented"
 
 
-@register_plugin
 class DeviceShare(Plugin):
     name = "deviceshare"
     hooks = ("predicate", "predicate_reasons", "node_order")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from proto.errors import InputError
-from scheduler.framework.plugin import Plugin, register_plugin
+from scheduler.framework.plugin import Plugin
 from scheduler.framework.resources import dominant_share
 from scheduler.framework.snapshot import JobInfo, TaskInfo
 
@@ -21,7 +21,6 @@ if TYPE_CHECKING:
 _DELTA = 1e-6
 
 
-@register_plugin
 class DRF(Plugin):
     name = "drf"
     hooks = ("job_order", "preemptable", "victim_key", "on_allocate", "on_deallocate")

@@ -29,7 +29,7 @@ import numpy as np
 
 from proto.vocab.qos import BATCH_CPU, BATCH_MEMORY
 from scheduler.framework.args import Arg
-from scheduler.framework.plugin import Plugin, register_plugin
+from scheduler.framework.plugin import Plugin
 from scheduler.framework.resources import EPS
 from scheduler.framework.snapshot import TaskInfo
 from scheduler.framework.util import count_reason
@@ -41,7 +41,6 @@ _RESOURCES = (BATCH_CPU, BATCH_MEMORY)  # row 0 and 1 of the per-node arrays bel
 STALE = "node(s) had no fresh report to predict offline headroom from"
 
 
-@register_plugin
 class Forecast(Plugin):
     name = "forecast"
     hooks = ("predicate", "predicate_reasons")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from scheduler.api.objects import Condition
-from scheduler.framework.plugin import PERMIT, Plugin, Vote, register_plugin, reject
+from scheduler.framework.plugin import PERMIT, Plugin, Vote, reject
 from scheduler.framework.snapshot import JobInfo, TaskInfo, TaskStatus
 
 if TYPE_CHECKING:
@@ -20,7 +20,6 @@ NOT_ENOUGH_RESOURCES = "NotEnoughResources"
 NOT_ENOUGH_TASKS = "NotEnoughTasks"
 
 
-@register_plugin
 class Gang(Plugin):
     name = "gang"
     hooks = ("job_valid", "job_order", "job_ready", "job_pipelined", "job_starving", "preemptable", "reclaimable",

@@ -16,9 +16,9 @@ import numpy as np
 
 from scheduler.framework.args import Arg
 from scheduler.framework.nodeindex import first_untolerated
-from scheduler.framework.plugin import Plugin, register_plugin
-from scheduler.framework.resources import CPU, MEMORY
-from scheduler.framework.snapshot import NodeTable, TaskInfo
+from scheduler.framework.plugin import Plugin
+from scheduler.framework.snapshot import TaskInfo
+from scheduler.plugins.shared.nodefill import used_fractions
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
@@ -27,21 +27,6 @@ log = logging.getLogger(__name__)
 _NOT_IMPLEMENTED = "Scoria's nodeorder does not implement this score; it counts as 0"
 
 
-def used_after(nodes: NodeTable, task: TaskInfo, col: int, sel: slice | np.ndarray) -> np.ndarray:
-    """The share of resource ``col`` in use on nodes ``sel`` once ``task`` is placed (above 1: overfilled)."""
-    return 1.0 - (nodes.idle[col, sel] - task.req[col]) * nodes.inv_alloc[col, sel]
-
-
-def used_fractions(nodes: NodeTable, task: TaskInfo, sel: slice | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """CPU and memory used on nodes ``sel`` after placing ``task``: 0..1, and 1 where a node has none."""
-    out = []
-    for col in (CPU, MEMORY):
-        frac = used_after(nodes, task, col, sel)
-        out.append(np.clip(frac, 0.0, 1.0, out=frac))
-    return out[0], out[1]
-
-
-@register_plugin
 class NodeOrder(Plugin):
     name = "nodeorder"
     hooks = ("node_order",)

@@ -31,7 +31,7 @@ import numpy as np
 
 from scheduler.framework.args import Arg
 from scheduler.framework.ledger import BEST_EFFORT, RESTRICTED, SINGLE
-from scheduler.framework.plugin import Plugin, register_plugin
+from scheduler.framework.plugin import Plugin
 from scheduler.framework.snapshot import TaskInfo
 from scheduler.framework.util import count_reason
 
@@ -39,7 +39,6 @@ if TYPE_CHECKING:
     from scheduler.framework.session import Session
 
 
-@register_plugin
 class NumaAware(Plugin):
     name = "numa-aware"
     hooks = ("predicate", "predicate_reasons", "node_order")

@@ -12,16 +12,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from scheduler.framework.args import Arg
-from scheduler.framework.plugin import ABSTAIN, PERMIT, Plugin, Vote, register_plugin, reject
+from scheduler.framework.plugin import ABSTAIN, PERMIT, Plugin, Vote, reject
 from scheduler.framework.resources import EPS
 from scheduler.framework.snapshot import JobInfo
-from scheduler.plugins.proportion import describe
+from scheduler.plugins.shared.queueshare import describe
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
 
 
-@register_plugin
 class Overcommit(Plugin):
     name = "overcommit"
     hooks = ("job_enqueueable", "job_enqueued")

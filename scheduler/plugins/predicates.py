@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from scheduler.framework.args import Arg
-from scheduler.framework.plugin import Plugin, register_plugin
+from scheduler.framework.plugin import Plugin
 from scheduler.framework.resources import EPS, PODS
 from scheduler.framework.snapshot import TaskInfo
 from scheduler.framework.util import count_reason
@@ -31,7 +31,6 @@ _UNSUPPORTED = ("GPUSharingEnable", "CacheEnable", "ProportionalEnable", "PodAff
                 "NodeVolumeLimitsEnable", "VolumeZoneEnable", "PodTopologySpreadEnable", "NodePortsEnable")
 
 
-@register_plugin
 class Predicates(Plugin):
     name = "predicates"
     hooks = ("predicate", "predicate_reasons")

@@ -7,11 +7,10 @@ class, else the global default class, else 0.
 
 from __future__ import annotations
 
-from scheduler.framework.plugin import Plugin, register_plugin
+from scheduler.framework.plugin import Plugin
 from scheduler.framework.snapshot import JobInfo, TaskInfo
 
 
-@register_plugin
 class Priority(Plugin):
     name = "priority"
     hooks = ("job_order", "task_order", "preemptable", "job_starving", "victim_key")

@@ -11,15 +11,14 @@ the queue's capability.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from proto.vocab.quantity import format_quantity
-from scheduler.framework.plugin import ABSTAIN, PERMIT, Plugin, Vote, register_plugin, reject
-from scheduler.framework.resources import EPS, ResourceIndex
+from scheduler.framework.plugin import ABSTAIN, PERMIT, Plugin, Vote, reject
+from scheduler.framework.resources import EPS
 from scheduler.framework.snapshot import JobInfo, QueueInfo, TaskInfo, TaskStatus
+from scheduler.plugins.shared.queueshare import describe, over_limit, share
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
@@ -84,28 +83,6 @@ def _level_fill(weights: np.ndarray, floors: np.ndarray, caps: np.ndarray, total
     return np.clip(weights * level, floors, caps)
 
 
-def share(allocated: np.ndarray, deserved: np.ndarray, mask: np.ndarray) -> float:
-    """Largest ``allocated/deserved`` over the masked dimensions (1 where deserved is 0 but used)."""
-    d, a = deserved[mask], allocated[mask]
-    if not d.size:
-        return 0.0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        values = np.where(d > EPS, a / np.where(d > EPS, d, 1.0), np.where(a > EPS, 1.0, 0.0))
-    return float(values.max())
-
-
-def over_limit(future: np.ndarray, limit: np.ndarray, total: np.ndarray,
-               cols: Iterable[int | np.integer]) -> list[int | np.integer]:
-    """Columns where ``future`` exceeds ``limit``; a limit as large as the cluster is left to node fit,
-    whose predicates explain it better."""
-    return [c for c in cols if future[c] > limit[c] + EPS and limit[c] < total[c] - EPS]
-
-
-def describe(index: ResourceIndex, vec: np.ndarray, cols: Iterable[int | np.integer]) -> str:
-    return ", ".join(f"{index.names[c]} {format_quantity(index.names[c], vec[c])}" for c in cols)
-
-
-@register_plugin
 class Proportion(Plugin):
     name = "proportion"
     hooks = ("queue_order", "overused", "allocatable", "preemptive", "reclaimable", "job_enqueueable",

@@ -12,7 +12,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from scheduler.framework.args import Arg, parse_duration
-from scheduler.framework.plugin import ABSTAIN, PERMIT, Plugin, Vote, register_plugin
+from scheduler.framework.plugin import ABSTAIN, PERMIT, Plugin, Vote
 from scheduler.framework.snapshot import JobInfo
 
 if TYPE_CHECKING:
@@ -22,7 +22,6 @@ log = logging.getLogger(__name__)
 ANNOTATION = "sla-waiting-time"
 
 
-@register_plugin
 class SLA(Plugin):
     name = "sla"
     hooks = ("job_order", "job_enqueueable")

@@ -52,7 +52,7 @@ from proto.vocab.duration import DailyWindow as Window
 from proto.vocab.duration import parse_daily_window as parse_window
 from proto.vocab.placement import PREEMPTABLE_ANNOTATION, REVOCABLE_ZONE_LABEL, preemptable
 from scheduler.framework.args import Arg, ArgError, Args
-from scheduler.framework.plugin import Plugin, register_plugin
+from scheduler.framework.plugin import Plugin
 from scheduler.framework.snapshot import JobInfo, TaskInfo, TaskStatus
 
 if TYPE_CHECKING:
@@ -77,7 +77,6 @@ def parse_budget(value: str, total: int) -> int:
     raise InputError(f"expected a count or a percentage from 0% to 100%, got {value!r}")
 
 
-@register_plugin
 class Tdm(Plugin):
     name = "tdm"
     hooks = ("predicate", "predicate_reasons", "node_order", "victim_tasks")

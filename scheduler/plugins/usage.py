@@ -21,7 +21,7 @@ import numpy as np
 
 from proto.vocab.qos import BATCH_CPU, BATCH_MEMORY
 from scheduler.framework.args import Arg
-from scheduler.framework.plugin import Plugin, register_plugin
+from scheduler.framework.plugin import Plugin
 from scheduler.framework.resources import CPU, MEMORY
 from scheduler.framework.snapshot import TaskInfo, TaskStatus
 from scheduler.framework.util import count_reason
@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from scheduler.framework.session import Session
 
 
-@register_plugin
 class Usage(Plugin):
     name = "usage"
     hooks = ("predicate", "predicate_reasons", "node_order", "on_allocate", "on_deallocate")

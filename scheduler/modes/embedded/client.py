@@ -20,7 +20,7 @@ from typing import Any
 from proto.errors import InputError
 from proto.vocab.quantity import format_quantity
 from scheduler.api.loader import expand_paths
-from scheduler.modes.simulator.simulation import text_table
+from scheduler.modes.table import text_table
 
 DEFAULT_SERVER = "http://127.0.0.1:50052"
 KINDS = {"pod": "pods", "pods": "pods", "po": "pods", "podgroup": "podgroups", "podgroups": "podgroups",

@@ -25,6 +25,7 @@ from scheduler.cycle import Scheduler
 from scheduler.framework.config import SchedulerConfig, default_config, load_config
 from scheduler.framework.snapshot import DEFAULT_SCHEDULER_NAMES
 from scheduler.history import LoadHistory
+from scheduler.modes.table import text_table
 
 log = logging.getLogger(__name__)
 MAX_CYCLES = 1000
@@ -186,8 +187,3 @@ def _device_label(d: dict) -> str:
     whole = d["cores"] == 100
     return f"{kind}{d['index']}" if whole else f"{kind}{d['index']}:{d['memoryMiB']}Mi/{d['cores']}%"
 
-
-def text_table(rows: list[tuple]) -> str:
-    """Rows as aligned columns, kubectl-style (the first row is the header)."""
-    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
