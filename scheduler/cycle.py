@@ -17,9 +17,9 @@ from datetime import datetime
 from pathlib import Path
 
 from scheduler.cluster.cache import ClusterCache
-from scheduler.cluster.effects import CacheEffects
+from scheduler.cluster.effects import CacheEffects, Effects
 from scheduler.framework.config import ConfigWatcher, SchedulerConfig, default_config
-from scheduler.framework.session import Effects, Session
+from scheduler.framework.session import Session
 from scheduler.framework.snapshot import DEFAULT_SCHEDULER_NAMES, TaskStatus, take_snapshot
 from scheduler.metrics import SchedulerMetrics
 

@@ -1,16 +1,34 @@
-"""Where decisions land when the cluster is the scheduler's own cache (the simulator).
+"""The effects interface: where a cycle's decisions go (binds, evictions, status), and the plain
+implementation that applies them to the scheduler's own cache.
 
-The Kubernetes and embedded modes supply their own effects with the same
-methods; the session and the actions never know which one they talk to.
+Every run mode hands the scheduler an :class:`Effects`: the simulator and the plain ``serve`` use
+:class:`CacheEffects` as it is; embedded mode (``EmbeddedEffects``) and Kubernetes mode
+(``KubeEffects``) build on it, persisting to the store or writing through the API server.  The
+session and the actions never know which one they talk to.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from scheduler.api.objects import Condition, Pod, PodGroup
 from scheduler.cluster.cache import ClusterCache
+
+
+class Effects(Protocol):
+    """Where a session's decisions go: binds, evictions and status."""
+
+    # what bind returns is the implementation's own (CacheEffects: whether the pod was still there); ignored here
+    def bind(self, pod: Pod, node: str, annotations: dict[str, str]) -> object: ...
+    def evict(self, pod: Pod, reason: str) -> None: ...
+    def group_status(self, group: PodGroup, phase: str, conditions: list[Condition]) -> bool: ...
+    def pod_reason(self, pod: Pod, reason: str | None) -> None: ...
+    def nominate(self, pod: Pod, node: str | None) -> None: ...
+    def queue_allocated(self, name: str, allocated: dict[str, int]) -> None: ...
+    def flush(self) -> int: ...  # write what was batched this cycle (status); how many writes
+    def backlog(self) -> int: ...  # writes still outstanding (failed ones are retried)
 
 
 class CacheEffects:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -247,7 +248,7 @@ class ConfigWatcher:
     kept in ``last_error``, and the previous configuration stays in force.
     """
 
-    def __init__(self, path: str | Path, on_result=None):
+    def __init__(self, path: str | Path, on_result: Callable[[str], None] | None = None):
         self.path = Path(path)
         self.on_result = on_result or (lambda result: None)
         self.current = load_config(self.path)

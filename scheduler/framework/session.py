@@ -19,7 +19,7 @@ from typing import Any, NoReturn, Protocol, cast
 
 import numpy as np
 
-from scheduler.api.objects import Condition, Pod, PodGroup
+from scheduler.cluster.effects import Effects
 from scheduler.framework.config import SchedulerConfig
 from scheduler.framework.ledger import Topology
 from scheduler.framework.nodeindex import NodeIndex
@@ -29,20 +29,6 @@ from scheduler.framework.snapshot import JobInfo, QueueInfo, Snapshot, TaskInfo,
 from scheduler.framework.status import write_status
 
 log = logging.getLogger(__name__)
-
-
-class Effects(Protocol):
-    """Where a session's decisions go: binds, evictions and status."""
-
-    # what bind returns is the implementation's own (CacheEffects: whether the pod was still there); ignored here
-    def bind(self, pod: Pod, node: str, annotations: dict[str, str]) -> object: ...
-    def evict(self, pod: Pod, reason: str) -> None: ...
-    def group_status(self, group: PodGroup, phase: str, conditions: list[Condition]) -> bool: ...
-    def pod_reason(self, pod: Pod, reason: str | None) -> None: ...
-    def nominate(self, pod: Pod, node: str | None) -> None: ...
-    def queue_allocated(self, name: str, allocated: dict[str, int]) -> None: ...
-    def flush(self) -> int: ...  # write what was batched this cycle (status); how many writes
-    def backlog(self) -> int: ...  # writes still outstanding (failed ones are retried)
 
 
 # The signatures of the hooks the session calls by name (the table in scheduler.framework.plugin).

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 from scheduler.cluster.cache import ClusterCache
 
 if TYPE_CHECKING:
+    from scheduler.cluster.effects import Effects
     from scheduler.cycle import Scheduler
-    from scheduler.framework.session import Effects
     from scheduler.history import HistoryStore
     from scheduler.metrics import SchedulerMetrics
 

@@ -40,8 +40,8 @@ from scheduler.modes.base import Mode, PodActions
 from scheduler.modes.embedded.store import Store, Stored, StoreError
 
 if TYPE_CHECKING:
+    from scheduler.cluster.effects import Effects
     from scheduler.cycle import Scheduler
-    from scheduler.framework.session import Effects
     from scheduler.metrics import SchedulerMetrics
     from scheduler.modes.embedded.server import ControlServer
 

@@ -27,8 +27,8 @@ from scheduler.modes.kubernetes.ratelimit import RateLimiter
 from scheduler.modes.kubernetes.source import KubeSource
 
 if TYPE_CHECKING:
+    from scheduler.cluster.effects import Effects
     from scheduler.cycle import Scheduler
-    from scheduler.framework.session import Effects
     from scheduler.history import HistoryStore
 
 log = logging.getLogger(__name__)
