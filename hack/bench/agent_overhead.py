@@ -120,8 +120,9 @@ def run(args: argparse.Namespace) -> dict:
     threading.Thread(target=kernel.run_parents, args=(stop,), daemon=True).start()
     port_file, sched_metrics, agent_metrics = tmp / "port", free_port(), free_port()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    sched = start_serve("--insecure", "--listen", "127.0.0.1:0", "--register-nodes", "--metrics-port",
-                        str(sched_metrics), port_file=port_file, stderr=open(tmp / "scheduler.log", "w"), env=env)
+    with open(tmp / "scheduler.log", "w") as log:  # the child has its own descriptor: ours can close now
+        sched = start_serve("--insecure", "--listen", "127.0.0.1:0", "--register-nodes", "--metrics-port",
+                            str(sched_metrics), port_file=port_file, stderr=log, env=env)
     agent = None
     try:
         try:
@@ -135,7 +136,8 @@ def run(args: argparse.Namespace) -> dict:
             cmd += ["--scheduler", f"127.0.0.1:{port}", "--insecure"]
         if args.no_devices:
             cmd.append("--no-devices")
-        agent = subprocess.Popen(cmd, cwd=ROOT, stderr=open(tmp / "agent.log", "w"), env=env)
+        with open(tmp / "agent.log", "w") as log:
+            agent = subprocess.Popen(cmd, cwd=ROOT, stderr=log, env=env)
         proc = psutil.Process(agent.pid)
         start = time.monotonic()
         while time.monotonic() - start < args.warmup:
@@ -170,7 +172,8 @@ def run(args: argparse.Namespace) -> dict:
     reports = after.get("scoria_scheduler_reports_total", 0) - before.get("scoria_scheduler_reports_total", 0)
     return {
         "pods": args.pods, "containers_per_pod": args.containers, "offline_idle": args.offline_idle,
-        "cgroup_version": args.cgroup_version, "driver": driver, "interval_s": args.interval, "fast_interval_s": args.fast_interval, "window_s": round(wall, 1),
+        "cgroup_version": args.cgroup_version, "driver": driver, "interval_s": args.interval,
+        "fast_interval_s": args.fast_interval, "window_s": round(wall, 1),
         "cpu_percent_of_core": round(100 * (cpu1 - cpu0) / wall, 3),
         "loops_cpu_percent_of_core": round(
             100 * (agent_side.get("scoria_agent_loops_cpu_seconds_total", 0) - loops0) / wall, 3),

@@ -32,6 +32,12 @@ utilisation comes from /proc/stat; per-cgroup CPU from cpuacct.  Prints one
 JSON line; needs root and cgroup v1 or v2 with the cpu controller::
 
     sudo .venv/bin/python hack/bench/colocation.py [--phase-seconds 20] [--rate 200] [--work-ms 1.5]
+
+This file is the orchestration (cgroups, processes, the phases, the measuring), the report and the
+command line.  The parts the demo and the tests can use too are in hack/lib: the online service
+(online.py), the hogs' work (cpuwork.py), the load generator (loadgen.py), the percentiles
+(stats.py).  The server, the hogs and the load generator run as this file re-executed with a role
+name (``_server``, ``_hog``, ``_client``), so that every process the benchmark starts names it.
 """
 
 from __future__ import annotations
@@ -47,248 +53,24 @@ from datetime import UTC
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+from hack.lib import loadgen, stats  # noqa: E402 — the repository's own helpers (hack/lib), as the demo uses them
+
 SELF = str(Path(__file__).resolve())
-ERR = -2.0      # latency slot: the request failed
-PENDING = -1.0  # latency slot: no answer (yet)
 
 
-def spin(n: int) -> int:
-    """A fixed amount of pure-Python work (the online handler's and the hogs' unit)."""
-    x = 0
-    for i in range(n):
-        x = (x + i * i) % 1000003
-    return x
+# -- child roles (this file re-executed, so that every process it starts names it) -------------------
 
-
-# -- child roles (the same file, re-executed) ---------------------------------------------------------
-
-def _server(work_ms: float, connections: int) -> None:
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-    best = min(_timed(spin, 20000) for _ in range(7)) / 20000
-    iterations = max(1, round(work_ms / 1000 / best))
-    reply = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 3\r\n\r\nok\n"
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"  # keep-alive
-        disable_nagle_algorithm = True
-
-        def do_GET(self) -> None:
-            spin(iterations)
-            self.wfile.write(reply)  # one write: no write-write-read stall
-
-        def log_message(self, *args) -> None:
-            pass
-
-    class Server(ThreadingHTTPServer):
-        request_queue_size = max(128, connections * 2)
-        daemon_threads = True
-
-    httpd = Server(("127.0.0.1", 0), Handler)
-    print(f"READY {httpd.server_address[1]} {iterations} {iterations * best * 1000:.4f}", flush=True)
-    httpd.serve_forever()
-
-
-def _timed(fn, *args) -> float:
-    t = time.perf_counter()
-    fn(*args)
-    return time.perf_counter() - t
-
-
-def _hog(counter_path: str, index: int, unit: int) -> None:
-    import mmap
-    import struct
-    with open(counter_path, "r+b") as f:
-        counters = mmap.mmap(f.fileno(), 0)
-    done = 0
-    while True:
-        spin(unit)
-        done += 1
-        struct.pack_into("Q", counters, index * 8, done)
-
-
-class LoadClient:
-    """Open-loop HTTP load over keep-alive connections: a sender thread sends at scheduled times
-    (``time.sleep`` is precise to tens of µs; epoll timeouts round up to whole ms), a receiver
-    thread waits in epoll and stamps each answer as it arrives.  A request due while every
-    connection is busy waits for one; its latency still runs from its scheduled time."""
-
-    REQUEST = b"GET / HTTP/1.1\r\nHost: bench\r\n\r\n"
-
-    def __init__(self, port: int, rate: float, connections: int):
-        import array
-        import collections
-        import select
-        import threading
-        self.port, self.rate = port, rate
-        self.lock = threading.Lock()
-        self.epoll = select.epoll()
-        self.socks, self.bufs, self.inflight = {}, {}, {}   # fd -> socket, bytes so far, request index
-        self.idle, self.waiting = collections.deque(), collections.deque()
-        self.sched, self.lat, self.late, self.kind = array.array("d"), array.array("d"), array.array("d"), array.array("d")
-        self.stopping = threading.Event()
-        for _ in range(connections):
-            self.idle.append(self._connect())
-
-    def _connect(self):
-        import select
-        import socket
-        s = socket.create_connection(("127.0.0.1", self.port))
-        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        s.setblocking(False)
-        self.socks[s.fileno()], self.bufs[s.fileno()] = s, b""
-        self.epoll.register(s.fileno(), select.EPOLLIN)
-        return s
-
-    def _drop(self, fd: int) -> None:
-        """A connection that closed or failed: its request failed; a fresh connection replaces it."""
-        sock = self.socks.pop(fd)
-        self.epoll.unregister(fd)
-        sock.close()
-        idx = self.inflight.pop(fd, None)
-        if idx is not None:
-            self.lat[idx] = ERR
-        self._release(self._connect())
-
-    def _send_on(self, sock, idx: int) -> None:  # holding the lock
-        self.inflight[sock.fileno()] = idx
-        self.late[idx] = time.monotonic() - self.sched[idx]
-        try:
-            sock.send(self.REQUEST)
-        except OSError:
-            self._drop(sock.fileno())
-
-    def _release(self, sock) -> None:  # holding the lock
-        if self.waiting:
-            self._send_on(sock, self.waiting.popleft())
-        else:
-            self.idle.append(sock)
-
-    def dispatch(self, t: float, kind: int) -> None:
-        with self.lock:
-            idx = len(self.sched)
-            self.sched.append(t)
-            self.lat.append(PENDING)
-            self.late.append(0.0)
-            self.kind.append(kind)
-            if self.idle:
-                self._send_on(self.idle.popleft(), idx)
-            else:
-                self.waiting.append(idx)
-
-    def receive(self) -> None:
-        deadline = None
-        while True:
-            if self.stopping.is_set():
-                deadline = deadline or time.monotonic() + 2.0
-                if not self.inflight and not self.waiting or time.monotonic() > deadline:
-                    return
-            for fd, _ in self.epoll.poll(0.1):
-                sock = self.socks.get(fd)
-                if sock is None:
-                    continue
-                try:
-                    data = sock.recv(65536)
-                except BlockingIOError:
-                    continue
-                except OSError:
-                    data = b""
-                now = time.monotonic()
-                with self.lock:
-                    if not data:
-                        self._drop(fd)
-                    else:
-                        self._answer(fd, sock, self.bufs[fd] + data, now)
-
-    def _answer(self, fd: int, sock, buf: bytes, now: float) -> None:  # holding the lock
-        head_end = buf.find(b"\r\n\r\n")
-        length = 0
-        if head_end >= 0:
-            for line in buf[:head_end].split(b"\r\n"):
-                if line.lower().startswith(b"content-length:"):
-                    length = int(line.split(b":", 1)[1])
-        if head_end < 0 or len(buf) < head_end + 4 + length:
-            self.bufs[fd] = buf
-            return
-        self.bufs[fd] = buf[head_end + 4 + length:]
-        idx = self.inflight.pop(fd, None)
-        if idx is not None:
-            self.lat[idx] = now - self.sched[idx] if buf.startswith(b"HTTP/1.1 200") else ERR
-        self._release(sock)
-
-    def send_loop(self, commands) -> None:
-        """Arrivals: Poisson at ``rate`` from each ``reseed`` on (its own seed), plus the bursts."""
-        import heapq
-        import random
-        rng, next_t, bursts, stop_at = None, float("inf"), [], float("inf")
-        reseeds: list[tuple[float, int]] = []
-        while True:
-            for cmd in commands.drain():
-                if cmd[0] == "reseed":
-                    reseeds.append((float(cmd[1]), int(cmd[2])))
-                    reseeds.sort()
-                elif cmd[0] == "burst":
-                    t0, n, burst_rate = float(cmd[1]), int(cmd[2]), float(cmd[3])
-                    for i in range(n):
-                        heapq.heappush(bursts, t0 + i / burst_rate)
-                elif cmd[0] == "stop":
-                    stop_at = min(stop_at, time.monotonic())
-            if reseeds and reseeds[0][0] <= next_t:
-                at, seed = reseeds.pop(0)
-                rng = random.Random(seed)
-                next_t = at + rng.expovariate(self.rate)
-            t = min(next_t, bursts[0] if bursts else float("inf"))
-            if t >= stop_at and stop_at < float("inf"):
-                return
-            wait = t - time.monotonic()
-            if wait > 0:
-                time.sleep(min(wait, 0.01))  # wake at least every 10 ms for new commands
-                continue
-            if bursts and bursts[0] <= next_t:
-                self.dispatch(heapq.heappop(bursts), 1)
-            else:
-                self.dispatch(next_t, 0)
-                next_t += rng.expovariate(self.rate)
-
-    def write(self, out: str) -> None:
-        import array
-        with self.lock, open(out, "wb") as f:
-            array.array("d", [len(self.sched)]).tofile(f)
-            for a in (self.sched, self.lat, self.late, self.kind):
-                a.tofile(f)
-
-
-class Commands:
-    """Lines from stdin, read on a thread of their own."""
-
-    def __init__(self):
-        import threading
-        self.lock, self.items = threading.Lock(), []
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        for line in sys.stdin:
-            with self.lock:
-                self.items.append(line.split())
-        with self.lock:
-            self.items.append(["stop"])
-
-    def drain(self) -> list[list[str]]:
-        with self.lock:
-            items, self.items = self.items, []
-        return items
-
-
-def _client(port: int, rate: float, connections: int, out: str) -> None:
-    import threading
-    client = LoadClient(port, rate, connections)
-    print("READY", flush=True)
-    receiver = threading.Thread(target=client.receive, daemon=True)
-    receiver.start()
-    client.send_loop(Commands())
-    client.stopping.set()
-    receiver.join()
-    client.write(out)
-    print("DONE", flush=True)
+def _role(name: str, rest: list[str]) -> None:
+    """Run as child role ``name``; each imports only what it needs (the hogs start many at once)."""
+    if name == "_server":
+        from hack.lib.online import serve_fixed_work
+        serve_fixed_work(float(rest[0]), int(rest[1]))
+    elif name == "_hog":
+        from hack.lib.cpuwork import hog
+        hog(rest[0], int(rest[1]), int(rest[2]))
+    elif name == "_client":
+        loadgen.run_client(int(rest[0]), float(rest[1]), int(rest[2]), rest[3])
 
 
 # -- the benchmark ------------------------------------------------------------------------------------
@@ -361,20 +143,22 @@ class Bench:
         for group in self.groups.values():
             make_group(self.backend, group)
         a = self.args
-        server = self.role("_server", a.work_ms, a.connections, group=self.groups["online"], stdout=subprocess.PIPE,
-                           stderr=open(self.tmp / "server.log", "w"), text=True)
+        with open(self.tmp / "server.log", "w") as log:  # the child has its own descriptor: ours can close now
+            server = self.role("_server", a.work_ms, a.connections, group=self.groups["online"], stdout=subprocess.PIPE,
+                               stderr=log, text=True)
         ready = server.stdout.readline().split()
         if not ready or ready[0] != "READY":
             raise RuntimeError(f"the online server did not start ({server.poll()}): {self.log_tail('server')}")
         port, iterations, work_ms = int(ready[1]), int(ready[2]), float(ready[3])
-        self.client = self.role("_client", port, a.rate, a.connections, self.tmp / "latencies", group=self.groups["client"],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(self.tmp / "client.log", "w"),
-                                text=True)
+        with open(self.tmp / "client.log", "w") as log:
+            self.client = self.role("_client", port, a.rate, a.connections, self.tmp / "latencies",
+                                    group=self.groups["client"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+                                    text=True)
         if a.client_cpu is not None:
             os.sched_setaffinity(self.client.pid, {a.client_cpu})
         if self.client.stdout.readline().strip() != "READY":
             raise RuntimeError(f"the load generator did not start ({self.client.poll()}): {self.log_tail('client')}")
-        self.command(f"reseed {time.monotonic() + 0.05:.6f} {a.seed + 1000}")  # traffic from now on
+        self.command(loadgen.reseed(time.monotonic() + 0.05, a.seed + 1000))  # traffic from now on
         return port, iterations, work_ms
 
     def start_hogs(self) -> None:
@@ -423,12 +207,12 @@ class Bench:
     def start_agent(self) -> None:
         from hack.lib.processes import free_port
         self.metrics_port = free_port()
-        log = open(self.tmp / "agent.log", "w")
-        self.agent = self.spawn(
-            [sys.executable, "-m", "agent", "run", "--node-name", "colocation-bench", "--cgroup-parent",
-             f"{self.parent}/node", "--pods-from", "cgroups", "--no-devices", "--profile", self.args.profile,
-             "--metrics-port", str(self.metrics_port), "--fast-interval", str(self.args.fast_interval)],
-            self.groups["agent"], stdout=subprocess.DEVNULL, stderr=log)
+        with open(self.tmp / "agent.log", "w") as log:  # the child has its own descriptor: ours can close now
+            self.agent = self.spawn(
+                [sys.executable, "-m", "agent", "run", "--node-name", "colocation-bench", "--cgroup-parent",
+                 f"{self.parent}/node", "--pods-from", "cgroups", "--no-devices", "--profile", self.args.profile,
+                 "--metrics-port", str(self.metrics_port), "--fast-interval", str(self.args.fast_interval)],
+                self.groups["agent"], stdout=subprocess.DEVNULL, stderr=log)
         self.floor = os.cpu_count() * 1000 * _cpu_settings(self.args.profile).offline_floor_percent / 100
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:  # until the agent has applied its QoS: cpu.idle and a quota
@@ -483,10 +267,10 @@ class Bench:
         end = start + length
         bursts = [start + (k + 0.5) * length / n_bursts for k in range(n_bursts)]
         # the same arrivals, relative to its start, in the three phases of a round; others between them
-        self.command(f"reseed {start:.6f} {a.seed * 1000 + round_}")
-        self.command(f"reseed {end:.6f} {a.seed * 1000 + 500 + 3 * round_ + PHASES.index(name)}")
+        self.command(loadgen.reseed(start, a.seed * 1000 + round_))
+        self.command(loadgen.reseed(end, a.seed * 1000 + 500 + 3 * round_ + PHASES.index(name)))
         for t in bursts:
-            self.command(f"burst {t:.6f} {a.burst_requests} {a.burst_rate}")
+            self.command(loadgen.burst(t, a.burst_requests, a.burst_rate))
         _sleep_until(start)
         before = self.snapshot()
         self.quotas = []
@@ -497,7 +281,7 @@ class Bench:
         self.sample_quota(end)
         after = self.snapshot()
         return {"name": name, "round": round_, "start": start, "end": end, "bursts": bursts, "before": before,
-                "after": after, "quota": _quota_figures(self.quotas, start, end)}
+                "after": after, "quota": stats.step_summary(self.quotas, start, end)}
 
     def sample_quota(self, until: float, every: float = 0.02) -> None:
         """The offline quota every 20 ms (the same cost in every phase; in (a) and (b) there is none)."""
@@ -528,13 +312,10 @@ class Bench:
         self.missed += 1
 
     def finish(self):
-        import numpy as np
-        self.command("stop")
+        self.command(loadgen.STOP)
         if self.client.stdout.readline().strip() != "DONE":
             raise RuntimeError(f"the load generator failed ({self.client.wait()}): {self.log_tail('client')}")
-        data = np.fromfile(self.tmp / "latencies")
-        n = int(data[0])
-        return data[1:].reshape(4, n)  # sched, latency, send lateness, kind
+        return loadgen.read_records(self.tmp / "latencies")  # sched, latency, send lateness, kind
 
     def cleanup(self) -> None:
         import shutil
@@ -581,37 +362,6 @@ def _cpu_stat(backend, group: str) -> dict[str, int]:
 
 
 # -- the figures ------------------------------------------------------------------------------------
-
-def _latency(lat, mask) -> dict:
-    import numpy as np
-    sel = lat[mask]
-    answered = sel[sel >= 0]
-    failed = int((sel == ERR).sum())
-    unanswered = int((sel == PENDING).sum())
-    # a request that failed or got no answer counts as slower than any answer
-    ms = np.concatenate([answered, np.full(failed + unanswered, np.inf)]) * 1000
-    out = {"sent": int(mask.sum()), "answered": int(answered.size), "errors": failed, "unanswered": unanswered}
-    for key, q in (("p50", 50), ("p90", 90), ("p99", 99)):
-        v = float(np.percentile(ms, q, method="higher")) if ms.size else None
-        out[key] = round(v, 3) if v is not None and np.isfinite(v) else None
-    out["mean"] = round(float(answered.mean() * 1000), 3) if answered.size else None
-    out["max"] = round(float(answered.max() * 1000), 3) if answered.size else None
-    return out
-
-
-def _quota_figures(samples: list[tuple[float, int | None]], start: float, end: float) -> dict | None:
-    """The offline quota over one part of a phase, time-weighted (millicores); None when there was none."""
-    total = weighted = 0.0
-    low = high = None
-    for (t, q), (t_next, _) in zip(samples, samples[1:] + [(end, None)]):
-        if q is None:
-            continue
-        span = max(0.0, min(t_next, end) - max(t, start))
-        total += span
-        weighted += q * span
-        low, high = min(q, low if low is not None else q), max(q, high if high is not None else q)
-    return {"weighted": weighted, "seconds": total, "min": low, "max": high} if total else None
-
 
 def _quota_over(parts: list[dict]) -> dict | None:
     qs = [p["quota"] for p in parts if p["quota"]]
@@ -698,14 +448,10 @@ def _latencies(parts: list[dict], records, shadow_s: float) -> tuple[dict, dict,
             shadow |= (sched >= t) & (sched < t + shadow_s)
         inside |= part
         steady |= part & (kind == 0) & ~shadow
-        per_round.append(_latency(lat, part & (kind == 0) & ~shadow)["p99"])
-    out = _latency(lat, steady)
+        per_round.append(stats.latency_summary(lat, part & (kind == 0) & ~shadow)["p99"])
+    out = stats.latency_summary(lat, steady)
     out["send_late_p99_ms"] = round(float(np.percentile(late[inside], 99)) * 1000, 3) if inside.any() else None
-    return out, _latency(lat, inside), per_round
-
-
-def _ratio(x, y, digits: int = 3):
-    return round(x / y, digits) if x is not None and y else None
+    return out, stats.latency_summary(lat, inside), per_round
 
 
 def report(bench: Bench, parts: list[dict], records, server: tuple, load: tuple) -> dict:
@@ -718,8 +464,8 @@ def report(bench: Bench, parts: list[dict], records, server: tuple, load: tuple)
         steady[name], every[name], rounds[name] = _latencies(ps, records, a.burst_shadow)
         usage[name] = _usage(ps, cpus)
     work = {name: usage[name].pop("work_per_s") for name in PHASES}
-    offline_ratio = _ratio(work["c"], work["b"])
-    p99_ratio = _ratio(steady["c"]["p99"], steady["a"]["p99"])
+    offline_ratio = stats.ratio(work["c"], work["b"])
+    p99_ratio = stats.ratio(steady["c"]["p99"], steady["a"]["p99"])
     react = np.array(bench.reactions) * 1000
     totals = {k: sum(every[p][k] for p in PHASES) for k in ("sent", "answered", "errors", "unanswered")}
     return {
@@ -730,7 +476,7 @@ def report(bench: Bench, parts: list[dict], records, server: tuple, load: tuple)
         "offline_threshold_percent": sorted(bench.thresholds), "cgroup_version": bench.backend.version,
         "load_average": {"before": load[0], "after": load[1]},
         "latency_ms": steady, "latency_all_requests_ms": every, "p99_by_round_ms": rounds, "requests": totals,
-        "p99_ratio_c_over_a": p99_ratio, "p99_ratio_b_over_a": _ratio(steady["b"]["p99"], steady["a"]["p99"]),
+        "p99_ratio_c_over_a": p99_ratio, "p99_ratio_b_over_a": stats.ratio(steady["b"]["p99"], steady["a"]["p99"]),
         "offline_iterations_per_s": {"b": round(work["b"]), "c": round(work["c"])},
         "offline_ratio_c_over_b": offline_ratio,
         "cpu": usage,
@@ -811,18 +557,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1].startswith("_"):
-        role, rest = sys.argv[1], sys.argv[2:]
-        if role == "_server":
-            _server(float(rest[0]), int(rest[1]))
-        elif role == "_hog":
-            _hog(rest[0], int(rest[1]), int(rest[2]))
-        elif role == "_client":
-            _client(int(rest[0]), float(rest[1]), int(rest[2]), rest[3])
+        _role(sys.argv[1], sys.argv[2:])
         return
     args = parse_args(sys.argv[1:])
     if os.geteuid() != 0 or not Path("/sys/fs/cgroup").exists():
         raise SystemExit("needs root and a cgroup hierarchy")
-    sys.path.insert(0, str(ROOT))
     signal.signal(signal.SIGTERM, _terminate)
     try:
         print(json.dumps(run(args)))

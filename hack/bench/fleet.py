@@ -92,7 +92,7 @@ async def node_stream(message, channel, interval: float, phase: float, stop: asy
         call = open_stream(channel)
         sent: dict[int, float] = {}
 
-        async def read() -> None:
+        async def read(call, sent: dict[int, float]) -> None:  # this stream's, bound now
             async for directive in call:
                 ack = directive.ack
                 at = sent.pop(ack.sequence, None)
@@ -102,7 +102,7 @@ async def node_stream(message, channel, interval: float, phase: float, stop: asy
                 elif at is not None and window[0]:
                     stats["latencies"].append(time.time() - at)
 
-        reader = asyncio.create_task(read())
+        reader = asyncio.create_task(read(call, sent))
         next_at = time.monotonic()
         try:
             while not stop.is_set() and not reader.done():
@@ -136,7 +136,8 @@ def worker(names: list[str], target: str, interval: float, per_channel: int, see
            measure: tuple[float, float], queue: mp.Queue) -> None:
     async def main() -> None:
         rng = random.Random(seed)
-        stats = {"sent": 0, "refused": 0, "reconnects": 0, "reconnects_in_window": 0, "latencies": [], "last_error": "", "last_refusal": ""}
+        stats = {"sent": 0, "refused": 0, "reconnects": 0, "reconnects_in_window": 0, "latencies": [], "last_error": "",
+                 "last_refusal": ""}
         window = [False]
         stop = asyncio.Event()
         channels = [grpc.aio.insecure_channel(target, options=[("grpc.use_local_subchannel_pool", 1)])
@@ -165,9 +166,9 @@ def run(args: argparse.Namespace) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix="fleet-"))
     port_file = tmp / "port"
     metrics_port = args.metrics_port
-    server = start_serve("--insecure", "--listen", "127.0.0.1:0", "--register-nodes", "--metrics-port",
-                         str(metrics_port), *args.serve_arg, port_file=port_file,
-                         stderr=open(tmp / "scheduler.log", "w"))
+    with open(tmp / "scheduler.log", "w") as log:  # the child has its own descriptor: ours can close now
+        server = start_serve("--insecure", "--listen", "127.0.0.1:0", "--register-nodes", "--metrics-port",
+                             str(metrics_port), *args.serve_arg, port_file=port_file, stderr=log)
     try:
         try:
             target = f"127.0.0.1:{wait_port(port_file, server, 30)}"

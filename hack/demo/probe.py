@@ -9,8 +9,14 @@ import argparse
 import http.client
 import json
 import os
+import sys
 import threading
 import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+from hack.lib.stats import nearest_rank  # noqa: E402 — the repository's own helpers, as hack/bench uses them
 
 
 def main() -> None:
@@ -58,7 +64,7 @@ def main() -> None:
             lat, window[:] = sorted(window), []
             line = dict(counts)
         if lat:
-            line.update(p50_ms=round(lat[len(lat) // 2], 2), p99_ms=round(lat[min(len(lat) - 1, int(len(lat) * 0.99))], 2))
+            line.update(p50_ms=round(nearest_rank(lat, 0.5), 2), p99_ms=round(nearest_rank(lat, 0.99), 2))
         line["t"] = round(time.time(), 1)
         print(json.dumps(line), flush=True)
 

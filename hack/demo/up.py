@@ -33,6 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from hack.lib.processes import stop  # noqa: E402 — the repository's own helpers, as hack/bench uses them
+from hack.lib.stats import nearest_rank  # noqa: E402
 
 PY = sys.executable
 DEMO = ROOT / "daemonset" / "examples" / "embedded"
@@ -92,22 +93,22 @@ class Demo:
 
     def start(self) -> None:
         (self.state / "logs").mkdir(parents=True, exist_ok=True)
-        sched_log = open(self.state / "logs" / "scheduler.log", "w")
-        self.scheduler = subprocess.Popen(
-            [PY, "-m", "scheduler", "-v", "serve", "--embedded", "--state", str(self.state / "scheduler"),
-             "--insecure", "--listen", "127.0.0.1:0", "--port-file", str(self.state / "port"),
-             "--api-port", "0", "--api-port-file", str(self.state / "api"), "--metrics-port", "0",
-             "--config", str(CONFIG), "--schedule-interval", "0.5"],
-            cwd=ROOT, stdout=sched_log, stderr=subprocess.STDOUT)
+        with open(self.state / "logs" / "scheduler.log", "w") as log:  # the child has its own descriptor
+            self.scheduler = subprocess.Popen(
+                [PY, "-m", "scheduler", "-v", "serve", "--embedded", "--state", str(self.state / "scheduler"),
+                 "--insecure", "--listen", "127.0.0.1:0", "--port-file", str(self.state / "port"),
+                 "--api-port", "0", "--api-port-file", str(self.state / "api"), "--metrics-port", "0",
+                 "--config", str(CONFIG), "--schedule-interval", "0.5"],
+                cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
         self.procs.append(self.scheduler)
         port = wait_file(self.state / "port", self.scheduler, "the scheduler")
         self.api = f"http://127.0.0.1:{wait_file(self.state / 'api', self.scheduler, 'the scheduler')}"
-        agent_log = open(self.state / "logs" / "agent.log", "w")
-        self.agent = subprocess.Popen(
-            [PY, "-m", "agent", "-v", "run", "--embedded", "--scheduler", f"127.0.0.1:{port}", "--insecure",
-             "--state", str(self.state / "agent"), "--cgroup-parent", self.parent, "--metrics-port", "0",
-             "--no-devices"],
-            cwd=ROOT, stdout=agent_log, stderr=subprocess.STDOUT)
+        with open(self.state / "logs" / "agent.log", "w") as log:
+            self.agent = subprocess.Popen(
+                [PY, "-m", "agent", "-v", "run", "--embedded", "--scheduler", f"127.0.0.1:{port}", "--insecure",
+                 "--state", str(self.state / "agent"), "--cgroup-parent", self.parent, "--metrics-port", "0",
+                 "--no-devices"],
+                cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
         self.procs.append(self.agent)
         print(f"scoria: scheduler on 127.0.0.1:{port} (control {self.api}), agent running pods under cgroup "
               f"{self.parent}; state and logs in {self.state}")
@@ -177,7 +178,7 @@ class Demo:
         offline = [s["offline_per_s"] for s in seen if s["running_offline"]]
         quotas = [s["quota"] for s in seen if s["quota"] is not None]
         print(f"\nsummary over {len(self.samples)} samples ({len(self.samples) * 2}s):")
-        print(f"  online p99: median {p99[len(p99) // 2]} ms, worst {p99[-1]} ms")
+        print(f"  online p99: median {nearest_rank(p99, 0.5)} ms, worst {p99[-1]} ms")
         if offline:
             print(f"  offline throughput: {sum(offline) / len(offline):,.0f} iterations/s on average")
         if quotas:

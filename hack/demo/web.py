@@ -3,16 +3,13 @@
 
 import argparse
 import os
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+import sys
+from pathlib import Path
 
-
-def burn(ms: float) -> int:
-    end = time.perf_counter() + ms / 1000
-    n = 0
-    while time.perf_counter() < end:
-        n += 1
-    return n
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+from hack.lib.cpuwork import burn  # noqa: E402 — the repository's own helpers, as hack/bench uses them
+from hack.lib.online import http_server  # noqa: E402
 
 
 def main() -> None:
@@ -21,20 +18,14 @@ def main() -> None:
     p.add_argument("--work-ms", type=float, default=2.0)
     args = p.parse_args()
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+    def respond(handler) -> None:
+        body = f"{burn(args.work_ms)}\n".encode()
+        handler.send_response(200)
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
 
-        def do_GET(self):  # noqa: N802
-            body = f"{burn(args.work_ms)}\n".encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *a):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    server = http_server(args.port, respond)
     print(f"web: serving on 127.0.0.1:{args.port}, {args.work_ms} ms of CPU per request", flush=True)
     server.serve_forever()
 

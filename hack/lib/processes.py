@@ -1,5 +1,6 @@
 """Real processes for tests and benchmarks: a free port, ``python -m scheduler serve`` started and waited
-for, a process stopped gracefully (killed if it will not), Prometheus text read back, a process's CPU time.  (``hack/bench/`` imports this module too.)"""
+for, a process stopped gracefully (killed if it will not), Prometheus text read back, a process's CPU
+time.  (``hack/bench/`` imports this module too.)"""
 
 from __future__ import annotations
 

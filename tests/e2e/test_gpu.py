@@ -6,6 +6,8 @@ Skipped, with the reason, where there is no NVIDIA driver (CI, most laptops).  O
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pynvml
 import pytest
 
@@ -69,7 +71,7 @@ def test_numa_node_is_sysfs_for_the_gpus_bus_id(nvml, gpus):
     for g in gpus:
         bus = normalise_bus_id(nvml.nvmlDeviceGetPciInfo(nvml.nvmlDeviceGetHandleByIndex(g.index)).busId)
         try:
-            text = open(f"/sys/bus/pci/devices/{bus}/numa_node").read().strip()
+            text = Path(f"/sys/bus/pci/devices/{bus}/numa_node").read_text().strip()
         except OSError:
             text = "-1"
         assert g.numa_node == max(-1, int(text))

@@ -42,6 +42,12 @@ marks it, as before a kubelet finishes it; ``require_namespaces``: creates need 
   drops the connection), ``clear_failures()``;
 * ``blocked``: ``(namespace, name)`` of pods whose eviction is always refused (429).
 
+The file, in order: builders; the resource registry; ``Status`` errors; selectors, patches and the
+structural schema; pod rules; :class:`FakeApiServer` (the stores, seeding, watches and history, the request
+log and failure injection, routing and discovery, and the verbs, all under one lock); the route table
+(:class:`Request`, ``ROUTES``: (what a request addresses, method) -> one small function per verb and
+subresource); the HTTP handler (read, log, inject a failure, answer, or stream a watch).
+
 It does not implement: authentication and authorization, admission webhooks (Volcano's included),
 server-side apply, ``resourceVersion`` semantics on list (always the latest), watch ``sendInitialEvents``,
 the garbage collector (ownerReferences), controllers (PDB status is not written; kubelet: pods are deleted
@@ -99,7 +105,14 @@ def node(name: str, labels: dict[str, str] | None = None, taints: list[dict] | N
 
 
 class _QuietServer(ThreadingHTTPServer):
-    """Clients closing watch connections under a request are normal here, not a traceback on stderr."""
+    """The HTTP server of a :class:`FakeApiServer` (``api``).  Clients closing watch connections under a
+    request are normal here, not a traceback on stderr."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], api: FakeApiServer):
+        self.api = api
+        super().__init__(address, _Handler)
 
     def handle_error(self, request, client_address) -> None:
         import sys
@@ -695,6 +708,17 @@ class Route:
     sub: str | None
 
 
+@dataclass
+class WatchStart:
+    """Where a new watch starts: 410 at once (``expired``; ``oldest``: the oldest resourceVersion kept), or
+    the ``initial`` ADDED events (a watch without a resourceVersion), then changes after ``sent``."""
+    expired: bool
+    oldest: int
+    initial: list[dict]
+    sent: int
+    epoch: int
+
+
 class FakeApiServer:
     """See the module docstring.  Use as a context manager (or ``start()``/``stop()``)."""
 
@@ -723,8 +747,7 @@ class FakeApiServer:
         self._closing = False
         self._cond = threading.Condition()
         self._sockets: set[socket.socket] = set()
-        self._server = _QuietServer(("127.0.0.1", 0), _handler(self))
-        self._server.daemon_threads = True
+        self._server = _QuietServer(("127.0.0.1", 0), self)
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
                                         name="fake-apiserver", daemon=True)
 
@@ -911,6 +934,40 @@ class FakeApiServer:
     def _changes_after(self, rv: int) -> list[Change]:
         return self.changes[bisect.bisect_right(self.changes, rv, key=lambda c: c.rv):]
 
+    def _open_watch(self, res: Resource, match: Callable[[dict], bool], since: int | None) -> WatchStart:
+        """A watch of ``res`` opens (counted in ``watchers`` until :meth:`_close_watch`): where it starts."""
+        with self._cond:
+            start = WatchStart(
+                expired=since is not None and since < self.resumable_from, oldest=self.resumable_from,
+                initial=[] if since is not None else [
+                    {"type": "ADDED", "object": _copy(o)} for _, o in sorted(self._store(res).items()) if match(o)],
+                sent=since if since is not None else self.rv, epoch=self._epoch)
+            self.watchers[res.plural] += 1
+            self._cond.notify_all()
+        return start
+
+    def _close_watch(self, res: Resource) -> None:
+        with self._cond:
+            self.watchers[res.plural] -= 1
+
+    def _wait_changes(self, sent: int, epoch: int, deadline: float) -> tuple[list[Change], str | None, int]:
+        """(the changes after ``sent``, None, 0) once there are any; else ([], why the watch ends, rv):
+        "closed" (``stop()`` or ``close_watches()`` since ``epoch``), "lost" (history it had not seen is
+        gone), "timeout" (``deadline`` passed; rv: the resourceVersion then, for a bookmark)."""
+        with self._cond:
+            while True:
+                if self._closing or self._epoch != epoch:
+                    return [], "closed", 0
+                if sent < self.resumable_from:
+                    return [], "lost", 0
+                batch = self._changes_after(sent)
+                if batch:
+                    return batch, None, 0
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return [], "timeout", self.rv
+                self._cond.wait(remaining)
+
     # -- request log and failure injection ----------------------------------------------------------
     def count(self, **match) -> int:
         """How many requests had all the given :class:`Call` attributes (verb="patch", plural=...)."""
@@ -939,6 +996,14 @@ class FakeApiServer:
     def clear_failures(self) -> None:
         with self._cond:
             self.failures.clear()
+
+    def _record(self, call: Call, is_watch: bool) -> Failure | None:
+        """Log one request; the injected failure it meets, if any (taken: it counts one time)."""
+        with self._cond:
+            self.requests.append((call.method, call.path))
+            self.calls.append(call)
+            self.counts[(call.method, call.pattern)] += 1
+            return self._take_failure(call.method, call.path, is_watch)
 
     def _take_failure(self, method: str, path: str, is_watch: bool) -> Failure | None:
         for rule in self.failures:
@@ -1007,45 +1072,14 @@ class FakeApiServer:
         gv = f"{group}/{version}" if group else version
         return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": items}
 
-    def dispatch(self, method: str, route: Route, query: dict, body: bytes, content_type: str) -> tuple[int, dict]:
-        """Serve one (non-watch) request: (status code, body)."""
-        res, ns, name, sub = route.res, route.namespace, route.name, route.sub
-        dry = query.get("dryRun") == "All"
+    def dispatch(self, req: Request) -> tuple[int, dict]:
+        """Serve one (non-watch) request for a resource by the route table: (status code, body)."""
+        target = _target(req.route)
+        serve = ROUTES.get((target, req.method))
+        if serve is None:
+            raise no_route() if target is None or target in _SUBRESOURCE_TARGETS else method_not_allowed()
         with self._cond:
-            if res.virtual:
-                if method != "POST" or name is not None:
-                    raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the "
-                                                            "requested resource")
-                doc = _json_body(body)
-                return 201, self._bind(ns, ((doc.get("metadata") or {}).get("name") or ""), doc, by_url=False)
-            if name is None:
-                if method == "GET":
-                    return 200, self._list(res, ns, query)
-                if method == "POST" and (ns is not None or not res.namespaced):
-                    return 201, self._create(res, ns, _json_body(body), dry)
-                if method == "DELETE":
-                    return 200, self._delete_collection(res, ns, query, _json_body(body, allow_empty=True), dry)
-                raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested "
-                                                        "resource")
-            if sub is None or (sub == "status" and res.status):
-                if method == "GET":
-                    return 200, _copy(self._lookup(res, ns, name))
-                if method == "PUT":
-                    return 200, self._replace(res, ns, name, _json_body(body), sub, dry)
-                if method == "PATCH":
-                    return 200, self._patch(res, ns, name, body, content_type, sub, dry)
-                if method == "DELETE" and sub is None:
-                    options = _json_body(body, allow_empty=True)
-                    if "gracePeriodSeconds" in query:
-                        options.setdefault("gracePeriodSeconds", int(query["gracePeriodSeconds"]))
-                    return 200, self._delete(res, ns, name, options, dry)
-                raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested "
-                                                        "resource")
-            if res.store_key == ("", "pods") and method == "POST" and sub == "binding":
-                return 201, self._bind(ns, name, _json_body(body), by_url=True)
-            if res.store_key == ("", "pods") and method == "POST" and sub == "eviction":
-                return 201, self._evict(ns, name, _json_body(body))
-            raise no_route()
+            return serve(self, req)
 
     # -- verbs (all under the lock) -----------------------------------------------------------------
     def _lookup(self, res: Resource, ns: str | None, name: str) -> dict:
@@ -1300,7 +1334,7 @@ class FakeApiServer:
         if res.store_key == ("", "namespaces"):
             for other in self.resources.values():
                 if other.namespaced and not other.virtual:
-                    for key, obj in list(self._store(other).items()):
+                    for obj in list(self._store(other).values()):
                         if obj["metadata"].get("namespace") == name:
                             self._write(other, "DELETED", _copy(obj), None)
         gone = self._write(res, "DELETED", _copy(old), None)
@@ -1459,186 +1493,295 @@ def _verb(method: str, route: Route | tuple | None, query: dict) -> str:
     return {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(method, method.lower())
 
 
-def _handler(server: FakeApiServer):
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+# -- one request: what was asked, and the route table ---------------------------------------------------
+@dataclass
+class Request:
+    """One HTTP request, read and routed."""
+    method: str
+    path: str
+    query: dict  # the last value of each parameter
+    body: bytes
+    content_type: str
+    route: Route | tuple | None  # see FakeApiServer.route
 
-        def log_message(self, *args) -> None:  # quiet
+    @property
+    def is_watch(self) -> bool:
+        return (self.method == "GET" and isinstance(self.route, Route) and self.route.name is None
+                and self.query.get("watch") in ("true", "1"))
+
+    @property
+    def dry(self) -> bool:
+        return self.query.get("dryRun") == "All"
+
+
+def _call(req: Request) -> Call:
+    """The request as the server's log keeps it."""
+    route = req.route
+    call = Call(req.method, req.path, req.query, _pattern(route, req.path), _verb(req.method, route, req.query))
+    if isinstance(route, Route):
+        call.plural, call.group, call.namespace = route.res.plural, route.res.group, route.namespace
+        call.name, call.subresource = route.name, route.sub
+    try:
+        call.body = json.loads(req.body) if req.body else None
+    except ValueError:
+        call.body = req.body
+    return call
+
+
+def method_not_allowed() -> ApiError:
+    return ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+
+
+def _target(route: Route) -> str | None:
+    """What a request for a resource addresses, as :data:`ROUTES` names it; None: nothing (404)."""
+    res = route.res
+    if res.virtual:  # core bindings: only created, never named
+        return "bindings" if route.name is None else "bindings/named"
+    if route.name is None:
+        return "collection"
+    if route.sub is None:
+        return "object"
+    if route.sub == "status" and res.status:
+        return "status"
+    if res.store_key == ("", "pods") and route.sub in ("binding", "eviction"):
+        return f"pods/{route.sub}"
+    return None
+
+
+def _get_object(api: FakeApiServer, req: Request) -> tuple[int, dict]:
+    route = req.route
+    return 200, _copy(api._lookup(route.res, route.namespace, route.name))
+
+
+def _list_objects(api: FakeApiServer, req: Request) -> tuple[int, dict]:
+    return 200, api._list(req.route.res, req.route.namespace, req.query)
+
+
+def _create_object(api: FakeApiServer, req: Request) -> tuple[int, dict]:
+    route = req.route
+    if route.namespace is None and route.res.namespaced:  # a namespaced kind is created in a namespace
+        raise method_not_allowed()
+    return 201, api._create(route.res, route.namespace, _json_body(req.body), req.dry)
+
+
+def _delete_objects(api: FakeApiServer, req: Request) -> tuple[int, dict]:
+    route = req.route
+    return 200, api._delete_collection(route.res, route.namespace, req.query, _json_body(req.body, allow_empty=True),
+                                       req.dry)
+
+
+def _replace_object(api: FakeApiServer, req: Request) -> tuple[int, dict]:
+    route = req.route
+    return 200, api._replace(route.res, route.namespace, route.name, _json_body(req.body), route.sub, req.dry)
+
+
+def _patch_object(api: FakeApiServer, req: Request) -> tuple[int, dict]:
+    route = req.route
+    return 200, api._patch(route.res, route.namespace, route.name, req.body, req.content_type, route.sub, req.dry)
+
+
+def _delete_object(api: FakeApiServer, req: Request) -> tuple[int, dict]:
+    route = req.route
+    options = _json_body(req.body, allow_empty=True)
+    if "gracePeriodSeconds" in req.query:
+        options.setdefault("gracePeriodSeconds", int(req.query["gracePeriodSeconds"]))
+    return 200, api._delete(route.res, route.namespace, route.name, options, req.dry)
+
+
+def _create_binding(api: FakeApiServer, req: Request) -> tuple[int, dict]:
+    """POST (namespaces/NS/)bindings: the pod named in the Binding's metadata."""
+    doc = _json_body(req.body)
+    return 201, api._bind(req.route.namespace, ((doc.get("metadata") or {}).get("name") or ""), doc, by_url=False)
+
+
+def _bind_pod(api: FakeApiServer, req: Request) -> tuple[int, dict]:
+    return 201, api._bind(req.route.namespace, req.route.name, _json_body(req.body), by_url=True)
+
+
+def _evict_pod(api: FakeApiServer, req: Request) -> tuple[int, dict]:
+    return 201, api._evict(req.route.namespace, req.route.name, _json_body(req.body))
+
+
+# (target, method) -> handler, called under the server's lock.  A method a target lacks: 405, except on
+# the pods' binding and eviction subresources (404, as there is no such route).
+ROUTES: dict[tuple[str | None, str], Callable[[FakeApiServer, Request], tuple[int, dict]]] = {
+    ("bindings", "POST"): _create_binding,
+    ("collection", "GET"): _list_objects,
+    ("collection", "POST"): _create_object,
+    ("collection", "DELETE"): _delete_objects,
+    ("object", "GET"): _get_object,
+    ("object", "PUT"): _replace_object,
+    ("object", "PATCH"): _patch_object,
+    ("object", "DELETE"): _delete_object,
+    ("status", "GET"): _get_object,
+    ("status", "PUT"): _replace_object,
+    ("status", "PATCH"): _patch_object,
+    ("pods/binding", "POST"): _bind_pod,
+    ("pods/eviction", "POST"): _evict_pod,
+}
+_SUBRESOURCE_TARGETS = {"pods/binding", "pods/eviction"}
+
+
+def answer(api: FakeApiServer, req: Request) -> tuple[int, dict]:
+    """A (non-watch) request's answer: (status code, body); ApiError for an error."""
+    if req.route is None:
+        raise no_route()
+    if isinstance(req.route, tuple):
+        if req.method != "GET":
+            raise ApiError(405, "MethodNotAllowed", "the server does not allow this method")
+        with api._cond:
+            return 200, api.discovery(req.route)
+    return api.dispatch(req)
+
+
+# -- HTTP --------------------------------------------------------------------------------------------------
+class _Handler(BaseHTTPRequestHandler):
+    """Reads a request, logs it, injects a failure or answers it (a watch streams); ``self.server.api`` is
+    the :class:`FakeApiServer`."""
+
+    protocol_version = "HTTP/1.1"
+
+    @property
+    def api(self) -> FakeApiServer:
+        return self.server.api
+
+    def log_message(self, *args) -> None:  # quiet
+        pass
+
+    def setup(self) -> None:
+        super().setup()
+        # one small answer in two writes (head, body) would otherwise wait out the peer's delayed ACK
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.api._sockets.add(self.connection)
+
+    def finish(self) -> None:
+        self.api._sockets.discard(self.connection)
+        try:
+            super().finish()
+        except OSError:
             pass
 
-        def setup(self) -> None:
-            super().setup()
-            # one small answer in two writes (head, body) would otherwise wait out the peer's delayed ACK
-            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            server._sockets.add(self.connection)
+    def do_GET(self) -> None:
+        self._serve("GET")
 
-        def finish(self) -> None:
-            server._sockets.discard(self.connection)
+    def do_POST(self) -> None:
+        self._serve("POST")
+
+    def do_PUT(self) -> None:
+        self._serve("PUT")
+
+    def do_PATCH(self) -> None:
+        self._serve("PATCH")
+
+    def do_DELETE(self) -> None:
+        self._serve("DELETE")
+
+    def _read(self, method: str) -> Request:
+        url = urlparse(self.path)
+        query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        return Request(method, url.path, query, body, self.headers.get("Content-Type") or "", self.api.route(url.path))
+
+    def _serve(self, method: str) -> None:
+        req = self._read(method)
+        call = _call(req)
+        failure = self.api._record(call, req.is_watch)
+        if failure is not None:
+            call.status = failure.status
+            return self._fail(failure)
+        if req.is_watch:
+            call.status = 200  # logged as opened, even when its parameters then turn out bad
+            return self._watch(req.route, req.query)
+        headers = None
+        try:
+            status, out = answer(self.api, req)
+        except ApiError as exc:
+            status, out, headers = exc.code, exc.body(), exc.headers
+        call.status = status
+        self._send(status, out, headers)
+
+    def _send(self, status: int, body: dict, headers: dict | None = None) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, str(v))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _fail(self, failure: Failure) -> None:
+        """An injected failure: no answer at all (status 0) or a Status body."""
+        if not failure.status:
+            self.close_connection = True
             try:
-                super().finish()
+                self.connection.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+            return
+        reason = failure.reason or REASONS.get(failure.status, "")
+        error = ApiError(failure.status, reason, failure.message or f"injected failure ({reason})",
+                         details={"retryAfterSeconds": failure.retry_after} if failure.retry_after else None)
+        headers = {"Retry-After": failure.retry_after} if failure.retry_after else None
+        self._send(failure.status, error.body(), headers)
 
-        def do_GET(self) -> None:
-            self._serve("GET")
+    # -- watch ------------------------------------------------------------------------------------------
+    def _chunk(self, line: dict) -> None:
+        data = (json.dumps(line) + "\n").encode()
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
 
-        def do_POST(self) -> None:
-            self._serve("POST")
+    def _end_chunks(self) -> None:
+        self.wfile.write(b"0\r\n\r\n")
 
-        def do_PUT(self) -> None:
-            self._serve("PUT")
+    def _watch(self, route: Route, query: dict) -> None:
+        res = route.res
+        try:
+            match = self.api.matcher(res, route.namespace, query)
+            text = query.get("resourceVersion") or ""
+            since = int(text) if text not in ("", "0") else None
+            timeout = float(query.get("timeoutSeconds") or 0)
+        except ApiError as exc:
+            return self._send(exc.code, exc.body())
+        except ValueError:
+            return self._send(400, bad_request("invalid resourceVersion or timeoutSeconds").body())
+        limits = [x for x in (timeout, self.api.watch_cap or 0) if x > 0]
+        deadline = time.monotonic() + min(limits) if limits else math.inf
+        start = self.api._open_watch(res, match, since)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            if start.expired:
+                return self._expired(since, start.oldest)
+            for event in start.initial:
+                self._chunk(event)
+            self._follow(res, match, start.sent, start.epoch, deadline, query.get("allowWatchBookmarks") in ("true", "1"))
+        except OSError:  # the client went away
+            self.close_connection = True
+        finally:
+            self.api._close_watch(res)
 
-        def do_PATCH(self) -> None:
-            self._serve("PATCH")
+    def _expired(self, since: int | None, oldest: int) -> None:
+        self._chunk({"type": "ERROR", "object": ApiError(
+            410, "Expired", f"too old resource version: {since} ({oldest})").body()})
+        self._end_chunks()
 
-        def do_DELETE(self) -> None:
-            self._serve("DELETE")
-
-        def _send(self, status: int, body: dict, headers: dict | None = None) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            for k, v in (headers or {}).items():
-                self.send_header(k, str(v))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def _serve(self, method: str) -> None:
-            url = urlparse(self.path)
-            query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
-            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            route = server.route(url.path)
-            is_watch = method == "GET" and isinstance(route, Route) and route.name is None \
-                and query.get("watch") in ("true", "1")
-            call = Call(method, url.path, query, _pattern(route, url.path), _verb(method, route, query))
-            if isinstance(route, Route):
-                call.plural, call.group, call.namespace = route.res.plural, route.res.group, route.namespace
-                call.name, call.subresource = route.name, route.sub
-            try:
-                call.body = json.loads(body) if body else None
-            except ValueError:
-                call.body = body
-            with server._cond:
-                server.requests.append((method, url.path))
-                server.calls.append(call)
-                server.counts[(method, call.pattern)] += 1
-                failure = server._take_failure(method, url.path, is_watch)
-            if failure is not None:
-                call.status = failure.status
-                return self._fail(failure)
-            try:
-                if route is None:
-                    raise no_route()
-                if isinstance(route, tuple):
-                    if method != "GET":
-                        raise ApiError(405, "MethodNotAllowed", "the server does not allow this method")
-                    with server._cond:
-                        status, out = 200, server.discovery(route)
-                elif is_watch:
-                    call.status = 200
-                    return self._watch(route, query)
-                else:
-                    status, out = server.dispatch(method, route, query, body, self.headers.get("Content-Type") or "")
-                headers = None
-            except ApiError as exc:
-                status, out, headers = exc.code, exc.body(), exc.headers
-            call.status = status
-            self._send(status, out, headers)
-
-        def _fail(self, failure: Failure) -> None:
-            if not failure.status:
-                self.close_connection = True
-                try:
-                    self.connection.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-                return
-            reason = failure.reason or REASONS.get(failure.status, "")
-            error = ApiError(failure.status, reason, failure.message or f"injected failure ({reason})",
-                             details={"retryAfterSeconds": failure.retry_after} if failure.retry_after else None)
-            headers = {"Retry-After": failure.retry_after} if failure.retry_after else None
-            self._send(failure.status, error.body(), headers)
-
-        # -- watch --------------------------------------------------------------------------------
-        def _chunk(self, line: dict) -> None:
-            data = (json.dumps(line) + "\n").encode()
-            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-            self.wfile.flush()
-
-        def _watch(self, route: Route, query: dict) -> None:
-            res = route.res
-            try:
-                match = server.matcher(res, route.namespace, query)
-                text = query.get("resourceVersion") or ""
-                since = int(text) if text not in ("", "0") else None
-                timeout = float(query.get("timeoutSeconds") or 0)
-            except ApiError as exc:
-                return self._send(exc.code, exc.body())
-            except ValueError:
-                return self._send(400, bad_request("invalid resourceVersion or timeoutSeconds").body())
-            limits = [x for x in (timeout, server.watch_cap or 0) if x > 0]
-            deadline = time.monotonic() + min(limits) if limits else math.inf
-            with server._cond:
-                expired = since is not None and since < server.resumable_from
-                oldest = server.resumable_from
-                initial = [] if since is not None else [
-                    {"type": "ADDED", "object": _copy(o)} for _, o in sorted(server._store(res).items()) if match(o)]
-                sent = since if since is not None else server.rv
-                epoch = server._epoch
-                server.watchers[res.plural] += 1
-                server._cond.notify_all()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Transfer-Encoding", "chunked")
-            self.end_headers()
-            try:
-                if expired:
-                    return self._expired(since, oldest)
-                for event in initial:
+    def _follow(self, res: Resource, match, sent: int, epoch: int, deadline: float, bookmarks: bool) -> None:
+        """The changes after ``sent`` as this watch sees them, until it ends (see FakeApiServer._wait_changes)."""
+        while True:
+            batch, end, end_rv = self.api._wait_changes(sent, epoch, deadline)
+            if not batch:
+                break
+            sent = batch[-1].rv
+            for change in batch:
+                event = _translate(change, res, match)
+                if event:
                     self._chunk(event)
-                self._follow(res, match, sent, epoch, deadline, query.get("allowWatchBookmarks") in ("true", "1"))
-            except OSError:  # the client went away
-                self.close_connection = True
-            finally:
-                with server._cond:
-                    server.watchers[res.plural] -= 1
-
-        def _expired(self, since: int | None, oldest: int) -> None:
-            self._chunk({"type": "ERROR", "object": ApiError(
-                410, "Expired", f"too old resource version: {since} ({oldest})").body()})
-            self.wfile.write(b"0\r\n\r\n")
-
-        def _follow(self, res: Resource, match, sent: int, epoch: int, deadline: float, bookmarks: bool) -> None:
-            while True:
-                timed_out, lost, batch = False, False, []
-                with server._cond:
-                    while True:
-                        if server._closing or server._epoch != epoch:
-                            break
-                        if sent < server.resumable_from:  # history it had not seen yet is gone
-                            lost = True
-                            break
-                        batch = server._changes_after(sent)
-                        if batch:
-                            break
-                        remaining = deadline - time.monotonic()
-                        if remaining <= 0:
-                            timed_out, end_rv = True, server.rv
-                            break
-                        server._cond.wait(remaining)
-                if not batch:
-                    break
-                sent = batch[-1].rv
-                for change in batch:
-                    event = _translate(change, res, match)
-                    if event:
-                        self._chunk(event)
-            if lost:
-                return self._expired(sent, server.resumable_from)
-            if timed_out and bookmarks:
-                self._chunk({"type": "BOOKMARK", "object": {"kind": res.kind, "apiVersion": res.api_version,
-                                                            "metadata": {"resourceVersion": str(end_rv)}}})
-            self.wfile.write(b"0\r\n\r\n")
-
-    return Handler
+        if end == "lost":
+            return self._expired(sent, self.api.resumable_from)
+        if end == "timeout" and bookmarks:
+            self._chunk({"type": "BOOKMARK", "object": {"kind": res.kind, "apiVersion": res.api_version,
+                                                        "metadata": {"resourceVersion": str(end_rv)}}})
+        self._end_chunks()
