@@ -46,3 +46,16 @@ def test_the_contracts_hold() -> None:
     lint = Path(sys.executable).with_name("lint-imports")
     result = subprocess.run([str(lint), "--no-cache"], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+
+
+def test_hack_never_imports_the_tests() -> None:
+    """hack/lib is what the demo, the benchmarks and the tests share; the tests may use it, not the reverse."""
+    import ast
+
+    bad = []
+    for path in sorted((ROOT / "hack").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            bad += [f"{path.relative_to(ROOT)}: {n}" for n in names if n == "tests" or n.startswith("tests.")]
+    assert not bad
