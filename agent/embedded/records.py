@@ -29,6 +29,7 @@ from proto.model import ContainerRuntime, PodRuntime
 log = logging.getLogger(__name__)
 
 FORMAT = 1
+STOP, EVICT, SHUTDOWN = "stop", "evict", "shutdown"  # why a pod is being stopped (Stopping.kind)
 
 
 class StateError(InputError):
