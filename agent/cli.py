@@ -83,12 +83,14 @@ def build_parser() -> argparse.ArgumentParser:
 def make_agent(args, *, enforce: bool, publish=None):
     from agent.cgroups.backend import detect_backend
     from agent.cgroups.layout import FixedLayout, NoLayout, detect_layout
-    from agent.evictor import KubernetesEvictor, RecordingEvictor
+    from agent.evictor import RecordingEvictor
     from agent.hostpaths import HostPaths
+    from agent.kubernetes.evictor import KubernetesEvictor
     from agent.kubernetes.node import NodeLabels, NodeResources, NodeTaint, parse_labels
+    from agent.kubernetes.pods import KubernetesPodSource
     from agent.loop import Agent, AgentConfig
     from agent.metrics import AgentMetrics
-    from agent.pods import CgroupPodSource, KubernetesPodSource, StaticPodSource
+    from agent.pods import CgroupPodSource, StaticPodSource
     from agent.profile import ProfileWatcher
 
     embedded = getattr(args, "embedded", False)
