@@ -91,12 +91,14 @@ class Agent:
                  monotonic: Callable[[], float] = time.monotonic,
                  node_labels: Callable[[], dict[str, str]] | None = None,
                  taint: Callable[[bool], bool] | None = None, topology_policy: Callable[[], str] | None = None,
-                 node_resources: Callable[[int, int], bool] | None = None, runtime: LocalPods | None = None):
+                 node_resources: Callable[[int, int], bool] | None = None, runtime: LocalPods | None = None,
+                 executor: Executor | None = None):
         self.config = config
         self.paths, self.backend, self.layout = paths, backend, layout
         self.pods, self.profiles, self.evictor = pods, profiles, evictor
         self.metrics = metrics or AgentMetrics()
-        self.executor = Executor(backend, on_error=self.metrics.write_error)
+        # the one seam for cgroup writes; a mode that writes cgroups itself (embedded) shares its executor
+        self.executor = executor or Executor(backend, on_error=self.metrics.write_error)
         self.read_capacity = read_capacity or _default_capacity
         self.topology_policy = topology_policy or str  # the kubelet's topology manager policy ("" unknown)
         self.devices = devices or (lambda: Devices())
