@@ -29,9 +29,10 @@ if TYPE_CHECKING:
     from agent.cgroups.backend import Backend
     from agent.cgroups.layout import Layout
     from agent.client import ReportClient
+    from agent.hostpaths import HostPaths
     from agent.loop import Agent
     from agent.mode import Mode, ModeContext
-    from proto.model import Directive, NodeReport
+    from proto.model import Devices, Directive, NodeReport
 
 EXIT_BAD_INPUT = 2
 READY_TIMEOUT = 30.0  # how long the agent waits for its mode's pod inventory before it starts anyway
@@ -180,7 +181,7 @@ def _check_embedded(args: argparse.Namespace, enforce: bool) -> None:
         raise InputError(f"--shutdown-grace must be >= 0, got {args.shutdown_grace:g}")
 
 
-def _devices(paths):
+def _devices(paths: HostPaths) -> Callable[[], Devices]:
     from agent.collectors.gpu import GpuCollector, pod_of_pid_from_cgroup
     from agent.collectors.npu import NpuCollector
     from proto.model import Devices
@@ -258,7 +259,7 @@ def _interrupt_on_sigterm() -> None:
         pass
 
 
-async def _serve(client, stop: threading.Event) -> None:
+async def _serve(client: ReportClient | None, stop: threading.Event) -> None:
     """The asyncio side: stream to the scheduler until SIGINT/SIGTERM (the loops run on their own thread)."""
     import signal
     done = asyncio.Event()

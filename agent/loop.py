@@ -23,7 +23,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Protocol
 
 from agent import __version__
@@ -37,7 +37,7 @@ from agent.intents import BatchAllocatable, CgroupWrite
 from agent.metrics import AgentMetrics
 from agent.pods import PodInfo, PodSource
 from agent.policies.batch import OvercommitState, batch_allocatable
-from agent.policies.cpu import cpu_intents, offline_quota, quota_write
+from agent.policies.cpu import cpu_intents, offline_quota
 from agent.policies.eviction import EvictionState, decide_evictions
 from agent.policies.memory import memory_intents
 from agent.policies.nodestate import NodeState, PodSample
@@ -55,6 +55,7 @@ from proto.model import (
     NodeReport,
     PodRuntime,
     PodUsage,
+    Pressure,
 )
 
 log = logging.getLogger(__name__)
@@ -201,7 +202,7 @@ class Agent:
             meter = meters[path] = CpuMeter(lambda: self.backend.cpu_usage_ns(path), self.monotonic)
         return meter.sample() or 0.0, self.backend.memory_usage(path)
 
-    def _pressure(self, path: str, resource: str):
+    def _pressure(self, path: str, resource: str) -> Pressure | None:
         try:
             text = self.backend.pressure(path, resource)
         except (OSError, KeyError):
@@ -231,7 +232,7 @@ class Agent:
             self._slow_quota, self._fast_cut_at = self.quota, None
             self._evict(state)
         else:
-            self.quota = quota_write(state, self.spec.cpu).value
+            self.quota = offline_quota(state.cpu_capacity, state.online_cpu, state.system_cpu, self.spec.cpu)
         self.batch, self.overcommit_state = batch_allocatable(state, self.spec.overcommit, self.overcommit_state)
         self.metrics.offered(self.batch.cpu_millis, self.batch.memory_bytes)
         if self.node_resources is not None and self.config.enforce:
@@ -256,7 +257,8 @@ class Agent:
     def _apply(self, writes: list[CgroupWrite]) -> None:
         self.metrics.cgroup_writes.inc(len(self.executor.apply(writes)))
         for w in writes:
-            if w.path == self.layout.offline_parent and w.knob == "cpu.quota":
+            # the offline quota is always a number of millicores (never None, "no limit", here)
+            if w.path == self.layout.offline_parent and w.knob == "cpu.quota" and isinstance(w.value, int):
                 self.quota = w.value
                 self.metrics.quota.set(w.value)
 
@@ -394,8 +396,7 @@ class Agent:
             runtime=self.runtime.runtime() if self.runtime is not None else [])
 
 
-def _now(clock: Callable[[], float]):
-    from datetime import datetime
+def _now(clock: Callable[[], float]) -> datetime:
     return datetime.fromtimestamp(clock(), tz=UTC)
 
 

@@ -26,14 +26,14 @@ class KubernetesEvictor:
         self._asked: dict[str, float] = {}
 
     def evict(self, intent: Evict) -> bool:
-        from kubernetes.client import V1DeleteOptions, V1Eviction, V1ObjectMeta
+        from kubernetes.client import V1DeleteOptions, V1Eviction, V1ObjectMeta, V1Preconditions
         from kubernetes.client.exceptions import ApiException
 
         now = self.clock()
         if now - self._asked.get(intent.uid, -1e18) < self.retry_after:
             return True  # already asked; the pod is on its way out
         body = V1Eviction(metadata=V1ObjectMeta(name=intent.name, namespace=intent.namespace),
-                          delete_options=V1DeleteOptions(preconditions={"uid": intent.uid}))
+                          delete_options=V1DeleteOptions(preconditions=V1Preconditions(uid=intent.uid)))
         try:
             self.api.create_namespaced_pod_eviction(intent.name, intent.namespace, body)
         except ApiException as exc:
