@@ -16,13 +16,26 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agent.kubernetes.kubelet import TOPOLOGY_POLICIES, topology_policy_source
 from proto import codec
 from proto.errors import InputError
 
+if TYPE_CHECKING:
+    from agent.cgroups.backend import Backend
+    from agent.cgroups.layout import Layout
+    from agent.client import ReportClient
+    from agent.hostpaths import HostPaths
+    from agent.loop import Agent
+    from agent.mode import Mode, ModeContext
+    from proto.model import Devices, Directive, NodeReport
+
 EXIT_BAD_INPUT = 2
+READY_TIMEOUT = 30.0  # how long the agent waits for its mode's pod inventory before it starts anyway
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -80,71 +93,84 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def make_agent(args, *, enforce: bool, publish=None):
+@dataclass(frozen=True)
+class ModeChoice:
+    """The run mode the command line asks for, before anything of it is made."""
+
+    name: str                                  # embedded, kubernetes, cgroups, none
+    cgroup_parent: str | None                  # the cgroup its pods live under; None: the kubelet's, detected
+    build: Callable[[ModeContext], Mode]
+
+
+def pick_mode(args: argparse.Namespace, *, enforce: bool) -> ModeChoice:
+    """The one place the mode is chosen from the flags; InputError for flags that do not go together."""
+    from agent.embedded.mode import EmbeddedMode
+    from agent.kubernetes.mode import KubernetesMode, connect
+    from agent.mode import HostMode
+    from agent.pods import CgroupPodSource, StaticPodSource
+
+    cgroup_parent = getattr(args, "cgroup_parent", None)  # ``run`` only
+    if getattr(args, "embedded", False):
+        _check_embedded(args, enforce)
+        return ModeChoice("embedded", cgroup_parent or "scoria",
+                          lambda context: EmbeddedMode(context, state_dir=args.state,
+                                                       shutdown_grace=args.shutdown_grace))
+    if args.pods_from == "kubernetes":
+        return ModeChoice("kubernetes", cgroup_parent,
+                          lambda context: KubernetesMode(context, core_v1=connect(args.kubeconfig)))
+    if args.pods_from in (None, "cgroups"):
+        return ModeChoice("cgroups", cgroup_parent,
+                          lambda context: HostMode(context, pods=CgroupPodSource(context.layout)))
+    return ModeChoice("none", cgroup_parent, lambda context: HostMode(context, pods=StaticPodSource()))
+
+
+def make_agent(args: argparse.Namespace, *, enforce: bool,
+               publish: Callable[[NodeReport], None] | None = None) -> tuple[Agent, Mode]:
+    """The agent the flags describe, with its mode built and started (ready, or given up on after 30 s)."""
     from agent.cgroups.backend import detect_backend
-    from agent.cgroups.layout import FixedLayout, NoLayout, detect_layout
-    from agent.evictor import KubernetesEvictor, RecordingEvictor
     from agent.hostpaths import HostPaths
-    from agent.kubernetes.node import NodeLabels, NodeResources, NodeTaint, parse_labels
+    from agent.kubernetes.node import NodeLabels, parse_labels
     from agent.loop import Agent, AgentConfig
     from agent.metrics import AgentMetrics
-    from agent.pods import CgroupPodSource, KubernetesPodSource, StaticPodSource
+    from agent.mode import ModeContext
     from agent.profile import ProfileWatcher
 
-    embedded = getattr(args, "embedded", False)
-    if embedded:
-        _check_embedded(args, enforce)
+    choice = pick_mode(args, enforce=enforce)
     paths = HostPaths.under(args.host_root)
     if args.cgroup_root:
         paths = HostPaths(paths.sys, paths.proc, Path(args.cgroup_root))
     backend = detect_backend(paths)
-    if embedded:
-        layout = FixedLayout(backend, args.cgroup_parent or "scoria")
-    elif getattr(args, "cgroup_parent", None):
-        layout = FixedLayout(backend, args.cgroup_parent)
-    else:
-        try:
-            layout = detect_layout(backend)
-        except FileNotFoundError:
-            if enforce:
-                raise
-            layout = NoLayout(backend)  # observing a host without a kubelet: node figures only
+    layout = _layout(backend, choice.cgroup_parent, enforce=enforce)
     metrics = AgentMetrics()
     profiles = ProfileWatcher(args.profile, on_result=lambda r: metrics.profile_reloads.labels(r).inc())
-    evictor = RecordingEvictor()
     labels = NodeLabels(parse_labels(args.node_labels))
-    taint = resources = runtime = None
-    if embedded:
-        from agent.embedded import LocalEvictor, LocalRuntime
-        runtime = LocalRuntime(args.state, backend, layout, node_name=args.node_name, metrics=metrics,
-                               proc=str(paths.proc))
-        pods, evictor = runtime, LocalEvictor(runtime)
-    elif args.pods_from == "kubernetes":
-        core = _kubernetes(args.kubeconfig)
-        labels = NodeLabels(labels.static, core_v1=core, node_name=args.node_name)
-        taint = NodeTaint(core, args.node_name) if enforce else None
-        resources = NodeResources(core, args.node_name) if enforce else None
-        pods = KubernetesPodSource(core, args.node_name)
-        pods.start()
-        pods.synced.wait(30)
-        evictor = KubernetesEvictor(core)
-    elif args.pods_from in (None, "cgroups"):
-        pods = CgroupPodSource(layout)
-    else:
-        pods = StaticPodSource()
+    mode = choice.build(ModeContext(args.node_name, paths, backend, layout, metrics, labels, enforce))
+    mode.start()
+    mode.ready(READY_TIMEOUT)
     devices = None if args.no_devices else _devices(paths)
     pace = {"fast_interval": args.fast_interval, "slow_interval": args.interval} if args.command == "run" else {}
     config = AgentConfig(args.node_name, enforce=enforce, **pace)
     policy = topology_policy_source(args.host_root, args.kubelet_config, args.topology_policy)
-    agent = Agent(config, paths=paths, backend=backend, layout=layout, pods=pods, profiles=profiles, evictor=evictor,
-                  metrics=metrics, devices=devices, publish=publish, node_labels=labels, taint=taint,
-                  topology_policy=policy, node_resources=resources, runtime=runtime)
-    if runtime is not None:
-        runtime.executor = agent.executor  # one seam for cgroup writes: one audit, one error count
-    return agent
+    agent = Agent(config, paths=paths, backend=backend, layout=layout, pods=mode.pods, profiles=profiles,
+                  evictor=mode.evictor, metrics=metrics, devices=devices, publish=publish,
+                  node_labels=mode.node_labels, taint=mode.taint, topology_policy=policy,
+                  node_resources=mode.node_resources, runtime=mode.runtime, executor=mode.executor)
+    return agent, mode
 
 
-def _check_embedded(args, enforce: bool) -> None:
+def _layout(backend: Backend, cgroup_parent: str | None, *, enforce: bool) -> Layout:
+    from agent.cgroups.layout import FixedLayout, NoLayout, detect_layout
+    if cgroup_parent:
+        return FixedLayout(backend, cgroup_parent)
+    try:
+        return detect_layout(backend)
+    except FileNotFoundError:
+        if enforce:
+            raise
+        return NoLayout(backend)  # observing a host without a kubelet: node figures only
+
+
+def _check_embedded(args: argparse.Namespace, enforce: bool) -> None:
     if args.pods_from is not None:
         raise InputError("--embedded takes its pods from the local runtime: drop --pods-from")
     if not args.state:
@@ -155,16 +181,7 @@ def _check_embedded(args, enforce: bool) -> None:
         raise InputError(f"--shutdown-grace must be >= 0, got {args.shutdown_grace:g}")
 
 
-def _kubernetes(kubeconfig: str | None):
-    from kubernetes import client, config
-    if kubeconfig:
-        config.load_kube_config(kubeconfig)
-    else:
-        config.load_incluster_config()
-    return client.CoreV1Api()
-
-
-def _devices(paths):
+def _devices(paths: HostPaths) -> Callable[[], Devices]:
     from agent.collectors.gpu import GpuCollector, pod_of_pid_from_cgroup
     from agent.collectors.npu import NpuCollector
     from proto.model import Devices
@@ -173,31 +190,38 @@ def _devices(paths):
     return lambda: Devices(gpus.collect(), npus.collect())
 
 
-def cmd_report(args) -> int:
-    agent = make_agent(args, enforce=False)
-    agent.observe()  # usage is a rate: a first reading, then the report after the sample window
-    time.sleep(max(0.05, args.sample))
-    report = agent.slow_tick()
+def cmd_report(args: argparse.Namespace) -> int:
+    agent, mode = make_agent(args, enforce=False)
+    try:
+        agent.observe()  # usage is a rate: a first reading, then the report after the sample window
+        time.sleep(max(0.05, args.sample))
+        report = agent.slow_tick()
+    finally:
+        mode.shutdown()
     json.dump(codec.report_to_json(report), sys.stdout, indent=2)
     sys.stdout.write("\n")
     return 0
 
 
-def cmd_run(args) -> int:
+def cmd_run(args: argparse.Namespace) -> int:
     from agent.client import ClientOptions, ReportClient
     from proto.httpd import start_http
 
-    client = None
-    handlers: list = []  # directives' receivers (filled once the agent exists)
+    client: ReportClient | None = None
+    handlers: list[Callable[[Directive], None]] = []  # directives' receivers (filled once the mode exists)
+
+    def on_directive(directive: Directive) -> None:
+        for handle in handlers:
+            handle(directive)
+
     if args.scheduler:
         options = ClientOptions(args.scheduler, interval=args.interval, ca=_path(args.ca), cert=_path(args.cert),
                                 key=_path(args.key), server_name=args.server_name, insecure=args.insecure)
         if not args.insecure and options.ca is None:
             raise InputError("--scheduler needs --ca (TLS) or --insecure")
-        client = ReportClient(options, on_directive=lambda d: [handle(d) for handle in handlers])
-    agent = make_agent(args, enforce=not args.dry_run, publish=client.publish if client else None)
-    if agent.runtime is not None:
-        handlers.append(agent.runtime.on_directive)  # START/STOP/EVICT pod actions
+        client = ReportClient(options, on_directive=on_directive)
+    agent, mode = make_agent(args, enforce=not args.dry_run, publish=client.publish if client else None)
+    handlers.append(mode.on_directive)  # embedded: START/STOP/EVICT pod actions
     health = {"last": time.monotonic()}
     stop = threading.Event()
     control = None
@@ -206,7 +230,7 @@ def cmd_run(args) -> int:
         health["last"] = time.monotonic()
 
     _interrupt_on_sigterm()
-    try:  # from here on a Ctrl-C or SIGTERM, however early, ends in the runtime's shutdown
+    try:  # from here on a Ctrl-C or SIGTERM, however early, ends in the mode's shutdown
         if args.metrics_port:
             start_http(agent.metrics.registry, args.metrics_port,
                        healthy=lambda: time.monotonic() - health["last"] < 10 * args.interval + 5)
@@ -219,8 +243,7 @@ def cmd_run(args) -> int:
         stop.set()
         if control is not None:
             control.join(timeout=10)
-        if agent.runtime is not None:
-            _shutdown_runtime(agent.runtime, args.shutdown_grace)
+        mode.shutdown()
     return 0
 
 
@@ -228,7 +251,7 @@ def _interrupt_on_sigterm() -> None:
     """Until the event loop takes the signals over, SIGTERM interrupts as SIGINT does (a clean stop)."""
     import signal
 
-    def interrupt(*_) -> None:
+    def interrupt(*_: object) -> None:
         raise KeyboardInterrupt
     try:
         signal.signal(signal.SIGTERM, interrupt)
@@ -236,23 +259,7 @@ def _interrupt_on_sigterm() -> None:
         pass
 
 
-def _shutdown_runtime(runtime, grace: float) -> None:
-    """Stop every local pod and remove its cgroups; a second SIGINT/SIGTERM meanwhile kills at once."""
-    import signal
-    previous = {}
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            previous[sig] = signal.signal(sig, lambda *_: runtime.hurry())
-        except ValueError:  # not the main thread (tests): no handlers, the shutdown still runs
-            pass
-    try:
-        runtime.shutdown(grace)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
-async def _serve(client, stop: threading.Event) -> None:
+async def _serve(client: ReportClient | None, stop: threading.Event) -> None:
     """The asyncio side: stream to the scheduler until SIGINT/SIGTERM (the loops run on their own thread)."""
     import signal
     done = asyncio.Event()

@@ -23,6 +23,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import grpc
 
@@ -30,6 +31,11 @@ from proto import codec
 from proto.errors import InputError
 from proto.model import Directive, Eviction, NodeReport
 from proto.scoria.v1 import agent_pb2_grpc
+
+if TYPE_CHECKING:
+    from proto.scoria.v1 import agent_pb2
+
+    ReportStream = grpc.aio.StreamStreamCall[agent_pb2.NodeReport, agent_pb2.Directive]
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +82,7 @@ def channel_for(options: ClientOptions) -> grpc.aio.Channel:
     return grpc.aio.secure_channel(target, creds, options=extra)
 
 
-def open_stream(channel: grpc.aio.Channel):
+def open_stream(channel: grpc.aio.Channel) -> ReportStream:
     """A raw report stream on ``channel`` (``write`` protobuf reports, ``read`` directives).
 
     For load generators that send many nodes' pre-encoded reports; agents use :class:`ReportClient`.
@@ -151,7 +157,7 @@ class ReportClient:
             finally:
                 self.connected = False
                 if self._shared_channel is None and channel is not None:
-                    await channel.close()
+                    await channel.close(None)  # no grace: what is still in flight is cancelled
             if stop.is_set():
                 break
             if self._healthy:
@@ -188,7 +194,7 @@ class ReportClient:
             except asyncio.CancelledError:
                 pass
 
-    async def _send(self, call) -> None:
+    async def _send(self, call: ReportStream) -> None:
         with self._lock:
             latest = self._latest
             if latest is None:
@@ -204,7 +210,7 @@ class ReportClient:
         await call.write(message)
         self.stats["sent"] += 1
 
-    async def _read(self, call) -> None:
+    async def _read(self, call: ReportStream) -> None:
         async for message in call:
             directive = codec.directive_from_pb(message)
             if directive.ack is not None:

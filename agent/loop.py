@@ -23,7 +23,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Protocol
 
 from agent import __version__
@@ -37,7 +37,7 @@ from agent.intents import BatchAllocatable, CgroupWrite
 from agent.metrics import AgentMetrics
 from agent.pods import PodInfo, PodSource
 from agent.policies.batch import OvercommitState, batch_allocatable
-from agent.policies.cpu import cpu_intents, offline_quota, quota_write
+from agent.policies.cpu import cpu_intents, offline_quota
 from agent.policies.eviction import EvictionState, decide_evictions
 from agent.policies.memory import memory_intents
 from agent.policies.nodestate import NodeState, PodSample
@@ -55,6 +55,7 @@ from proto.model import (
     NodeReport,
     PodRuntime,
     PodUsage,
+    Pressure,
 )
 
 log = logging.getLogger(__name__)
@@ -91,12 +92,14 @@ class Agent:
                  monotonic: Callable[[], float] = time.monotonic,
                  node_labels: Callable[[], dict[str, str]] | None = None,
                  taint: Callable[[bool], bool] | None = None, topology_policy: Callable[[], str] | None = None,
-                 node_resources: Callable[[int, int], bool] | None = None, runtime: LocalPods | None = None):
+                 node_resources: Callable[[int, int], bool] | None = None, runtime: LocalPods | None = None,
+                 executor: Executor | None = None):
         self.config = config
         self.paths, self.backend, self.layout = paths, backend, layout
         self.pods, self.profiles, self.evictor = pods, profiles, evictor
         self.metrics = metrics or AgentMetrics()
-        self.executor = Executor(backend, on_error=self.metrics.write_error)
+        # the one seam for cgroup writes; a mode that writes cgroups itself (embedded) shares its executor
+        self.executor = executor or Executor(backend, on_error=self.metrics.write_error)
         self.read_capacity = read_capacity or _default_capacity
         self.topology_policy = topology_policy or str  # the kubelet's topology manager policy ("" unknown)
         self.devices = devices or (lambda: Devices())
@@ -199,7 +202,7 @@ class Agent:
             meter = meters[path] = CpuMeter(lambda: self.backend.cpu_usage_ns(path), self.monotonic)
         return meter.sample() or 0.0, self.backend.memory_usage(path)
 
-    def _pressure(self, path: str, resource: str):
+    def _pressure(self, path: str, resource: str) -> Pressure | None:
         try:
             text = self.backend.pressure(path, resource)
         except (OSError, KeyError):
@@ -229,7 +232,7 @@ class Agent:
             self._slow_quota, self._fast_cut_at = self.quota, None
             self._evict(state)
         else:
-            self.quota = quota_write(state, self.spec.cpu).value
+            self.quota = offline_quota(state.cpu_capacity, state.online_cpu, state.system_cpu, self.spec.cpu)
         self.batch, self.overcommit_state = batch_allocatable(state, self.spec.overcommit, self.overcommit_state)
         self.metrics.offered(self.batch.cpu_millis, self.batch.memory_bytes)
         if self.node_resources is not None and self.config.enforce:
@@ -254,7 +257,8 @@ class Agent:
     def _apply(self, writes: list[CgroupWrite]) -> None:
         self.metrics.cgroup_writes.inc(len(self.executor.apply(writes)))
         for w in writes:
-            if w.path == self.layout.offline_parent and w.knob == "cpu.quota":
+            # the offline quota is always a number of millicores (never None, "no limit", here)
+            if w.path == self.layout.offline_parent and w.knob == "cpu.quota" and isinstance(w.value, int):
                 self.quota = w.value
                 self.metrics.quota.set(w.value)
 
@@ -392,8 +396,7 @@ class Agent:
             runtime=self.runtime.runtime() if self.runtime is not None else [])
 
 
-def _now(clock: Callable[[], float]):
-    from datetime import datetime
+def _now(clock: Callable[[], float]) -> datetime:
     return datetime.fromtimestamp(clock(), tz=UTC)
 
 

@@ -30,11 +30,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from datetime import time as dtime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
@@ -42,15 +43,19 @@ import yaml
 from proto.errors import InputError
 from proto.vocab.duration import DailyWindow, parse_daily_window, parse_duration
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 log = logging.getLogger(__name__)
 LEVELS = ("LC", "HLS", "LS", "BE")
+_Section = TypeVar("_Section", bound="DataclassInstance")
 
 
 class ProfileError(InputError):
     pass
 
 
-def _pct(default: float, upper: float = 100.0):
+def _pct(default: float, upper: float = 100.0) -> float:
     return field(default=default, metadata={"min": 0.0, "max": upper})
 
 
@@ -126,13 +131,15 @@ def _camel(name: str) -> str:
     return head + "".join(p.capitalize() for p in rest)
 
 
-_SECTIONS = {"cpu": CpuSettings, "burst": BurstSettings, "memory": MemorySettings, "eviction": EvictionSettings,
-             "overcommit": OvercommitSettings}
+_SECTIONS: dict[str, type[DataclassInstance]] = {
+    "cpu": CpuSettings, "burst": BurstSettings, "memory": MemorySettings, "eviction": EvictionSettings,
+    "overcommit": OvercommitSettings}
 
 
 def _value(f: dataclasses.Field, raw: Any, where: str) -> Any:
     meta = f.metadata
     kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+    value: Any  # what the field's type asks for (raw as given where nothing is asked)
     if meta.get("duration"):
         try:
             value = parse_duration(raw)
@@ -157,7 +164,7 @@ def _value(f: dataclasses.Field, raw: Any, where: str) -> Any:
     return value
 
 
-def _section(cls, raw: Any, where: str):
+def _section(cls: type[_Section], raw: Any, where: str) -> _Section:
     if raw is None:
         return cls()
     if not isinstance(raw, dict):
@@ -198,7 +205,8 @@ def _spec(raw: Any, where: str) -> ProfileSpec:
     for key in raw:
         if key not in (*_SECTIONS, "timezone", "windows"):
             raise ProfileError(f"{where}.{key}: unknown key; known: {', '.join([*_SECTIONS, 'timezone', 'windows'])}")
-    sections = {name: _section(cls, raw.get(name), f"{where}.{name}") for name, cls in _SECTIONS.items()}
+    # one instance of each section's class, under ProfileSpec's field names
+    sections: dict[str, Any] = {name: _section(cls, raw.get(name), f"{where}.{name}") for name, cls in _SECTIONS.items()}
     tz = raw.get("timezone") or ""
     if tz:
         try:
@@ -297,19 +305,20 @@ DEFAULT_PROFILE = parse_profile("name: builtin\n", "<builtin>")
 class ProfileWatcher:
     """The profile in force, re-read when its file changes; a refused file keeps the previous profile."""
 
-    def __init__(self, path: str | Path | None, on_result=None):
+    def __init__(self, path: str | Path | None, on_result: Callable[[str], None] | None = None):
         self.path = Path(path) if path else None
         self.on_result = on_result or (lambda result: None)
-        self.current = DEFAULT_PROFILE if self.path is None else self._load()
+        self.current = DEFAULT_PROFILE if self.path is None else self._load(self.path)
         self.last_error: str | None = None
         self._seen = self.current.digest
 
-    def _load(self) -> QosProfile:
+    @staticmethod
+    def _load(path: Path) -> QosProfile:
         try:
-            text = self.path.read_text()
+            text = path.read_text()
         except OSError as exc:
-            raise ProfileError(f"{self.path}: cannot read: {exc}") from None
-        return parse_profile(text, str(self.path))
+            raise ProfileError(f"{path}: cannot read: {exc}") from None
+        return parse_profile(text, str(path))
 
     def poll(self) -> bool:
         if self.path is None:

@@ -33,8 +33,10 @@ from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import SupportsInt
 
 from cgroupspy.nodes import Node
 
@@ -43,6 +45,11 @@ from agent.hostpaths import HostPaths, format_cpulist, parse_cpulist
 PERIOD_US = 100_000
 CPUSET_KNOBS = ("cpuset.cpus", "cpuset.mems")
 _UNLIMITED_V1 = 9223372036854771712  # what v1 memory.limit_in_bytes reads when unlimited
+
+# A knob's canonical value: a number (millicores, bytes, shares, a 0/1 flag), None (no limit), or a
+# cpuset (the kernel's list text, or the ids).  A read gives a number, None, or a cpuset's list text.
+KnobValue = int | str | Iterable[int] | None
+KnobReading = int | str | None
 
 
 class KnobUnsupported(Exception):
@@ -55,12 +62,26 @@ class KnobFile:
     filename: str
 
 
-def encode_cpuset(value) -> str:
+def encode_cpuset(value: str | Iterable[int]) -> str:
     """``"0-3,8"``, ``"0,1,2,3"`` or ``[0, 1, 2, 3]`` -> the kernel's form (``0-3``); ValueError if not a list."""
     ids = parse_cpulist(value) if isinstance(value, str) else [int(v) for v in value]
     if any(i < 0 for i in ids):
         raise ValueError(f"cpuset ids must be non-negative, got {value!r}")
     return format_cpulist(ids)
+
+
+def _number(value: KnobValue) -> int:
+    """A numeric knob's value as an int (``int()``'s TypeError for a list or None)."""
+    if isinstance(value, (str, SupportsInt)):
+        return int(value)
+    raise TypeError(f"expected a number, got {value!r}")
+
+
+def _cpuset(value: KnobValue) -> str | Iterable[int]:
+    """A cpuset knob's value (the TypeError :func:`encode_cpuset` gives for a number or None)."""
+    if isinstance(value, (str, Iterable)):
+        return value
+    raise TypeError(f"expected a cpu or memory node list, got {value!r}")
 
 
 def shares_to_weight(shares: int) -> int:
@@ -80,10 +101,10 @@ class Backend:
     def file(self, knob: str) -> KnobFile:
         raise NotImplementedError
 
-    def encode(self, knob: str, value) -> str:
+    def encode(self, knob: str, value: KnobValue) -> str:
         raise NotImplementedError
 
-    def decode(self, knob: str, text: str):
+    def decode(self, knob: str, text: str) -> KnobReading:
         raise NotImplementedError
 
     def directory(self, cgroup: str, controller: str) -> Path:
@@ -103,12 +124,12 @@ class Backend:
     def exists(self, cgroup: str, controller: str = "cpu") -> bool:
         return self.directory(cgroup, controller).is_dir()
 
-    def read(self, cgroup: str, knob: str):
+    def read(self, cgroup: str, knob: str) -> KnobReading:
         """The knob's value, canonical; FileNotFoundError if the cgroup (or knob) is gone."""
         f = self.file(knob)
         return self.decode(knob, self._read(cgroup, f))
 
-    def write(self, cgroup: str, knob: str, value) -> None:
+    def write(self, cgroup: str, knob: str, value: KnobValue) -> None:
         f = self.file(knob)
         self._write(cgroup, f, self.encode(knob, value))
 
@@ -127,7 +148,7 @@ class Backend:
     # they skip cgroupspy and pathlib: the file paths are joined once and kept, and each read is
     # one open/read/close.  A missing file raises FileNotFoundError (the cgroup left).
     COUNTERS: dict[str, tuple[str, str]] = {}   # counter -> (controller, file)
-    INACTIVE_FILE = (b"inactive_file",)        # memory.stat keys of reclaimable page cache, preferred first
+    INACTIVE_FILE: tuple[bytes, ...] = (b"inactive_file",)  # memory.stat keys of reclaimable page cache, preferred first
     _MAX_CACHED_PATHS = 16384
 
     def _counter_path(self, cgroup: str, counter: str) -> str:
@@ -219,18 +240,18 @@ class V1Backend(Backend):
             raise FileNotFoundError(errno.ENOENT, "cgroup is gone", node.full_path.decode())
         node.controller.set_property(f.filename.encode(), text)
 
-    def encode(self, knob: str, value) -> str:
+    def encode(self, knob: str, value: KnobValue) -> str:
         if knob == "cpu.quota":
-            return "-1" if value is None else str(max(1000, int(value) * PERIOD_US // 1000))
+            return "-1" if value is None else str(max(1000, _number(value) * PERIOD_US // 1000))
         if knob == "memory.limit":
-            return "-1" if value is None else str(int(value))
+            return "-1" if value is None else str(_number(value))
         if knob == "cpu.shares":
-            return str(max(2, int(value)))
+            return str(max(2, _number(value)))
         if knob in CPUSET_KNOBS:
-            return encode_cpuset(value)
+            return encode_cpuset(_cpuset(value))
         return str(value)
 
-    def decode(self, knob: str, text: str):
+    def decode(self, knob: str, text: str) -> KnobReading:
         if knob == "cpu.quota":
             us = int(text)
             return None if us < 0 else us * 1000 // PERIOD_US
@@ -272,20 +293,20 @@ class V2Backend(Backend):
     def directory(self, cgroup: str, controller: str) -> Path:
         return self.paths.cgroup / cgroup
 
-    def encode(self, knob: str, value) -> str:
+    def encode(self, knob: str, value: KnobValue) -> str:
         if knob == "cpu.quota":
-            return f"max {PERIOD_US}" if value is None else f"{max(1000, int(value) * PERIOD_US // 1000)} {PERIOD_US}"
+            return f"max {PERIOD_US}" if value is None else f"{max(1000, _number(value) * PERIOD_US // 1000)} {PERIOD_US}"
         if knob == "cpu.shares":
-            return str(shares_to_weight(int(value)))
+            return str(shares_to_weight(_number(value)))
         if knob in ("memory.limit", "memory.high"):
-            return "max" if value is None else str(int(value))
+            return "max" if value is None else str(_number(value))
         if knob == "cpu.burst":
-            return str(int(value))
+            return str(_number(value))
         if knob in CPUSET_KNOBS:
-            return encode_cpuset(value)
+            return encode_cpuset(_cpuset(value))
         return str(value)
 
-    def decode(self, knob: str, text: str):
+    def decode(self, knob: str, text: str) -> KnobReading:
         if knob == "cpu.quota":
             quota, _, period = text.partition(" ")
             return None if quota == "max" else int(quota) * 1000 // int(period or PERIOD_US)

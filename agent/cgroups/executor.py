@@ -72,7 +72,7 @@ def order(writes: list[CgroupWrite]) -> list[CgroupWrite]:
     return sorted(writes, key=lambda w: w.path.count("/"))
 
 
-def _same(current, wanted) -> bool:
+def _same(current: object, wanted: object) -> bool:
     if isinstance(current, str) and isinstance(wanted, str):
         return current.strip() == wanted.strip()
     return current == wanted

@@ -2,14 +2,14 @@
 
 The kubelet's cgroup driver decides the names:
 
-==========  ===================================================  ==========================================
-class       cgroupfs driver                                      systemd driver
-==========  ===================================================  ==========================================
-root        ``kubepods``                                         ``kubepods.slice``
-Guaranteed  ``kubepods/pod<uid>``                                ``kubepods.slice/kubepods-pod<u_i_d>.slice``
-Burstable   ``kubepods/burstable/pod<uid>``                      ``…/kubepods-burstable.slice/kubepods-burstable-pod<u_i_d>.slice``
-BestEffort  ``kubepods/besteffort/pod<uid>``                     ``…/kubepods-besteffort.slice/kubepods-besteffort-pod<u_i_d>.slice``
-==========  ===================================================  ==========================================
+==========  ==================================  ==========================================
+class       cgroupfs driver                     systemd driver
+==========  ==================================  ==========================================
+root        ``kubepods``                        ``kubepods.slice``
+Guaranteed  ``kubepods/pod<uid>``               ``kubepods.slice/kubepods-pod<u_i_d>.slice``
+Burstable   ``kubepods/burstable/pod<uid>``     ``…/kubepods-burstable.slice/kubepods-burstable-pod<u_i_d>.slice``
+BestEffort  ``kubepods/besteffort/pod<uid>``    ``…/kubepods-besteffort.slice/kubepods-besteffort-pod<u_i_d>.slice``
+==========  ==================================  ==========================================
 
 Containers are child directories: the container id (cgroupfs), or
 ``cri-containerd-<id>.scope``, ``crio-<id>.scope``, ``docker-<id>.scope``
@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from agent.cgroups.backend import Backend
 from proto.errors import InputError
@@ -41,6 +42,7 @@ class PodCgroup:
 class Layout:
     """Cgroup paths for pods on this node (a kubelet layout, or an embedded runtime's)."""
 
+    backend: Backend  # where the cgroups are read (each layout's constructor sets it)
     root: str = ""  # the cgroup holding every pod
     offline_parent: str = ""  # the cgroup holding every offline pod (its CPU quota is the offline quota)
     # Whether the QoS parents are ours to set.  The kubelet rewrites kubepods/besteffort's cpu.shares
@@ -129,7 +131,7 @@ class FixedLayout(Layout):
         return found
 
 
-def _subdirs(path) -> list[str]:
+def _subdirs(path: Path) -> list[str]:
     """Names of the directories in ``path`` (none if it is gone); one getdents, no stat per entry."""
     try:
         with os.scandir(path) as it:

@@ -218,7 +218,7 @@ class GpuCollector:
                 return None
             except nvml.NVMLError_GpuIsLost:
                 failures.append(f"GPU is lost ({name})")
-                raise _GpuLost
+                raise _GpuLost from None  # recorded in failures; the caller stops reading this GPU
             except nvml.NVMLError as e:
                 failures.append(f"{name} failed: {e}")
                 return None
@@ -295,7 +295,7 @@ class GpuCollector:
             return GpuTopologyLevel.UNKNOWN
         return level
 
-    def _nvlinks(self, device: _Device, gpu_at: dict[str | None, int]) -> _Nvlinks:
+    def _nvlinks(self, device: _Device, gpu_at: dict[str, int]) -> _Nvlinks:
         """Where this GPU's active NVLinks go; links NVML says it lacks are skipped, other errors end the walk."""
         to_gpu: Counter = Counter()
         to_switch = 0
@@ -313,7 +313,7 @@ class GpuCollector:
             except nvml.NVMLError as e:
                 self._warn_once(f"GPU {index}: reading NVLink {link} failed: {e}; its NVLink count may be short")
                 break
-            peer = gpu_at.get(remote)
+            peer = gpu_at.get(remote) if remote is not None else None
             if peer is not None and peer != index:
                 to_gpu[peer] += 1
             elif peer is None and self._is_switch(device.handle, link):

@@ -106,7 +106,8 @@ def parse_pressure(text: str | None) -> Pressure:
 
 def node_pressure(paths: HostPaths) -> tuple[Pressure, Pressure, Pressure]:
     base = paths.proc / "pressure"
-    return tuple(parse_pressure(paths.read(base / name)) for name in ("cpu", "memory", "io"))
+    cpu, memory, io = (parse_pressure(paths.read(base / name)) for name in ("cpu", "memory", "io"))
+    return cpu, memory, io
 
 
 def boot_id(paths: HostPaths) -> str:

@@ -19,6 +19,7 @@ import logging
 import re
 import subprocess
 from collections.abc import Callable
+from typing import NoReturn
 
 from proto.errors import InputError
 from proto.model import DeviceProcess, Npu
@@ -33,7 +34,7 @@ _FIELDS = {
     "NPU Util(%)": "npu_util_percent", "Memory-Usage(MB)": "memory", "HBM-Usage(MB)": "hbm",
 }
 _MISSING = {"", "NA", "N/A", "-"}
-Cell = tuple  # (text, line number, line): every value remembers where it came from
+Cell = tuple[str, int, str]  # (text, line number, line): every value remembers where it came from
 
 
 def _cells(line: str) -> list[str]:
@@ -41,7 +42,7 @@ def _cells(line: str) -> list[str]:
     return [cell.strip() for cell in (body[:-1] if body.endswith("|") else body).split("|")]
 
 
-def _fail(cell: Cell, why: str):
+def _fail(cell: Cell, why: str) -> NoReturn:
     raise InputError(f"line {cell[1]}: {why}: {cell[2].strip()!r}")
 
 
@@ -51,11 +52,12 @@ def _row(header: list[list[str]], line: str, lineno: int) -> dict[str, Cell]:
     if len(cells) != len(header):
         _fail(whole, f"expected {len(header)} columns, found {len(cells)}")
     values: dict[str, Cell] = {}
-    for names, cell in zip(header, cells):
+    for names, cell in zip(header, cells, strict=True):  # as many as the header: checked above
         tokens = [cell] if len(names) == 1 else _TOKEN.findall(cell)  # a lone name takes the whole cell
         if names and len(tokens) != len(names):
             _fail(whole, f"expected {' / '.join(names)} in {cell!r}")
-        values.update((name, (token, lineno, line)) for name, token in zip(names, tokens))
+        # a cell under no name (names empty) gives no value
+        values.update((name, (token, lineno, line)) for name, token in zip(names, tokens, strict=False))
     return values
 
 
@@ -69,8 +71,10 @@ def _num(cell: Cell | None) -> float | None:
 
 
 def _id(cell: Cell | None) -> int:
+    if cell is None:
+        return 0
     try:
-        return int(cell[0]) if cell is not None else 0
+        return int(cell[0])
     except ValueError:
         _fail(cell, f"{cell[0]!r} is not an id")
 
@@ -104,7 +108,9 @@ def parse_info(text: str) -> list[dict]:
     a row that does not fit its header raises ``ValueError`` naming the line.
     """
     chips: dict[tuple[int, int], dict] = {}
-    first = second = process = None  # the two device header rows, the process header row
+    first: list[list[str]] | None = None    # the two device header rows
+    second: list[list[str]] | None = None
+    process: list[list[str]] | None = None  # the process header row
     pending: dict[str, Cell] | None = None  # a chip's first row, waiting for its second
     for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip().startswith("|"):
@@ -128,17 +134,19 @@ def parse_info(text: str) -> list[dict]:
             if chip is not None:
                 chip["processes"].append({"pid": _id(row.get("Process id")), "name": row.get("Process name", ("",))[0],
                                           "memory_mb": _num(row.get("Process memory(MB)"))})
-        elif second is not None and pending is None:
-            pending = _row(first, line, lineno)
-        elif second is not None:
-            chip = _chip({**pending, **_row(second, line, lineno)})
-            chips[(chip["npu"], chip["chip"])], pending = chip, None
+        elif first is not None and second is not None:  # (a second header row always follows a first)
+            if pending is None:
+                pending = _row(first, line, lineno)
+            else:
+                chip = _chip({**pending, **_row(second, line, lineno)})
+                chips[(chip["npu"], chip["chip"])], pending = chip, None
     if pending is not None:
         _fail(next(iter(pending.values())), "NPU row without its chip row")
     if second is None:
         if "There is no NPU card" in text:
             return []
-        lineno, line = next(((n, l) for n, l in enumerate(text.splitlines(), 1) if l.strip()), (1, ""))
+        lineno, line = next(((n, text_line) for n, text_line in enumerate(text.splitlines(), 1) if text_line.strip()),
+                            (1, ""))
         _fail(("", lineno, line), "no npu-smi table header (NPU, Name, Health)")
     return list(chips.values())
 
@@ -192,7 +200,8 @@ def _usage_memory(usage: dict[str, str]) -> tuple[float | None, float | None]:
 class NpuCollector:
     """Ascend NPUs as ``proto.model.Npu``, one per chip, from ``run(args) -> npu-smi stdout``."""
 
-    def __init__(self, run: Callable[[list[str]], str] | None = None, log=None, pod_of_pid=None) -> None:
+    def __init__(self, run: Callable[[list[str]], str] | None = None, log: logging.Logger | None = None,
+                 pod_of_pid: Callable[[int], tuple[str, str] | None] | None = None) -> None:
         self._run = run or _run_npu_smi
         self._log = log or logging.getLogger(__name__)
         self._pod_of_pid = pod_of_pid  # pid -> (pod_uid, container) or None
@@ -210,9 +219,9 @@ class NpuCollector:
             return []
         usages: dict[int, dict[int, dict[str, str]]] = {}  # asked once per NPU, only if a chip needs it
         for chip in chips:
-            if chip["aicore_percent"] is None or not (chip["hbm_total_mb"] or chip["memory_total_mb"]):
-                if chip["npu"] not in usages:
-                    usages[chip["npu"]] = self._usages(chip["npu"])
+            needs_usages = chip["aicore_percent"] is None or not (chip["hbm_total_mb"] or chip["memory_total_mb"])
+            if needs_usages and chip["npu"] not in usages:
+                usages[chip["npu"]] = self._usages(chip["npu"])
         return [self._npu(chip, {k.lower(): v for k, v in usages.get(chip["npu"], {}).get(chip["chip"], {}).items()})
                 for chip in chips]
 
@@ -258,7 +267,7 @@ class NpuCollector:
         except subprocess.TimeoutExpired:
             self._warn(f"{command} timed out")
         except subprocess.CalledProcessError as exc:
-            said = next((l.strip() for l in f"{exc.stderr or ''}\n{exc.output or ''}".splitlines() if l.strip()), "")
+            said = next((out.strip() for out in f"{exc.stderr or ''}\n{exc.output or ''}".splitlines() if out.strip()), "")
             self._warn(f"{command} exited with status {exc.returncode}" + (f": {said}" if said else ""))
         except OSError as exc:
             self._warn(f"{command} could not run: {exc}")

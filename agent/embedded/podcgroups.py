@@ -142,7 +142,7 @@ def limit_writes(spec: PodSpec, pod_path: str, *, version: int, offline_parent: 
     total_request = sum(c.cpu_request for c in spec.containers)
     out.append(CgroupWrite(pod_path, "cpu.shares", MIN_SHARES if best_effort else shares(total_request), why))
     if quota_allowed and all(q is not None for q in quotas):
-        out.append(CgroupWrite(pod_path, "cpu.quota", sum(quotas), why))
+        out.append(CgroupWrite(pod_path, "cpu.quota", sum(q for q in quotas if q is not None), why))
     if all(m is not None for m in memories):
-        out.append(CgroupWrite(pod_path, "memory.limit", sum(memories), why))
+        out.append(CgroupWrite(pod_path, "memory.limit", sum(m for m in memories if m is not None), why))
     return out

@@ -21,14 +21,19 @@ import os
 import shutil
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agent.embedded.phase import ACTIVE, PENDING, WAITING
 from proto.errors import InputError
 from proto.model import ContainerRuntime, PodRuntime
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 log = logging.getLogger(__name__)
 
 FORMAT = 1
+STOP, EVICT, SHUTDOWN = "stop", "evict", "shutdown"  # why a pod is being stopped (Stopping.kind)
 
 
 class StateError(InputError):
@@ -106,7 +111,7 @@ class PodRecord:
         return record
 
 
-def _known(cls, doc: dict) -> dict:
+def _known(cls: type[DataclassInstance], doc: dict) -> dict:
     names = {f.name for f in fields(cls)}
     return {k: v for k, v in doc.items() if k in names}
 

@@ -214,13 +214,13 @@ def _fields(meta: dict, spec: dict, uid: str, namespace: str, name: str, node_na
     return _Fields(out)
 
 
-class _Fields(dict):
+class _Fields(dict[str, str]):
     """fieldRef paths; a label or annotation the pod lacks reads as "" (as the downward API gives it)."""
 
-    def __contains__(self, key) -> bool:
+    def __contains__(self, key: object) -> bool:
         return dict.__contains__(self, key) or bool(isinstance(key, str) and _FIELD.match(key))
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: str) -> str:
         return dict.get(self, key, "")
 
 
@@ -233,7 +233,7 @@ def expand(text: str, env: Mapping[str, str]) -> str:
     return _REF.sub(one, text)
 
 
-def _strings(value, where: str) -> list[str]:
+def _strings(value: object, where: str) -> list[str]:
     if value is None:
         return []
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -241,7 +241,7 @@ def _strings(value, where: str) -> list[str]:
     return list(value)
 
 
-def _mapping(value, where: str) -> dict:
+def _mapping(value: object, where: str) -> dict:
     if value is None:
         return {}
     if not isinstance(value, dict):

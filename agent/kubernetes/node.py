@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from proto.errors import InputError
@@ -29,7 +30,7 @@ class NodeLabels:
     """
 
     def __init__(self, static: dict[str, str] | None = None, *, core_v1: Any = None, node_name: str = "",
-                 refresh: float = 60.0, clock=time.monotonic):
+                 refresh: float = 60.0, clock: Callable[[], float] = time.monotonic):
         self.static = dict(static or {})
         self.api, self.node_name, self.refresh, self.clock = core_v1, node_name, refresh, clock
         self._labels: dict[str, str] = {}
@@ -126,7 +127,7 @@ class NodeResources:
     """
 
     def __init__(self, core_v1: Any, node_name: str, *, timeout: float = 5.0, refresh: float = 300.0,
-                 clock=time.monotonic):
+                 clock: Callable[[], float] = time.monotonic):
         self.api, self.node_name, self.timeout = core_v1, node_name, timeout
         self.refresh, self.clock = refresh, clock
         self._written: tuple[int, int] | None = None

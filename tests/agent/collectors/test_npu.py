@@ -123,7 +123,8 @@ def test_no_npu_card_is_an_empty_list() -> None:
         ("missing column", lambda t: t.replace("| 0000:82:00.0  | 29 ", "| 29 ", 1), 17),
         ("bad number", lambda t: t.replace("122.5", "12x.5"), 22),
         ("bad id", lambda t: t.replace("| 6     910B3", "| six   910B3"), 25),
-        ("chip row lost", lambda t: t.replace("| 0                         | 0000:42:00.0  | 29          0    / 0          59715/ 65536         |\n", ""), 28),
+        ("chip row lost", lambda t: t.replace("| 0                         | 0000:42:00.0  | 29          0    / 0          "
+                                              "59715/ 65536         |\n", ""), 28),
         ("bad process pid", lambda t: t.replace("1075396", "10753x6"), 40),
     ],
 )

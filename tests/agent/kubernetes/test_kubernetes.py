@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import time
 
-from agent.evictor import KubernetesEvictor
 from agent.intents import Evict
+from agent.kubernetes.evictor import KubernetesEvictor
 from agent.kubernetes.node import NodeLabels, NodeTaint
-from agent.pods import KubernetesPodSource
+from agent.kubernetes.pods import KubernetesPodSource
 from proto.model import QosLevel
 from tests.support.fake_apiserver import FakeApiServer, pod
 
