@@ -23,7 +23,7 @@ import grpc
 
 from proto.model import Ack, Directive, NodeReport, QosProfile
 from scheduler.cluster.cache import ClusterCache
-from scheduler.cluster.nodeview import ReportLimits, check_report
+from scheduler.intake.validate import ReportLimits, check_report
 from scheduler.metrics import SchedulerMetrics
 
 log = logging.getLogger(__name__)
