@@ -4,7 +4,9 @@ A report reaches this view only after the intake has checked it whole
 (:func:`scheduler.intake.validate.check_report`).  An accepted report
 replaces the node's :class:`NodeTelemetry`; a node whose reports stop
 becomes *stale* after a number of its own report intervals, and stale data
-reads as unknown (NaN in the snapshot), never as an idle node.
+reads as unknown (NaN in the snapshot), never as an idle node.  A node that
+registers itself by reporting offers what :func:`node_allocatable` reads off
+its report.
 
 A :class:`NodeTelemetry` may hold the received protobuf message as it is
 (read through the field names :mod:`proto.model` shares with it) and build
@@ -19,7 +21,8 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from proto.model import NodeReport, QosLevel
-from proto.vocab.placement import ASCEND_310P, ASCEND_910, GPU
+from proto.vocab.placement import GPU
+from proto.vocab.resources import npu_resource
 from scheduler.api.objects import DEFAULT_MAX_PODS
 
 DEFAULT_INTERVAL_S = 1.0
@@ -120,7 +123,3 @@ def node_allocatable(r: NodeReport) -> dict[str, int]:
             out[name] = out.get(name, 0) + 1
     return out
 
-
-def npu_resource(model: str) -> str:
-    """Ascend resource names as the Ascend device plugin advertises them."""
-    return ASCEND_310P if model.startswith("Ascend310P") else ASCEND_910
