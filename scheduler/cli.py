@@ -117,7 +117,9 @@ def open_history(args: argparse.Namespace, kube_client=None):
     import time
     from pathlib import Path
 
-    from scheduler.history import HistorySaver, LoadHistory, SqliteHistoryStore
+    from scheduler.history.learning import LoadHistory
+    from scheduler.history.saver import HistorySaver
+    from scheduler.history.sqlitestore import SqliteHistoryStore
     from scheduler.intake.server import ServeError
 
     if not 1 <= args.history_weeks <= 52:

@@ -23,7 +23,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from proto.errors import InputError
-from scheduler.history import HOURS_PER_WEEK, HistoryStore, WeekRecord
+from scheduler.history.learning import HOURS_PER_WEEK
+from scheduler.history.store import HistoryStore, WeekRecord
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from scheduler.cluster.cache import ClusterCache
 from scheduler.cycle import Scheduler
 from scheduler.framework.config import SchedulerConfig, default_config, load_config
 from scheduler.framework.snapshot import DEFAULT_SCHEDULER_NAMES
-from scheduler.history import LoadHistory
+from scheduler.history.learning import LoadHistory
 from scheduler.intake.validate import check_report
 
 log = logging.getLogger(__name__)

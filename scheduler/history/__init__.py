@@ -1,0 +1,17 @@
+"""Online load learned by time of week: how long a node's room for offline work will last.
+
+One module per job:
+
+* :mod:`scheduler.history.learning` — :class:`~scheduler.history.learning.LoadHistory`: sampling
+  each node's online load, closing hours into an hour-of-week ring of the last K weeks, and
+  forecasting from it (:class:`~scheduler.history.learning.Forecast`);
+* :mod:`scheduler.history.store` — the :class:`~scheduler.history.store.HistoryStore` interface
+  through which learned weeks (:class:`~scheduler.history.store.WeekRecord`) survive restarts;
+* :mod:`scheduler.history.sqlitestore` — the store in one SQLite file (embedded mode, ``serve``
+  with a state directory); Kubernetes mode keeps its own on the Nodes
+  (:mod:`scheduler.modes.kubernetes.history_store`);
+* :mod:`scheduler.history.saver` — the thread that closes finished hours and saves changed weeks.
+
+:class:`scheduler.api.loadhistory.NodeLoadHistory` is the ``scoria.io/v1`` document the simulator
+reads past load from; it is learned through the same :class:`LoadHistory`.
+"""
