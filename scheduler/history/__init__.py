@@ -15,3 +15,15 @@ One module per job:
 :class:`scheduler.api.loadhistory.NodeLoadHistory` is the ``scoria.io/v1`` document the simulator
 reads past load from; it is learned through the same :class:`LoadHistory`.
 """
+
+# The public names, for callers written against the former module scheduler/history.py; new code imports
+# from the module that defines the name.
+from scheduler.history.learning import HOURS_PER_WEEK, Forecast, LoadHistory, span_hours, unix_hour, week_of
+from scheduler.history.saver import HistorySaver
+from scheduler.history.sqlitestore import SqliteHistoryStore
+from scheduler.history.store import HistoryStore, HistoryStoreError, WeekRecord
+
+__all__ = [
+    "HOURS_PER_WEEK", "Forecast", "HistorySaver", "HistoryStore", "HistoryStoreError", "LoadHistory",
+    "SqliteHistoryStore", "WeekRecord", "span_hours", "unix_hour", "week_of",
+]
