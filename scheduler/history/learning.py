@@ -210,7 +210,7 @@ class LoadHistory:
         for res in (CPU, MEMORY):
             v = values[keep, res]
             self._ring[r, res, s, h] = np.where(v == UNKNOWN, self._ring[r, res, s, h], v)
-        self._dirty.update(zip(r.tolist(), s.tolist()))
+        self._dirty.update(zip(r.tolist(), s.tolist(), strict=True))  # both cut by the same mask
 
     # -- predicting ----------------------------------------------------------------------------
     def forecast(self, nodes: Sequence[str], start: float, duration: float, *, weeks: int | None = None,

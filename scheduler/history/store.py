@@ -40,5 +40,6 @@ class HistoryStore(ABC):
     def save(self, records: Iterable[WeekRecord], *, forget_before: int | None = None) -> None:
         """Write ``records`` (and drop weeks before ``forget_before``) all at once or not at all."""
 
+    @abstractmethod
     def close(self) -> None:
-        """Let go of the store."""
+        """Let go of the store (a store that holds nothing open says so by doing nothing)."""
