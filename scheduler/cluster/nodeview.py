@@ -17,10 +17,10 @@ scheduling snapshot needs only the handful of figures it copies out.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from proto.model import NodeReport, QosLevel
+from proto.model import Capacity, Devices, NodeReport, PodUsage, QosLevel
 from proto.vocab.placement import GPU
 from proto.vocab.resources import npu_resource
 from scheduler.api.objects import DEFAULT_MAX_PODS
@@ -35,7 +35,24 @@ class NodeTelemetry:
                  "batch_cpu_millis", "batch_memory_bytes", "evicting", "_report", "_decode", "inventory_key",
                  "capacity", "devices", "_pods", "_online")
 
-    def __init__(self, view, received: float, decode: Callable[[], NodeReport] | None = None,
+    node: str
+    received: float
+    sample_time_ns: int
+    interval: float
+    cpu_used_cores: float
+    memory_used_bytes: int
+    batch_cpu_millis: int
+    batch_memory_bytes: int
+    evicting: bool
+    _report: NodeReport | None
+    _decode: Callable[[], NodeReport] | None
+    inventory_key: tuple[object, int]
+    capacity: Capacity  # the model's, or the received message's with the same field names
+    devices: Devices
+    _pods: Sequence[PodUsage]
+    _online: OnlineLoad | None
+
+    def __init__(self, view: NodeReport, received: float, decode: Callable[[], NodeReport] | None = None,
                  capacity_key: object = None):
         """``view`` is a NodeReport or anything with its field names; ``decode`` builds the NodeReport.
 
@@ -70,6 +87,7 @@ class NodeTelemetry:
     @property
     def report(self) -> NodeReport:
         if self._report is None:
+            assert self._decode is not None  # built with a report, or with what decodes one
             self._report = self._decode()
             self._decode = None
         return self._report
