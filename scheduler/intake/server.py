@@ -13,7 +13,7 @@ import asyncio
 import ipaddress
 import logging
 import signal
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -89,8 +89,10 @@ class AgentService(agent_pb2_grpc.NodeAgentServicer):
         self.intake = intake
         self.check_identity = check_identity
 
-    async def Connect(self, request_iterator, context):  # noqa: N802 - gRPC's name
-        # read()/write() on the context: cheaper per message than an async-generator handler
+    async def Connect(self, request_iterator: AsyncIterator[Any],  # noqa: N802 - gRPC's name
+                      context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        # read()/write() on the context: cheaper per message than an async-generator handler (request_iterator
+        # is not read)
         stream = StreamState(allowed_names=peer_names(context) if self.check_identity else None, peer=context.peer())
         decoder = codec.ReportDecoder()
         read, write, receive, key_of = context.read, context.write, self.intake.receive, decoder.capacity_key
