@@ -25,6 +25,7 @@ from typing import Any
 from proto.errors import InputError
 from scheduler.history.learning import HOURS_PER_WEEK
 from scheduler.history.store import HistoryStore, WeekRecord
+from scheduler.modes.kubernetes.ratelimit import RateLimiter
 
 log = logging.getLogger(__name__)
 
@@ -53,8 +54,7 @@ def decode(text: str) -> dict[int, tuple[bytes, bytes]]:
     return out
 
 
-def _default_limiter():
-    from scheduler.modes.kubernetes.ratelimit import RateLimiter
+def _default_limiter() -> RateLimiter:
     return RateLimiter(qps=10, burst=20)
 
 
