@@ -19,6 +19,7 @@ from proto.vocab.placement import DEVICES_ANNOTATION, NUMA_NODES_ANNOTATION, dec
 from proto.vocab.quantity import format_quantity
 from scheduler.api.loader import Workload, load_workload
 from scheduler.api.manifests import ManifestError
+from scheduler.api.objects import Pod
 from scheduler.cluster.cache import ClusterCache
 from scheduler.cycle import Scheduler
 from scheduler.framework.config import SchedulerConfig, default_config, load_config
@@ -57,7 +58,7 @@ class Simulation:
                 "stats": {"cycles": self.cycles, "pods_scheduled": self.scheduled, "seconds": round(self.seconds, 6)}}
 
 
-def placement(pod) -> dict:
+def placement(pod: Pod) -> dict:
     """``numaNodes`` (zone ids) and ``devices`` (uuid, index, resource, memoryMiB, cores) of a placed pod."""
     if not pod.node_name:
         return {"numaNodes": None, "devices": []}
@@ -88,7 +89,7 @@ def simulate(paths: Iterable[str | Path], *, config: SchedulerConfig | None = No
     feed_history(cache, work, at)
     feed_reports(cache, work, at)
     scheduler = Scheduler(cache, config=config or default_config(), clock=lambda: at,
-                          scheduler_names=scheduler_names)
+                          scheduler_names=frozenset(scheduler_names))
     scheduled, ran = 0, 0
     start = time.perf_counter()
     limit = cycles if cycles is not None else MAX_CYCLES
@@ -159,7 +160,7 @@ def render_table(sim: Simulation) -> str:
     rows = [("NAMESPACE", "POD", "NODE", "STATUS") + (("NUMA", "DEVICES") if placed else ()) + ("REASON",)]
     for p in data["pods"]:
         status = "Evicted" if p["evicted"] else ("Bound" if p["node"] else "Pending")
-        where = ()
+        where: tuple[str, ...] = ()
         if placed:
             zones = ",".join(map(str, p["numaNodes"])) if p["numaNodes"] is not None else "-"
             where = (zones, ",".join(_device_label(d) for d in p["devices"]) or "-")
@@ -190,4 +191,5 @@ def _device_label(d: dict) -> str:
 def text_table(rows: list[tuple]) -> str:
     """Rows as aligned columns, kubectl-style (the first row is the header)."""
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+    # a row longer than the header is cut to the header's columns
+    return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=False)).rstrip() for r in rows)
