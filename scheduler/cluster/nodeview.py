@@ -1,7 +1,7 @@
 """Node reports as the scheduler keeps them: freshness, and what scheduling reads.
 
 A report reaches this view only after the intake has checked it whole
-(:func:`scheduler.intake.validate.check_report`).  An accepted report
+(:func:`scheduler.api.nodereport.check_report`).  An accepted report
 replaces the node's :class:`NodeTelemetry`; a node whose reports stop
 becomes *stale* after a number of its own report intervals, and stale data
 reads as unknown (NaN in the snapshot), never as an idle node.  A node that

@@ -19,13 +19,13 @@ from proto.vocab.placement import DEVICES_ANNOTATION, NUMA_NODES_ANNOTATION, dec
 from proto.vocab.quantity import format_quantity
 from scheduler.api.loader import Workload, load_workload
 from scheduler.api.manifests import ManifestError
+from scheduler.api.nodereport import check_report
 from scheduler.api.objects import Pod
 from scheduler.cluster.cache import ClusterCache
 from scheduler.cycle import Scheduler
 from scheduler.framework.config import SchedulerConfig, default_config, load_config
 from scheduler.framework.snapshot import DEFAULT_SCHEDULER_NAMES
 from scheduler.history.learning import LoadHistory
-from scheduler.intake.validate import check_report
 
 log = logging.getLogger(__name__)
 MAX_CYCLES = 1000

@@ -1,9 +1,11 @@
-"""Report validation: every report is checked whole before anything of it is kept.
+"""The NodeReport as the scheduler accepts it: every report is checked whole before anything of it is kept.
 
 :func:`check_report` returns the first problem, with the field's path, or None.
-A refused report changes nothing (:mod:`scheduler.intake.reports` answers it
-with an ``INVALID_ARGUMENT`` ack); an accepted one becomes the node's
-:class:`scheduler.cluster.nodeview.NodeTelemetry`.
+Reports enter in two places, which both check them here, at the edge: an
+agent's stream (:mod:`scheduler.intake.reports` answers a refused report
+with an ``INVALID_ARGUMENT`` ack) and the simulator's ``NodeReport``
+documents (refused as a manifest error).  A refused report changes nothing;
+an accepted one becomes the node's :class:`scheduler.cluster.nodeview.NodeTelemetry`.
 
 The checks read a report only through the field names that
 :mod:`proto.model` shares with the generated protobuf classes, so the
