@@ -7,8 +7,8 @@ One module per job:
   forecasting from it (:class:`~scheduler.history.learning.Forecast`);
 * :mod:`scheduler.history.store` — the :class:`~scheduler.history.store.HistoryStore` interface
   through which learned weeks (:class:`~scheduler.history.store.WeekRecord`) survive restarts;
-* :mod:`scheduler.history.sqlitestore` — the store in one SQLite file (embedded mode, ``serve``
-  with a state directory); Kubernetes mode keeps its own on the Nodes
+* :mod:`scheduler.history.sqlitestore` — the store in one SQLite file (``serve --state-dir``);
+  Kubernetes mode without a state directory keeps the weeks on the Nodes themselves
   (:mod:`scheduler.modes.kubernetes.history_store`);
 * :mod:`scheduler.history.saver` — the thread that closes finished hours and saves changed weeks.
 
