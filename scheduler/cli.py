@@ -125,7 +125,9 @@ def open_history(args: argparse.Namespace,
     import time
     from pathlib import Path
 
-    from scheduler.history import HistorySaver, LoadHistory, SqliteHistoryStore
+    from scheduler.history.learning import LoadHistory
+    from scheduler.history.saver import HistorySaver
+    from scheduler.history.sqlitestore import SqliteHistoryStore
     from scheduler.intake.server import ServeError
 
     if not 1 <= args.history_weeks <= 52:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from proto.vocab.placement import GPU, NUMA_POLICIES, NUMA_POLICY_ANNOTATION
-from scheduler.cluster.nodeview import npu_resource
+from proto.vocab.resources import npu_resource
 
 log = logging.getLogger(__name__)
 

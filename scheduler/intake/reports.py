@@ -22,8 +22,8 @@ from typing import Any
 import grpc
 
 from proto.model import Ack, Directive, NodeReport, QosProfile
+from scheduler.api.nodereport import ReportLimits, check_report
 from scheduler.cluster.cache import ClusterCache
-from scheduler.cluster.nodeview import ReportLimits, check_report
 from scheduler.metrics import SchedulerMetrics
 
 log = logging.getLogger(__name__)

@@ -13,9 +13,11 @@ import asyncio
 import ipaddress
 import logging
 import signal
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -87,15 +89,18 @@ class AgentService(agent_pb2_grpc.NodeAgentServicer):
         self.intake = intake
         self.check_identity = check_identity
 
-    async def Connect(self, request_iterator, context):  # noqa: N802 - gRPC's name
-        # read()/write() on the context: cheaper per message than an async-generator handler
+    async def Connect(self, request_iterator: AsyncIterator[Any],  # noqa: N802 - gRPC's name
+                      context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        # read()/write() on the context: cheaper per message than an async-generator handler (request_iterator
+        # is not read)
         stream = StreamState(allowed_names=peer_names(context) if self.check_identity else None, peer=context.peer())
         decoder = codec.ReportDecoder()
         read, write, receive, key_of = context.read, context.write, self.intake.receive, decoder.capacity_key
         try:
             while True:
                 message = await read()
-                if message is grpc.aio.EOF:
+                # grpc-stubs declares EOFType but not the grpc.aio.EOF sentinel grpcio has
+                if message is grpc.aio.EOF:  # type: ignore[attr-defined]
                     break
                 key = key_of(message)
                 try:
@@ -133,7 +138,8 @@ class AgentServer:
         self.listen = listen
         self.tls = tls
         self.server: grpc.aio.Server | None = None
-        self.health = None
+        # grpc_health.v1.health.aio.HealthServicer once started (grpc-stubs has no stub for the aio servicer)
+        self.health: Any = None
         self.port = 0
 
     async def start(self) -> int:
@@ -141,7 +147,8 @@ class AgentServer:
         self.server = grpc.aio.server(options=SERVER_OPTIONS)
         agent_pb2_grpc.add_NodeAgentServicer_to_server(
             AgentService(self.intake, check_identity=bool(self.tls and self.tls.client_ca)), self.server)
-        self.health = health.aio.HealthServicer()
+        # grpc_health-stubs lacks health.aio (grpcio-health-checking's asyncio servicer, grpc_health.v1._async)
+        self.health = health.aio.HealthServicer()  # type: ignore[attr-defined]
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         if self.tls:
             self.port = self.server.add_secure_port(self.listen, credentials(self.tls))
@@ -178,7 +185,8 @@ async def sweep_staleness(intake: ReportIntake, stop: asyncio.Event, every: floa
             pass
 
 
-async def serve_forever(server: AgentServer, intake: ReportIntake, *, on_started=None) -> None:
+async def serve_forever(server: AgentServer, intake: ReportIntake, *,
+                        on_started: Callable[[int], object] | None = None) -> None:
     """Run until SIGINT/SIGTERM, then stop accepting, drain briefly and return."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

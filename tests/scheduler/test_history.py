@@ -17,16 +17,10 @@ from scheduler.api.loadhistory import parse_node_load_history
 from scheduler.api.manifests import ManifestError
 from scheduler.cluster.cache import ClusterCache
 from scheduler.cluster.nodeview import NodeTelemetry
-from scheduler.history import (
-    HistorySaver,
-    HistoryStoreError,
-    LoadHistory,
-    SqliteHistoryStore,
-    WeekRecord,
-    span_hours,
-    unix_hour,
-    week_of,
-)
+from scheduler.history.learning import LoadHistory, span_hours, unix_hour, week_of
+from scheduler.history.saver import HistorySaver
+from scheduler.history.sqlitestore import SqliteHistoryStore
+from scheduler.history.store import HistoryStoreError, WeekRecord
 from scheduler.modes.simulator.simulation import simulate
 from tests.support.builders import report
 from tests.support.wire import full_report

@@ -37,8 +37,8 @@ class CtlError(Exception):
         self.status = status
 
 
-def add_commands(sub) -> None:
-    def server(p):
+def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    def server(p: argparse.ArgumentParser) -> None:
         p.add_argument("--server", default=os.environ.get("SCORIA_SERVER", DEFAULT_SERVER),
                        help="the embedded scheduler's control endpoint (default $SCORIA_SERVER or %(default)s)")
 
@@ -111,7 +111,7 @@ def _path(plural: str, name: str, namespace: str | None) -> str:
 
 
 # -- commands ---------------------------------------------------------------------------------------
-def apply(args) -> int:
+def apply(args: argparse.Namespace) -> int:
     try:
         files = expand_paths(args.filename)
     except InputError as exc:
@@ -124,7 +124,7 @@ def apply(args) -> int:
     return 0
 
 
-def get(args) -> int:
+def get(args: argparse.Namespace) -> int:
     plural = _kind(args.kind)
     if args.name:
         items = [request(args.server, "GET", _path(plural, args.name, args.namespace))]
@@ -140,7 +140,7 @@ def get(args) -> int:
     return 0
 
 
-def describe(args) -> int:
+def describe(args: argparse.Namespace) -> int:
     plural = _kind(args.kind)
     item = request(args.server, "GET", _path(plural, args.name, args.namespace))
     if plural != "pods":
@@ -170,7 +170,7 @@ def describe(args) -> int:
     return 0
 
 
-def logs(args) -> int:
+def logs(args: argparse.Namespace) -> int:
     item = request(args.server, "GET", _path("pods", args.name, args.namespace))
     log_dir = ((item["status"].get("runtime") or {}).get("logDir"))
     if not log_dir:
@@ -191,14 +191,14 @@ def logs(args) -> int:
     return 0
 
 
-def delete(args) -> int:
+def delete(args: argparse.Namespace) -> int:
     plural = _kind(args.kind)
     answer = request(args.server, "DELETE", _path(plural, args.name, args.namespace))
     print(f"{plural[:-1]} {args.name} {answer['result']}")
     return 0
 
 
-def top(args) -> int:
+def top(args: argparse.Namespace) -> int:
     rows = [("NODE", "CPU(used)", "MEMORY(used)", "BATCH-CPU", "BATCH-MEMORY", "OFFLINE-QUOTA", "PODS", "READY")]
     for n in request(args.server, "GET", "/top/nodes"):
         alloc = n["allocatable"]
@@ -216,7 +216,7 @@ def _mi(amount: int) -> int:
 
 
 # -- tables -----------------------------------------------------------------------------------------
-def _pods(items) -> list[tuple]:
+def _pods(items: list[dict[str, Any]]) -> list[tuple]:
     rows = [("NAMESPACE", "NAME", "NODE", "PHASE", "RESTARTS", "REASON")]
     for i in items:
         s = i["status"]
@@ -226,7 +226,7 @@ def _pods(items) -> list[tuple]:
     return rows
 
 
-def _groups(items) -> list[tuple]:
+def _groups(items: list[dict[str, Any]]) -> list[tuple]:
     rows = [("NAMESPACE", "NAME", "QUEUE", "MINMEMBER", "PHASE")]
     for i in items:
         ns, _, name = i["key"].partition("/")
@@ -236,7 +236,7 @@ def _groups(items) -> list[tuple]:
     return rows
 
 
-def _queues(items) -> list[tuple]:
+def _queues(items: list[dict[str, Any]]) -> list[tuple]:
     rows = [("NAME", "WEIGHT", "ALLOCATED")]
     for i in items:
         alloc = i["status"].get("allocated") or {}
@@ -245,7 +245,7 @@ def _queues(items) -> list[tuple]:
     return rows
 
 
-def _nodes(items) -> list[tuple]:
+def _nodes(items: list[dict[str, Any]]) -> list[tuple]:
     rows = [("NAME", "READY", "CPU", "MEMORY", "PODS")]
     for n in items:
         alloc = n["allocatable"]
@@ -254,7 +254,7 @@ def _nodes(items) -> list[tuple]:
     return rows
 
 
-def _classes(items) -> list[tuple]:
+def _classes(items: list[dict[str, Any]]) -> list[tuple]:
     return [("NAME", "VALUE")] + [(i["key"], i["manifest"].get("value")) for i in items]
 
 

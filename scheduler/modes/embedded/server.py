@@ -26,6 +26,7 @@ from typing import Any
 from scheduler.api.loader import iter_text
 from scheduler.api.manifests import ManifestError
 from scheduler.modes.embedded.mode import Embedded
+from scheduler.modes.embedded.store import Stored
 
 log = logging.getLogger(__name__)
 
@@ -72,8 +73,9 @@ class ControlServer:
             return 200, self._view(stored)
         return 200, [self._view(s) for s in store.load() if s.kind == kind]
 
-    def _view(self, stored) -> dict:
-        out = {"kind": stored.kind, "key": stored.key, "manifest": stored.manifest, "status": dict(stored.status)}
+    def _view(self, stored: Stored) -> dict:
+        out: dict[str, Any] = {"kind": stored.kind, "key": stored.key, "manifest": stored.manifest,
+                               "status": dict(stored.status)}
         cache = self.embedded.cache
         if stored.kind == "Pod":
             pod = next((p for p in list(cache.pods.values()) if p.key == stored.key), None)
@@ -115,11 +117,11 @@ class ControlServer:
             return 404, {"error": str(exc.args[0])}
 
 
-def _handler(server: ControlServer):
+def _handler(server: ControlServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
-        def log_message(self, *args) -> None:
+        def log_message(self, *args: Any) -> None:  # no access log on stderr
             pass
 
         def _send(self, status: int, body: Any) -> None:
@@ -158,8 +160,9 @@ def _handler(server: ControlServer):
 
         def do_DELETE(self) -> None:  # noqa: N802
             route = self._route()
-            if route is None or route[1] is None:
+            key = route[1] if route is not None else None
+            if route is None or key is None:
                 return self._send(404, {"error": f"no such path {self.path}"})
-            self._send(*server.delete(*route))
+            self._send(*server.delete(route[0], key))
 
     return Handler

@@ -35,7 +35,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
@@ -76,7 +76,7 @@ class KubeEffects:
         self._writing = 0  # status writes taken by the writer and not finished
         self._written: dict[tuple[str, str], dict] = {}  # (kind, key) -> status last written
         self._reasons: dict[str, tuple[str, float]] = {}  # pod uid -> (reason, when its event was recorded)
-        self._futures: list = []
+        self._futures: list[Future[object]] = []
 
     def close(self, wait: bool = True) -> None:
         """Shut down: what is queued is written, writes in flight finish."""
@@ -93,7 +93,7 @@ class KubeEffects:
         done, not_done = wait_all(pending, timeout=timeout)
         return not not_done
 
-    def _submit(self, fn: Callable, *args, executor: ThreadPoolExecutor | None = None) -> None:
+    def _submit(self, fn: Callable[..., object], *args: Any, executor: ThreadPoolExecutor | None = None) -> None:
         future = (executor or self.pool).submit(fn, *args)
         with self._lock:
             self._futures = [f for f in self._futures if not f.done()]
@@ -307,7 +307,7 @@ class KubeEffects:
             self.metrics.kube_write("event", "failed")
             log.debug("event %s on %s/%s not recorded: %s", reason, namespace, name, exc)
 
-    def _call(self, fn: Callable, *args, **kwargs):
+    def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         self.limiter.acquire()
         kwargs.setdefault("_request_timeout", TIMEOUT)
         return fn(*args, **kwargs)

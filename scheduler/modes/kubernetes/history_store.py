@@ -23,7 +23,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from proto.errors import InputError
-from scheduler.history import HOURS_PER_WEEK, HistoryStore, WeekRecord
+from scheduler.history.learning import HOURS_PER_WEEK
+from scheduler.history.store import HistoryStore, WeekRecord
+from scheduler.modes.kubernetes.ratelimit import RateLimiter
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +54,7 @@ def decode(text: str) -> dict[int, tuple[bytes, bytes]]:
     return out
 
 
-def _default_limiter():
-    from scheduler.modes.kubernetes.ratelimit import RateLimiter
+def _default_limiter() -> RateLimiter:
     return RateLimiter(qps=10, burst=20)
 
 
@@ -69,8 +70,9 @@ class NodeAnnotationHistoryStore(HistoryStore):
 
     def load(self) -> list[WeekRecord]:
         resp = self.core.list_node(_preload_content=False, _request_timeout=(10.0, 120.0))
-        out = []
-        for item in json.loads(resp.data).get("items") or []:
+        out: list[WeekRecord] = []
+        # with _preload_content=False the client returns the raw urllib3 response, not the V1NodeList it declares
+        for item in json.loads(resp.data).get("items") or []:  # type: ignore[attr-defined]
             name = item["metadata"]["name"]
             text = (item["metadata"].get("annotations") or {}).get(ANNOTATION)
             if not text:
@@ -116,3 +118,6 @@ class NodeAnnotationHistoryStore(HistoryStore):
             self._unwritten.update(failed)
             log.warning("load history not written on %d node(s) (%s…); tried again with the next save",
                         len(failed), ", ".join(failed[:5]))
+
+    def close(self) -> None:
+        """Nothing to let go: the API client belongs to the Kubernetes mode."""

@@ -62,7 +62,7 @@ class Informer:
         self.resource_version = ""
         self.synced = threading.Event()
         self.lists = 0  # how many times it listed (first list, 410s, resyncs): for tests and metrics
-        self._resp = None  # the open watch response
+        self._resp: Any = None  # the open watch response (urllib3's, as list_fn returns it unparsed)
         self._stop = threading.Event()
 
     # -- the loop -------------------------------------------------------------------------------
@@ -111,7 +111,7 @@ class Informer:
         for key in list(self.known):
             if key not in fresh:
                 self._delete(self.known[key])
-        for key, obj in fresh.items():
+        for obj in fresh.values():
             self._upsert(obj)
         self.resource_version = (body.get("metadata") or {}).get("resourceVersion") or ""
         self.synced.set()

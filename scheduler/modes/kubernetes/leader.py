@@ -29,8 +29,9 @@ from proto.errors import InputError
 log = logging.getLogger(__name__)
 
 
-def _now_text() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+def _now() -> datetime:
+    """The Lease's MicroTime fields are datetimes in the client's models; it writes them as RFC 3339."""
+    return datetime.now(UTC)
 
 
 class LeaderElector:
@@ -109,6 +110,8 @@ class LeaderElector:
                 raise
             return self._create()
         spec = lease.spec
+        if spec is None:  # a Lease someone else created without one: not a lock this replica can read
+            raise RuntimeError(f"lease {self.namespace}/{self.name} has no spec")
         holder = spec.holder_identity or ""
         record = f"{holder}@{spec.renew_time}"
         now = self.clock()
@@ -119,10 +122,10 @@ class LeaderElector:
             return False  # someone else holds it and renews it
         taking = holder != self.identity
         if taking:
-            spec.acquire_time = _now_text()
+            spec.acquire_time = _now()
             spec.lease_transitions = (spec.lease_transitions or 0) + 1
         spec.holder_identity = self.identity
-        spec.renew_time = _now_text()
+        spec.renew_time = _now()
         spec.lease_duration_seconds = int(self.lease_duration)
         try:
             self.api.replace_namespaced_lease(self.name, self.namespace, lease, _request_timeout=self.timeout)
@@ -138,8 +141,8 @@ class LeaderElector:
         from kubernetes.client.exceptions import ApiException
 
         body = client.V1Lease(metadata=client.V1ObjectMeta(name=self.name, namespace=self.namespace),
-                              spec=client.V1LeaseSpec(holder_identity=self.identity, acquire_time=_now_text(),
-                                                      renew_time=_now_text(),
+                              spec=client.V1LeaseSpec(holder_identity=self.identity, acquire_time=_now(),
+                                                      renew_time=_now(),
                                                       lease_duration_seconds=int(self.lease_duration),
                                                       lease_transitions=0))
         try:
@@ -159,9 +162,10 @@ class LeaderElector:
         self.on_step(False)
         try:
             lease = self.api.read_namespaced_lease(self.name, self.namespace, _request_timeout=self.timeout)
-            if lease.spec.holder_identity == self.identity:
-                lease.spec.holder_identity = ""
-                lease.spec.lease_duration_seconds = 1
+            spec = lease.spec
+            if spec is not None and spec.holder_identity == self.identity:
+                spec.holder_identity = ""
+                spec.lease_duration_seconds = 1
                 self.api.replace_namespaced_lease(self.name, self.namespace, lease, _request_timeout=self.timeout)
         except Exception as exc:
             log.info("leader election: could not release the lease (%s); it expires by itself", exc)

@@ -17,9 +17,9 @@ from collections.abc import Callable
 from typing import Any
 
 from scheduler.api.manifests import ManifestError, parse_object
-from scheduler.api.objects import Pod
+from scheduler.api.objects import Node, Pod, PodGroup, PriorityClass, Queue
 from scheduler.cluster.cache import ClusterCache
-from scheduler.modes.kubernetes.informer import Informer, key_of
+from scheduler.modes.kubernetes.informer import Handler, Informer, key_of
 
 log = logging.getLogger(__name__)
 
@@ -44,12 +44,12 @@ class KubeSource:
         scheduling = client.SchedulingV1Api(api_client)
         policy = client.PolicyV1Api(api_client)
 
-        def volcano(plural: str):
-            def list_fn(**kwargs):
+        def volcano(plural: str) -> Callable[..., Any]:
+            def list_fn(**kwargs: Any) -> Any:
                 return custom.list_cluster_custom_object(*VOLCANO, plural, **kwargs)
             return list_fn
 
-        def informer(kind: str, list_fn, on_upsert, on_delete) -> Informer:
+        def informer(kind: str, list_fn: Callable[..., Any], on_upsert: Handler, on_delete: Handler) -> Informer:
             return Informer(kind, list_fn, on_upsert=on_upsert, on_delete=on_delete, resync=resync,
                             watch_timeout=watch_timeout, on_list=on_list)
 
@@ -86,7 +86,7 @@ class KubeSource:
             t.join(timeout=2)
 
     # -- handlers -----------------------------------------------------------------------------------
-    def _parse(self, kind: str, obj: dict):
+    def _parse(self, kind: str, obj: dict) -> Node | Pod | PodGroup | Queue | PriorityClass | None:
         doc = dict(obj)
         doc.setdefault("kind", kind)
         doc.setdefault("apiVersion", _API_VERSIONS[kind])
@@ -100,22 +100,22 @@ class KubeSource:
             self.on_refused(kind)
             return None
 
-    def _upsert(self, kind: str):
+    def _upsert(self, kind: str) -> Handler:
         def handler(obj: dict) -> None:
             parsed = self._parse(kind, obj)
             if parsed is not None:
                 self.cache.upsert(parsed)
         return handler
 
-    def _delete(self, kind: str):
+    def _delete(self, kind: str) -> Handler:
         def handler(obj: dict) -> None:
             self.cache.remove(kind, key_of(obj))
             self.on_deleted(kind, key_of(obj))
         return handler
 
     def _upsert_pod(self, obj: dict) -> None:
-        pod: Pod | None = self._parse("Pod", obj)
-        if pod is None:
+        pod = self._parse("Pod", obj)
+        if not isinstance(pod, Pod):  # None: refused (the last good version stays)
             return
         with self.cache.lock:
             old = self.cache.pods.get(pod.uid)

@@ -19,12 +19,13 @@ from proto.vocab.placement import DEVICES_ANNOTATION, NUMA_NODES_ANNOTATION, dec
 from proto.vocab.quantity import format_quantity
 from scheduler.api.loader import Workload, load_workload
 from scheduler.api.manifests import ManifestError
+from scheduler.api.nodereport import check_report
+from scheduler.api.objects import Pod
 from scheduler.cluster.cache import ClusterCache
-from scheduler.cluster.nodeview import check_report
 from scheduler.cycle import Scheduler
 from scheduler.framework.config import SchedulerConfig, default_config, load_config
 from scheduler.framework.snapshot import DEFAULT_SCHEDULER_NAMES
-from scheduler.history import LoadHistory
+from scheduler.history.learning import LoadHistory
 from scheduler.modes.table import text_table
 
 log = logging.getLogger(__name__)
@@ -58,7 +59,7 @@ class Simulation:
                 "stats": {"cycles": self.cycles, "pods_scheduled": self.scheduled, "seconds": round(self.seconds, 6)}}
 
 
-def placement(pod) -> dict:
+def placement(pod: Pod) -> dict:
     """``numaNodes`` (zone ids) and ``devices`` (uuid, index, resource, memoryMiB, cores) of a placed pod."""
     if not pod.node_name:
         return {"numaNodes": None, "devices": []}
@@ -89,7 +90,7 @@ def simulate(paths: Iterable[str | Path], *, config: SchedulerConfig | None = No
     feed_history(cache, work, at)
     feed_reports(cache, work, at)
     scheduler = Scheduler(cache, config=config or default_config(), clock=lambda: at,
-                          scheduler_names=scheduler_names)
+                          scheduler_names=frozenset(scheduler_names))
     scheduled, ran = 0, 0
     start = time.perf_counter()
     limit = cycles if cycles is not None else MAX_CYCLES
@@ -160,7 +161,7 @@ def render_table(sim: Simulation) -> str:
     rows = [("NAMESPACE", "POD", "NODE", "STATUS") + (("NUMA", "DEVICES") if placed else ()) + ("REASON",)]
     for p in data["pods"]:
         status = "Evicted" if p["evicted"] else ("Bound" if p["node"] else "Pending")
-        where = ()
+        where: tuple[str, ...] = ()
         if placed:
             zones = ",".join(map(str, p["numaNodes"])) if p["numaNodes"] is not None else "-"
             where = (zones, ",".join(_device_label(d) for d in p["devices"]) or "-")
@@ -186,4 +187,3 @@ def _device_label(d: dict) -> str:
     kind = "gpu" if d["resource"] == "nvidia.com/gpu" else "npu"
     whole = d["cores"] == 100
     return f"{kind}{d['index']}" if whole else f"{kind}{d['index']}:{d['memoryMiB']}Mi/{d['cores']}%"
-

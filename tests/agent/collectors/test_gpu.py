@@ -495,7 +495,7 @@ def test_links_to_a_lost_gpu_are_unknown_and_it_is_not_asked(tmp_path):
 
 def test_links_pass_the_schedulers_report_check(tmp_path):
     from proto.model import Devices, Identity, NodeReport
-    from scheduler.cluster.nodeview import check_report
+    from scheduler.api.nodereport import check_report
 
     gpus, topology = two_quads()
     got = collector(tmp_path, make_fake_nvml(gpus=gpus, topology=topology)).collect()

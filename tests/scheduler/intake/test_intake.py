@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from proto.model import ContainerUsage, DeviceProcess, Eviction, Gpu, NumaZone, PodUsage
+from scheduler.api.nodereport import ReportLimits, check_report
 from scheduler.cluster.cache import ClusterCache
-from scheduler.cluster.nodeview import ReportLimits, check_report
 from scheduler.framework.snapshot import take_snapshot
 from scheduler.intake.reports import CloseStream, ReportIntake, StreamState
 from scheduler.metrics import SchedulerMetrics

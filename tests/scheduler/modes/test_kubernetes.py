@@ -324,7 +324,8 @@ def test_the_leader_labels_its_pod_so_the_agents_service_finds_it(api, harness, 
 
 
 def test_load_history_survives_a_restart_on_the_nodes_themselves(api) -> None:
-    from scheduler.history import LoadHistory, WeekRecord, unix_hour, week_of
+    from scheduler.history.learning import LoadHistory, unix_hour, week_of
+    from scheduler.history.store import WeekRecord
     from scheduler.modes.kubernetes.history_store import ANNOTATION, NodeAnnotationHistoryStore, decode
 
     api.put(node("n1", allocatable={"cpu": "4", "memory": "16Gi"}))

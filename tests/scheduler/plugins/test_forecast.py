@@ -15,7 +15,7 @@ from scheduler.cluster.effects import CacheEffects
 from scheduler.framework.config import ConfigError
 from scheduler.framework.session import Session
 from scheduler.framework.snapshot import take_snapshot
-from scheduler.history import LoadHistory
+from scheduler.history.learning import LoadHistory
 from scheduler.plugins.forecast import STALE
 from tests.support.builders import pod, report
 from tests.support.sessions import config_with, task

@@ -21,31 +21,23 @@ each ring slot holds 4 × K, the open hour's histograms 2 × 101 and its hour 8
 1,960 just after a growth) plus about 160 bytes of index entries: 10,000
 nodes measured 19 MB.
 
-Learned weeks survive restarts through a :class:`HistoryStore`;
-:class:`SqliteHistoryStore` keeps one row per node and week in one SQLite
-file.  :class:`NodeLoadHistory` is the ``scoria.io/v1`` document the
-simulator reads past load from.
+Learned weeks leave and come back as :class:`~scheduler.history.store.WeekRecord`
+(:meth:`LoadHistory.take_dirty`, :meth:`LoadHistory.restore`); keeping them is
+:mod:`scheduler.history.store`'s business.
 """
 
 from __future__ import annotations
 
-import logging
 import math
-import sqlite3
 import threading
-import time
-from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 from proto.errors import InputError
-from scheduler.sqlitefile import open_owned, transaction
-
-log = logging.getLogger(__name__)
+from scheduler.history.store import WeekRecord
 
 HOURS_PER_WEEK = 168
 WEEK_OFFSET_HOURS = 72  # Unix hour 0 was Thursday 00:00 UTC; hour of week 0 is Monday 00:00 UTC
@@ -84,15 +76,6 @@ class Forecast:
         over = ((self.cpu > np.asarray(cpu_limit, dtype=float)[..., None])
                 | (self.memory > np.asarray(memory_limit, dtype=float)[..., None]))
         return np.where(over.any(axis=1), over.argmax(axis=1), -1)
-
-
-class WeekRecord(NamedTuple):
-    """One node's learned week as stored: a byte per hour of the week (percent, 255 unknown) per resource."""
-
-    node: str
-    week: int
-    cpu: bytes
-    memory: bytes
 
 
 class LoadHistory:
@@ -227,7 +210,7 @@ class LoadHistory:
         for res in (CPU, MEMORY):
             v = values[keep, res]
             self._ring[r, res, s, h] = np.where(v == UNKNOWN, self._ring[r, res, s, h], v)
-        self._dirty.update(zip(r.tolist(), s.tolist()))
+        self._dirty.update(zip(r.tolist(), s.tolist(), strict=True))  # both cut by the same mask
 
     # -- predicting ----------------------------------------------------------------------------
     def forecast(self, nodes: Sequence[str], start: float, duration: float, *, weeks: int | None = None,
@@ -300,127 +283,3 @@ def _nearest_rank(cells: np.ndarray, q: float) -> np.ndarray:
         out = np.take_along_axis(ordered, idx[:, :, None, :], axis=2)[:, :, 0, :].astype(float)
     out[count == 0] = np.nan
     return out
-
-
-# -- persistence ---------------------------------------------------------------------------------------
-class HistoryStoreError(InputError):
-    """A history file that cannot be used (the message names it); it is left as it is."""
-
-
-class HistoryStore(ABC):
-    """Where learned weeks survive a restart: all of them read at start, changed ones written in batches."""
-
-    location: str
-
-    @abstractmethod
-    def load(self) -> list[WeekRecord]:
-        """Every stored week; HistoryStoreError when the store is not a readable history."""
-
-    @abstractmethod
-    def save(self, records: Iterable[WeekRecord], *, forget_before: int | None = None) -> None:
-        """Write ``records`` (and drop weeks before ``forget_before``) all at once or not at all."""
-
-    def close(self) -> None:
-        """Let go of the store."""
-
-
-_CELLS = bytes(range(101)) + bytes([UNKNOWN])  # what a stored hour may hold
-APPLICATION_ID = 0x53434C48  # "SCLH": marks a SQLite file as a Scoria load history
-SCHEMA_VERSION = 1
-
-
-class SqliteHistoryStore(HistoryStore):
-    """One SQLite file: a row per node and week (two 168-byte blobs), each save one transaction.
-
-    A file that is not SQLite, is another program's database or comes from a
-    newer schema is refused with HistoryStoreError, never rewritten.
-    """
-
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
-        self.location = str(self.path)
-        self._lock = threading.Lock()
-        self._db = open_owned(self.path, application_id=APPLICATION_ID, schema_version=SCHEMA_VERSION, schema=[
-            "CREATE TABLE weeks (node TEXT NOT NULL, week INTEGER NOT NULL, cpu BLOB NOT NULL, "
-            "memory BLOB NOT NULL, PRIMARY KEY (node, week)) WITHOUT ROWID"],
-            what="Scoria load history", error=self._error)
-
-    def _error(self, problem: str) -> HistoryStoreError:
-        return HistoryStoreError(f"{self.location}: {problem}; the file was left as it is — move it away or "
-                                 "choose another --state-dir")
-
-    def load(self) -> list[WeekRecord]:
-        out = []
-        with self._lock:
-            try:
-                rows = self._db.execute("SELECT node, week, cpu, memory FROM weeks ORDER BY week").fetchall()
-            except sqlite3.Error as exc:
-                raise self._error(f"cannot read ({exc})") from None
-        for node, week, cpu, memory in rows:
-            if not isinstance(node, str) or not isinstance(week, int):
-                raise self._error(f"row {node!r} week {week!r}: not a node name and a week number")
-            for what, blob in (("cpu", cpu), ("memory", memory)):
-                if not isinstance(blob, bytes) or len(blob) != HOURS_PER_WEEK or blob.translate(None, _CELLS):
-                    raise self._error(f"row {node!r} week {week}: {what} is not {HOURS_PER_WEEK} percentages")
-            out.append(WeekRecord(node, week, cpu, memory))
-        return out
-
-    def save(self, records: Iterable[WeekRecord], *, forget_before: int | None = None) -> None:
-        with self._lock:
-            try:
-                with transaction(self._db):
-                    self._db.executemany("INSERT OR REPLACE INTO weeks VALUES (?, ?, ?, ?)", records)
-                    if forget_before is not None:
-                        self._db.execute("DELETE FROM weeks WHERE week < ?", (forget_before,))
-            except sqlite3.Error as exc:
-                raise self._error(f"cannot save ({exc})") from None
-
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()
-
-
-class HistorySaver:
-    """Closes finished hours and saves changed weeks every ``every`` seconds from a thread, and at :meth:`stop`."""
-
-    def __init__(self, history: LoadHistory, store: HistoryStore, *, every: float = 60.0,
-                 clock: Callable[[], float] = time.time):
-        self.history, self.store, self.every, self.clock = history, store, every, clock
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="history-saver", daemon=True)
-
-    def flush(self) -> int:
-        """Close the hours that ended and save every changed week in one batch; how many weeks were written."""
-        now = self.clock()
-        self.history.close_finished(now)
-        records = self.history.take_dirty()
-        if records:
-            try:
-                self.store.save(records, forget_before=week_of(unix_hour(now)) - self.history.weeks)
-            except Exception:
-                self.history.requeue(records)
-                raise
-        return len(records)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.every):
-            try:
-                self.flush()
-            except Exception:  # keep learning; the weeks stay queued for the next try
-                log.exception("saving the load history to %s failed", self.store.location)
-
-    def stop(self) -> None:
-        """Stop the thread, save what is finished once more and close the store."""
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
-        try:
-            saved = self.flush()
-            log.info("load history: saved %d node-week(s) to %s", saved, self.store.location)
-        except Exception:
-            log.exception("saving the load history to %s at shutdown failed", self.store.location)
-        finally:
-            self.store.close()
