@@ -63,7 +63,7 @@ class Usage(Plugin):
         telemetry = ssn.snapshot.telemetry
         # the report's time on either clock, whichever is earlier: a skewed agent clock never hides a pod
         late = [(node, task) for node, task in nodes.recent_binds
-                if (t := telemetry.get(nodes.names[node])) is not None
+                if (t := telemetry.get(nodes.names[node])) is not None and task.pod.bound_at is not None
                 and task.pod.bound_at >= min(t.sample_time_ns / 1e9, t.received)]
         if late:
             where = np.array([node for node, _ in late])
