@@ -90,3 +90,19 @@ async def wait_for(predicate, timeout: float, step: float = 0.02) -> float:
             raise TimeoutError
         await asyncio.sleep(step)
     return time.monotonic() - start
+
+
+def changed_report(now: float, **changes: object) -> NodeReport:
+    """:func:`full_report` sampled half a second before ``now``, with fields replaced by path:
+    ``load__pods__0__cpu_used_cores=-1`` sets ``report.load.pods[0].cpu_used_cores``."""
+    r = full_report(sample_ns=int((now - 0.5) * 1e9))
+    for path, value in changes.items():
+        target = r
+        *parts, last = path.split("__")
+        for part in parts:
+            target = target[int(part)] if part.isdigit() else getattr(target, part)
+        if last.isdigit():
+            target[int(last)] = value
+        else:
+            setattr(target, last, value)
+    return r
