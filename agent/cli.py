@@ -129,7 +129,7 @@ def make_agent(args: argparse.Namespace, *, enforce: bool,
     """The agent the flags describe, with its mode built and started (ready, or given up on after 30 s)."""
     from agent.cgroups.backend import detect_backend
     from agent.hostpaths import HostPaths
-    from agent.kubernetes.node import NodeLabels, parse_labels
+    from agent.labels import NodeLabels, parse_labels
     from agent.loop import Agent, AgentConfig
     from agent.metrics import AgentMetrics
     from agent.mode import ModeContext

@@ -30,7 +30,7 @@ from agent.cgroups.executor import Executor
 from agent.cgroups.layout import Layout
 from agent.evictor import Evictor, RecordingEvictor
 from agent.hostpaths import HostPaths
-from agent.kubernetes.node import NodeLabels
+from agent.labels import NodeLabels
 from agent.loop import LocalPods
 from agent.metrics import AgentMetrics
 from agent.pods import PodSource

@@ -16,8 +16,9 @@ from typing import Any
 from agent.cgroups.executor import Executor
 from agent.evictor import Evictor
 from agent.kubernetes.evictor import KubernetesEvictor
-from agent.kubernetes.node import NodeLabels, NodeResources, NodeTaint
+from agent.kubernetes.node import NodeResources, NodeTaint
 from agent.kubernetes.pods import KubernetesPodSource
+from agent.labels import NodeLabels
 from agent.loop import LocalPods
 from agent.mode import ModeContext, make_executor
 from agent.pods import PodSource

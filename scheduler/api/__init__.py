@@ -1,1 +1,2 @@
-"""Objects the scheduler reads (Node, Pod, PodGroup, Queue, PriorityClass) and how manifests become them."""
+"""Objects the scheduler reads (Node, Pod, PodGroup, Queue, PriorityClass), how manifests become them,
+and the checks a node's report passes before anything in it is kept (``nodereport``)."""

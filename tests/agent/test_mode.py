@@ -16,8 +16,9 @@ from agent.evictor import RecordingEvictor
 from agent.hostpaths import HostPaths
 from agent.kubernetes.evictor import KubernetesEvictor
 from agent.kubernetes.mode import KubernetesMode
-from agent.kubernetes.node import NodeLabels, NodeResources, NodeTaint
+from agent.kubernetes.node import NodeResources, NodeTaint
 from agent.kubernetes.pods import KubernetesPodSource
+from agent.labels import NodeLabels
 from agent.metrics import AgentMetrics
 from agent.mode import HostMode, ModeContext
 from agent.pods import CgroupPodSource, StaticPodSource

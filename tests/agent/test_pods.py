@@ -6,7 +6,7 @@ import pytest
 from kubernetes.client import V1Node, V1ObjectMeta
 from kubernetes.client.exceptions import ApiException
 
-from agent.kubernetes.node import NodeLabels, parse_labels
+from agent.labels import NodeLabels, parse_labels
 from agent.pods import pod_info
 from proto.model import QosLevel
 

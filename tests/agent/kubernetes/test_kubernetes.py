@@ -7,8 +7,9 @@ import time
 
 from agent.intents import Evict
 from agent.kubernetes.evictor import KubernetesEvictor
-from agent.kubernetes.node import NodeLabels, NodeTaint
+from agent.kubernetes.node import NodeTaint
 from agent.kubernetes.pods import KubernetesPodSource
+from agent.labels import NodeLabels
 from proto.model import QosLevel
 from tests.support.fake_apiserver import FakeApiServer, pod
 
