@@ -64,7 +64,7 @@ class Forecast(Plugin):
     def _needs(self, task: TaskInfo) -> list[tuple[int, int]]:
         """(resource row, column) of each batch resource the pod requests, when the plugin applies to it."""
         facts = task.facts
-        if facts is None or not facts.offline or not facts.duration:
+        if not facts.offline or not facts.duration:
             return []
         return [(res, col) for res, col in self.cols if task.req[col] > 0]
 

@@ -128,11 +128,7 @@ class Tdm(Plugin):
 
     # -- who is preemptable --------------------------------------------------------------------
     def preemptable(self, task: TaskInfo) -> bool:
-        facts = task.facts
-        if facts is not None:
-            said = facts.preemptable
-        else:
-            said = _annotation(task.pod.annotations, f"pod {task.pod.key}", task.job.uid, self.state)
+        said = task.facts.preemptable  # read (and a bad value warned about) when the snapshot was taken
         if said is not None:
             return said
         if task.pod.annotations.get(REVOCABLE_ZONE_LABEL) == "*":

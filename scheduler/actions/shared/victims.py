@@ -86,7 +86,7 @@ class RoomSearch:
 
     def _shape(self, task: TaskInfo) -> tuple:
         facts = task.facts
-        placement = (facts.numa_policy, task.pod.qos_class, facts.devices) if facts is not None else None
+        placement = (facts.numa_policy, task.pod.qos_class, facts.devices)
         return (id(task.req), task.sig, placement, task.job.queue, self.ssn.victim_key(task, self.hook))
 
     def make_room(self, stmt: Statement, task: TaskInfo, reason: str) -> bool:
