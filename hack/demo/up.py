@@ -157,6 +157,8 @@ class Demo:
         end = time.monotonic() + self.args.duration if self.args.duration else None
         while end is None or time.monotonic() < end:
             for proc, name in ((self.scheduler, "scheduler"), (self.agent, "agent")):
+                if proc.poll() == 0:  # it was asked to stop: Ctrl-C in a terminal reaches the whole process group,
+                    return            # and a child may act on it before this process does
                 if proc.poll() is not None:
                     raise SystemExit(f"the {name} exited ({proc.returncode}); see {self.state}/logs/{name}.log")
             try:

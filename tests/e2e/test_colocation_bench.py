@@ -81,7 +81,10 @@ def test_a_tiny_run_reports_every_figure() -> None:
 
 def test_ctrl_c_leaves_no_cgroup_and_no_process() -> None:
     before = _ours()
-    proc = subprocess.Popen([sys.executable, str(BENCH), *TINY], cwd=ROOT,
+    # phases long enough that the Ctrl-C lands inside phase (c) however slowly the loop below notices it began
+    # (listing every process is slow on a busy machine); with 1.5 s phases it could land in the clean-up
+    longer = [*TINY[:1], "4", *TINY[2:]]
+    proc = subprocess.Popen([sys.executable, str(BENCH), *longer], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     new: set[str] = set()
