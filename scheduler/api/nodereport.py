@@ -14,6 +14,12 @@ only when something asks for the whole report — at thousands of reports a
 second that halves the work.  The checks are annotated with the model
 classes (:class:`~proto.model.NodeReport`, :class:`~proto.model.Load`, …)
 whose field names they read.
+
+A problem names the field and shows the offending value shortened (:func:`shown`), and the whole
+message is at most :data:`MAX_MESSAGE` characters: the refusal goes back to the sender on its own
+stream, and a report built to make the answer large (a 3 MiB list, a 10 MB name) must not make it so.
+A sample time more than ``max_clock_skew_s`` (30 s) ahead of the scheduler's clock is refused: kept,
+it would make every genuine report look older than it until that time came.
 """
 
 from __future__ import annotations
@@ -43,13 +49,39 @@ class ReportLimits:
     max_containers: int = 64      # per pod
     max_evictions: int = 1000
     max_processes: int = 4096
-    max_clock_skew_s: float = 300.0
+    max_clock_skew_s: float = 30.0  # how far ahead of the scheduler's clock a sample may be dated
     min_interval_ms: int = 50
     max_interval_ms: int = 3_600_000
 
 
+#: the longest problem message check_report returns (the field and a shortened value)
+MAX_MESSAGE = 300
+_SHOWN_CHARS = 60
+_SHOWN_ITEMS = 8
+
+
 class _Problem(Exception):
     pass
+
+
+def shown(value: object) -> str:
+    """``repr(value)``, shortened to about 60 characters (a list: its first items and how many there are).
+
+    Cheap on a huge value too: only the part shown is ever turned into text.
+    """
+    if isinstance(value, str | bytes):
+        return repr(value[:_SHOWN_CHARS]) + (f"… ({len(value)} characters)" if len(value) > _SHOWN_CHARS else "")
+    if isinstance(value, Sequence):
+        text = ", ".join(shown(value[k]) for k in range(min(len(value), _SHOWN_ITEMS)))
+        text = text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS] + "…"
+        return f"[{text}]" if len(value) <= _SHOWN_ITEMS else f"[{text}, … ({len(value)} items)]"
+    text = repr(value)
+    return text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS] + "…"
+
+
+def bounded(message: str, limit: int = MAX_MESSAGE) -> str:
+    """``message`` cut to ``limit`` characters (a last guard; the checks already shorten values)."""
+    return message if len(message) <= limit else message[:limit - 1] + "…"
 
 
 def _finite(path: str, value: float, *, upper: float | None = None) -> None:
@@ -84,14 +116,14 @@ def check_report(r: NodeReport, *, now_ns: int, limits: ReportLimits = ReportLim
         _colocation(r, limits)
         _runtime(r, limits)
     except _Problem as exc:
-        return str(exc)
+        return bounded(str(exc))
     return None
 
 
 def _identity(r: NodeReport, now_ns: int, limits: ReportLimits) -> None:
     i = r.identity
     if not _NODE_NAME.fullmatch(i.node_name or ""):
-        raise _Problem(f"identity.node_name: {i.node_name!r} is not a valid node name")
+        raise _Problem(f"identity.node_name: {shown(i.node_name)} is not a valid node name")
     if i.sample_time_ns <= 0:
         raise _Problem(f"identity.sample_time_ns: must be a positive Unix time in ns, got {i.sample_time_ns}")
     if i.sample_time_ns > now_ns + limits.max_clock_skew_s * 1e9:
@@ -129,12 +161,13 @@ def _capacity(r: NodeReport, limits: ReportLimits) -> None:
                 raise _Problem(f"{path}.cpus: CPU {cpu} is out of range 0-{cpus - 1} or in two zones")
             seen_cpu.add(cpu)
         if z.distances and (len(z.distances) != len(zones) or min(z.distances) < 0):
-            raise _Problem(f"{path}.distances: need {len(zones)} non-negative distances, got {z.distances}")
+            raise _Problem(f"{path}.distances: need {len(zones)} non-negative distances, got {shown(z.distances)}")
     ids: set[int] = set()
     for k, lc in enumerate(logical):
         path = f"capacity.cpu_topology.cpus[{k}]"
         if lc.id < 0 or lc.id in ids or min(lc.socket, lc.core, lc.numa_zone) < 0:
-            raise _Problem(f"{path}: ids must be unique and nothing negative, got {lc}")
+            raise _Problem(f"{path}: ids must be unique and nothing negative, got id {lc.id} socket {lc.socket} "
+                           f"core {lc.core} numa_zone {lc.numa_zone}")
         if zones and lc.numa_zone not in seen_zone:
             raise _Problem(f"{path}.numa_zone: zone {lc.numa_zone} is not reported")
         ids.add(lc.id)
@@ -143,7 +176,7 @@ def _capacity(r: NodeReport, limits: ReportLimits) -> None:
         _natural(f"capacity.cpu_topology.{name}", getattr(t, name))
     if c.topology_policy not in TOPOLOGY_POLICIES:
         raise _Problem(f"capacity.topology_policy: must be empty or one of {', '.join(TOPOLOGY_POLICIES[1:])}, "
-                       f"got {c.topology_policy!r}")
+                       f"got {shown(c.topology_policy)}")
 
 
 def _processes(path: str, procs: Sequence[DeviceProcess], limits: ReportLimits) -> None:
@@ -160,7 +193,7 @@ def _devices(r: NodeReport, zones: int, limits: ReportLimits) -> None:
     for k, g in enumerate(gpus):
         path = f"devices.gpus[{k}]"
         if g.index < 0 or g.index in indices or not g.uuid or g.uuid in uuids:
-            raise _Problem(f"{path}: index and uuid must be set and unique, got index {g.index} uuid {g.uuid!r}")
+            raise _Problem(f"{path}: index and uuid must be set and unique, got index {g.index} uuid {shown(g.uuid)}")
         indices.add(g.index)
         uuids.add(g.uuid)
         _natural(f"{path}.memory_total_bytes", g.memory_total_bytes)
@@ -244,7 +277,7 @@ def _pod_details(lo: Load, uids: set[str], limits: ReportLimits) -> None:
         for k, d in enumerate(details):
             path = f"load.pod_details[{k}]"
             if d.uid not in uids:
-                raise _Problem(f"{path}.uid: names no pod in load.pods, got {d.uid!r}")
+                raise _Problem(f"{path}.uid: names no pod in load.pods, got {shown(d.uid)}")
             items.append((path, d))
         if len(items) != len({d.uid for d in details}):
             raise _Problem("load.pod_details: a pod has more than one entry")
@@ -278,7 +311,7 @@ CONTAINER_STATES = ("waiting", "running", "terminated")
 def _new_uid(path: str, uid: str, seen: set[str]) -> None:
     """A pod uid that is set and not seen before in its list (then remembered)."""
     if not uid or uid in seen:
-        raise _Problem(f"{path}.uid: must be set and unique, got {uid!r}")
+        raise _Problem(f"{path}.uid: must be set and unique, got {shown(uid)}")
     seen.add(uid)
 
 
@@ -293,12 +326,12 @@ def _runtime(r: NodeReport, limits: ReportLimits) -> None:
         path = f"runtime[{k}]"
         _new_uid(path, p.uid, seen)
         if p.phase not in POD_PHASES:
-            raise _Problem(f"{path}.phase: must be one of {', '.join(POD_PHASES)}, got {p.phase!r}")
+            raise _Problem(f"{path}.phase: must be one of {', '.join(POD_PHASES)}, got {shown(p.phase)}")
         _natural(f"{path}.restarts", p.restarts)
         _at_most(f"{path}.containers", p.containers, limits.max_containers, "containers")
         for j, c in enumerate(p.containers):
             if c.state not in CONTAINER_STATES:
                 raise _Problem(f"{path}.containers[{j}].state: must be one of {', '.join(CONTAINER_STATES)}, "
-                               f"got {c.state!r}")
+                               f"got {shown(c.state)}")
             _natural(f"{path}.containers[{j}].restarts", c.restarts)
 

@@ -20,6 +20,7 @@ BAD = [
     ("invalid node name", {"identity__node_name": "Node_A"}, "identity.node_name"),
     ("no sample time", {"identity__sample_time_ns": 0}, "identity.sample_time_ns"),
     ("sample from the future", {"identity__sample_time_ns": int((NOW + 3600) * 1e9)}, "in the future"),
+    ("sample 31 s ahead", {"identity__sample_time_ns": int((NOW + 31) * 1e9)}, "31s in the future (clock skew over 30s)"),
     ("interval too short", {"identity__report_interval_ms": 1}, "identity.report_interval_ms"),
     ("no CPUs", {"capacity__cpu_millis": 0}, "a node needs CPUs and memory"),
     ("negative memory", {"capacity__memory_bytes": -1}, "a node needs CPUs and memory"),
@@ -65,6 +66,35 @@ def test_bad_reports_are_refused_with_the_field(changes, needle) -> None:
 
 def test_a_good_report_passes() -> None:
     assert check_report(report(), now_ns=int(NOW * 1e9)) is None
+    assert check_report(report(identity__sample_time_ns=int((NOW + 29) * 1e9)), now_ns=int(NOW * 1e9)) is None
+
+
+BIG = 3 * 2**20
+LARGE = [
+    ("3 MiB distances", {"capacity__numa_zones__0__distances": [-1] * BIG}, "capacity.numa_zones[0].distances"),
+    ("10 MB node name", {"identity__node_name": "N" * 10_000_000}, "identity.node_name"),
+    ("3 MiB topology policy", {"capacity__topology_policy": "x" * BIG}, "capacity.topology_policy"),
+    ("3 MiB GPU uuid repeated", {"devices__gpus__0__uuid": "g" * BIG, "devices__gpus__1__uuid": "g" * BIG},
+     "devices.gpus[1]"),
+    ("3 MiB runtime phase", {"runtime__0__phase": "p" * BIG}, "runtime[0].phase"),
+    ("3 MiB container state", {"runtime__0__containers__0__state": "s" * BIG}, "runtime[0].containers[0].state"),
+    ("3 MiB uid repeated", {"load__pods__0__uid": "u" * BIG, "load__pods__1__uid": "u" * BIG}, "load.pods[1].uid"),
+]
+
+
+@pytest.mark.parametrize("changes,field", [c[1:] for c in BAD + LARGE], ids=[c[0] for c in BAD + LARGE])
+def test_a_problem_is_short_names_the_field_and_shortens_the_value(changes, field) -> None:
+    """Issue 13 item 8: the refusal goes back to the sender; a large value must not make it large."""
+    message = check_report(report(**changes), now_ns=int(NOW * 1e9))
+    assert message is not None and len(message) <= 300 and field in message, message[:400]
+
+
+def test_values_are_shown_shortened() -> None:
+    from scheduler.api.nodereport import shown
+
+    assert shown("web") == "'web'" and shown([10, 21]) == "[10, 21]" and shown(2.5) == "2.5"
+    assert shown("x" * 100) == repr("x" * 60) + "… (100 characters)"
+    assert shown(list(range(BIG))) == f"[0, 1, 2, 3, 4, 5, 6, 7, … ({BIG} items)]"
 
 
 def test_pod_detail_on_the_wire_must_name_a_listed_pod_once() -> None:
