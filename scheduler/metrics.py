@@ -27,8 +27,12 @@ class SchedulerMetrics:
                                       registry=r)
         self.reports = Counter("scoria_scheduler_reports_total", "Node reports accepted into the cache", registry=r)
         self.reports_refused = Counter("scoria_scheduler_reports_refused_total",
-                                       "Node reports refused, by reason (content, order, identity, unknown-node)",
+                                       "Node reports refused, by reason (content, order, identity, unknown-node, undecodable)",
                                        ["reason"], registry=r)
+        self.entries_ignored = Counter(
+            "scoria_scheduler_report_entries_ignored_total",
+            "Per-pod entries of accepted reports ignored because they name a pod bound to another node, by field",
+            ["field"], registry=r)
         self.report_latency = Histogram("scoria_scheduler_report_to_cache_seconds",
                                         "From the agent's sample time to the report being in the cache",
                                         buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10), registry=r)
@@ -72,3 +76,6 @@ class SchedulerMetrics:
 
     def report_refused(self, reason: str) -> None:
         self.reports_refused.labels(reason).inc()
+
+    def report_entries_ignored(self, field: str, count: int) -> None:
+        self.entries_ignored.labels(field).inc(count)

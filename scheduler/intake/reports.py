@@ -2,11 +2,29 @@
 
 :class:`ReportIntake` owns the per-stream state (which node a stream speaks
 for, its last sequence number), checks each report (identity, ordering,
-content), keeps accepted ones in the cache and answers with a directive.  A
-refused report changes nothing and is answered with an ``INVALID_ARGUMENT``
-ack on the same stream, which stays open; only a stream that speaks for a node
-its client certificate does not name, or one superseded by a newer stream
-from the same node, is closed.  :mod:`scheduler.intake.server` is the gRPC glue.
+content), keeps accepted ones in the cache and answers with a directive.
+:mod:`scheduler.intake.server` is the gRPC glue.
+
+What a report can and cannot do:
+
+* A refused report changes nothing — not the cache, not its own stream's state,
+  not another stream — and is answered with an ``INVALID_ARGUMENT`` ack of at
+  most :data:`~scheduler.api.nodereport.MAX_MESSAGE` characters on the same
+  stream, which stays open.  A stream takes its node (and replaces an older
+  stream of that node) only with its first *accepted* report, so a client that
+  sends a bad or stale report in a node's name never ends that node's stream.
+* Only a bad stream is closed: one whose client certificate does not name the
+  node it reports for (``PERMISSION_DENIED``, that stream only), one replaced
+  by a newer stream whose report was accepted for the same node
+  (``ALREADY_EXISTS``), and every stream of a replica that is not the leader.
+* A report speaks only of its own node's pods.  Per-pod entries that name a
+  pod the scheduler knows as bound to another node are dropped before the
+  report is kept (``colocation.evictions``, ``runtime``), counted in
+  ``scoria_scheduler_report_entries_ignored_total{field}`` and logged once per
+  stream; the rest of the report is kept, since a pod that just moved is no
+  reason to lose a node's figures.  ``load.pods`` is left as it is: its usage
+  only ever counts toward the reporting node's own load (which that node
+  reports anyway), and nothing reads it by uid.
 """
 
 from __future__ import annotations
@@ -22,7 +40,7 @@ from typing import Any
 import grpc
 
 from proto.model import Ack, Directive, NodeReport, QosProfile
-from scheduler.api.nodereport import ReportLimits, check_report
+from scheduler.api.nodereport import ReportLimits, bounded, check_report, shown
 from scheduler.cluster.cache import ClusterCache
 from scheduler.metrics import SchedulerMetrics
 
@@ -36,6 +54,7 @@ class CloseStream(Exception):
     """The stream must end with this status (not a bad report: a bad stream)."""
 
     def __init__(self, code: grpc.StatusCode, message: str):
+        message = bounded(message)
         super().__init__(message)
         self.code, self.message = code, message
 
@@ -53,6 +72,7 @@ class StreamState:
     unacked: int = 0  # accepted reports since the last ack
     superseded: bool = False
     peer: str = ""
+    warned_foreign: bool = False  # said once that this stream named another node's pods
 
 
 class ProfileSource:
@@ -115,46 +135,54 @@ class ReportIntake:
         """
         if not self.accepting():
             raise CloseStream(grpc.StatusCode.UNAVAILABLE, "this scheduler replica is not the leader: reconnect")
+        if stream.superseded:
+            raise CloseStream(grpc.StatusCode.ALREADY_EXISTS,
+                              f"a newer stream from node {stream.node} replaced this one")
         now = self.clock()
         name = report.identity.node_name
-        self._claim(stream, name)
+        if stream.allowed_names is not None and name not in stream.allowed_names:
+            self.metrics.report_refused("identity")
+            raise CloseStream(grpc.StatusCode.PERMISSION_DENIED,
+                              f"identity.node_name: the client certificate does not name node {shown(name)}")
         if capacity_key is None:
             capacity_key = id(report.capacity)
         problem = self._problem(stream, report, now, capacity_key)
-        if problem is None and not self.cache.accept_report(report, now, register=self.register_nodes,
-                                                            decode=decode, capacity_key=capacity_key):
-            problem = (f"identity.node_name: node {name!r} is unknown to the scheduler (create the Node, or run "
-                       "the scheduler with --register-nodes)", "unknown-node")
+        dropped: list[tuple[str, list[str]]] = []
+        if problem is None:
+            dropped = self._drop_foreign(name, report)
+            if not self.cache.accept_report(report, now, register=self.register_nodes, decode=decode,
+                                            capacity_key=capacity_key):
+                problem = (f"identity.node_name: node {name!r} is unknown to the scheduler (create the Node, or run "
+                           "the scheduler with --register-nodes)", "unknown-node")
         seq = report.identity.sequence
         if problem is not None:
-            message, reason = problem
+            message, reason = bounded(problem[0]), problem[1]
             self.metrics.report_refused(reason)
-            log.debug("refused report %d from %s: %s", seq, stream.peer or name, message)
+            log.debug("refused report %d from %s: %s", seq, stream.peer or shown(name), message)
             return Directive(ack=Ack(seq, INVALID_ARGUMENT, message))
+        # accepted: only now does the stream take its node (and replace an older stream of it)
         first = stream.last_sequence is None
+        self._claim(stream, name)
         stream.boot_id, stream.last_sequence = report.identity.boot_id, seq
+        stream.checked_capacity = capacity_key
+        if dropped:
+            self._ignored(stream, name, dropped)
         evictions = len(report.colocation.evictions)
         self.metrics.report_accepted(max(0.0, now - report.identity.sample_time_ns / 1e9), evictions=evictions)
         profile = self._profile_update(stream)
         actions = self.pod_actions(name, report) if self.pod_actions is not None else []
         stream.unacked += 1
-        if first or evictions or profile is not None or actions or stream.unacked >= self.ack_every:
+        # evictions (ignored ones too) are acked at once: the agent resends them until they are
+        evictions_sent = evictions or any(field_name == "colocation.evictions" for field_name, _ in dropped)
+        if first or evictions_sent or profile is not None or actions or stream.unacked >= self.ack_every:
             stream.unacked = 0
             return Directive(ack=Ack(seq, OK), qos_profile=profile, pod_actions=actions)
         return None
 
     def _claim(self, stream: StreamState, name: str) -> None:
-        if stream.superseded:
-            raise CloseStream(grpc.StatusCode.ALREADY_EXISTS,
-                              f"a newer stream from node {stream.node} replaced this one")
+        """The stream's first accepted report: it speaks for ``name`` from now on, and replaces an older one."""
         if stream.node is not None:
             return
-        if stream.allowed_names is not None and name not in stream.allowed_names:
-            self.metrics.report_refused("identity")
-            raise CloseStream(grpc.StatusCode.PERMISSION_DENIED,
-                              f"the client certificate does not name node {name!r}")
-        if not name:
-            return  # refused below as invalid; the stream stays unclaimed
         old = self.streams.get(name)
         if old is not None and old is not stream:
             old.superseded = True
@@ -164,8 +192,8 @@ class ReportIntake:
 
     def _problem(self, stream: StreamState, report: Any, now: float, capacity_key: object) -> tuple[str, str] | None:
         ident = report.identity
-        if stream.node is not None and ident.node_name != stream.node:  # None: no name yet, checked below
-            return (f"identity.node_name: this stream reports for node {stream.node!r}, not {ident.node_name!r}",
+        if stream.node is not None and ident.node_name != stream.node:  # None: nothing accepted yet
+            return (f"identity.node_name: this stream reports for node {stream.node!r}, not {shown(ident.node_name)}",
                     "identity")
         if (stream.last_sequence is not None and ident.boot_id == stream.boot_id
                 and ident.sequence <= stream.last_sequence):
@@ -178,8 +206,42 @@ class ReportIntake:
                                capacity_checked=capacity_key == stream.checked_capacity)
         if message:
             return message, "content"
-        stream.checked_capacity = capacity_key
         return None
+
+    def _drop_foreign(self, node: str, report: Any) -> list[tuple[str, list[str]]]:
+        """Drop the per-pod entries that name a pod bound to another node (see the module docstring);
+        which, by field.
+
+        Evictions are rare and the runtime list exists only in embedded mode, so
+        this costs nothing on most reports.  The entries are deleted from the
+        received report itself (a protobuf repeated field or a list), before
+        anything keeps it.
+        """
+        pods = self.cache.pods
+        lists: tuple[tuple[str, Any, Callable[[Any], str]], ...] = (
+            ("colocation.evictions", report.colocation.evictions, _eviction_uid),
+            ("runtime", getattr(report, "runtime", ()), _runtime_uid))
+        dropped = []
+        for field_name, entries, uid_of in lists:
+            if not len(entries) or not pods:
+                continue
+            foreign = [k for k, entry in enumerate(entries)
+                       if (pod := pods.get(uid_of(entry))) is not None and pod.node_name and pod.node_name != node]
+            if foreign:
+                dropped.append((field_name, [uid_of(entries[k]) for k in foreign]))
+                for k in reversed(foreign):
+                    del entries[k]
+        return dropped
+
+    def _ignored(self, stream: StreamState, node: str, dropped: list[tuple[str, list[str]]]) -> None:
+        """Count what an accepted report said of other nodes' pods; say so once per stream."""
+        for field_name, uids in dropped:
+            self.metrics.report_entries_ignored(field_name, len(uids))
+            if not stream.warned_foreign:
+                stream.warned_foreign = True
+                log.warning("node %s reported %d %s entr%s for pods bound to other nodes (%s): ignored "
+                            "(said once per stream)", node, len(uids), field_name, "y" if len(uids) == 1 else "ies",
+                            shown(uids))
 
     def _profile_update(self, stream: StreamState) -> QosProfile | None:
         profile = self.profiles.current() if self.profiles else None
@@ -199,3 +261,11 @@ class ReportIntake:
         stale = sum(1 for t in list(self.cache.telemetry.values()) if t.stale(now, self.cache.stale_intervals))
         self.metrics.stale_nodes.set(stale)
         return stale
+
+
+def _eviction_uid(entry: Any) -> str:
+    return str(entry.pod_uid)
+
+
+def _runtime_uid(entry: Any) -> str:
+    return str(entry.uid)
