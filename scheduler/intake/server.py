@@ -5,6 +5,12 @@ decoded with :mod:`proto.codec` and handed to :class:`ReportIntake`.  TLS is
 the default; with a client CA the agents must present certificates, and a
 certificate names the node it may report for.  Plaintext is refused unless
 asked for, and only on a loopback address unless forced.
+
+A message that does not decode as a ``NodeReport`` (garbage, another message's
+bytes) ends its own stream with ``INVALID_ARGUMENT`` and a short message naming
+which message it was; nothing is logged above DEBUG for it, and no other stream
+notices.  (gRPC's own deserializer would end the stream with ``UNKNOWN`` and log
+a traceback for every such message.)
 """
 
 from __future__ import annotations
@@ -20,11 +26,13 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from google.protobuf.message import DecodeError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from proto import codec
 from proto.errors import InputError
 from proto.scoria.v1 import agent_pb2_grpc
+from scheduler.api.nodereport import bounded
 from scheduler.intake.reports import CloseStream, ReportIntake, StreamState
 
 log = logging.getLogger(__name__)
@@ -84,6 +92,31 @@ def peer_names(context: grpc.aio.ServicerContext) -> frozenset[str]:
     return frozenset(names)
 
 
+class Undecodable:
+    """What the stream's deserializer hands on for bytes that are not a NodeReport."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: str):
+        self.error = error
+
+
+def decode_report(data: bytes) -> Any:
+    """A received message as a NodeReport, or :class:`Undecodable` (never raises: see the module docstring)."""
+    try:
+        return codec.pb.NodeReport.FromString(data)
+    except DecodeError as exc:
+        return Undecodable(str(exc) or "the wire format is corrupt")
+
+
+def add_agent_service(service: AgentService, server: grpc.aio.Server) -> None:
+    """Register ``NodeAgent`` as the generated code does, but with :func:`decode_report` as the deserializer."""
+    handlers = {"Connect": grpc.stream_stream_rpc_method_handler(
+        service.Connect, request_deserializer=decode_report,
+        response_serializer=codec.pb.Directive.SerializeToString)}
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
+
+
 class AgentService(agent_pb2_grpc.NodeAgentServicer):
     def __init__(self, intake: ReportIntake, *, check_identity: bool):
         self.intake = intake
@@ -96,12 +129,19 @@ class AgentService(agent_pb2_grpc.NodeAgentServicer):
         stream = StreamState(allowed_names=peer_names(context) if self.check_identity else None, peer=context.peer())
         decoder = codec.ReportDecoder()
         read, write, receive, key_of = context.read, context.write, self.intake.receive, decoder.capacity_key
+        received = 0
         try:
             while True:
                 message = await read()
                 # grpc-stubs declares EOFType but not the grpc.aio.EOF sentinel grpcio has
                 if message is grpc.aio.EOF:  # type: ignore[attr-defined]
                     break
+                received += 1
+                if type(message) is Undecodable:
+                    self.intake.metrics.report_refused("undecodable")
+                    log.debug("undecodable message %d from %s: %s", received, stream.peer, message.error)
+                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                        bounded(f"message {received} is not a scoria.v1.NodeReport: {message.error}"))
                 key = key_of(message)
                 try:
                     # validated as received; the dataclasses are built only if something needs them
@@ -145,8 +185,8 @@ class AgentServer:
     async def start(self) -> int:
         """Bind and serve (built here: grpc.aio needs the running event loop)."""
         self.server = grpc.aio.server(options=SERVER_OPTIONS)
-        agent_pb2_grpc.add_NodeAgentServicer_to_server(
-            AgentService(self.intake, check_identity=bool(self.tls and self.tls.client_ca)), self.server)
+        add_agent_service(AgentService(self.intake, check_identity=bool(self.tls and self.tls.client_ca)),
+                          self.server)
         # grpc_health-stubs lacks health.aio (grpcio-health-checking's asyncio servicer, grpc_health.v1._async)
         self.health = health.aio.HealthServicer()  # type: ignore[attr-defined]
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)

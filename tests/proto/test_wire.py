@@ -251,3 +251,78 @@ def test_certificates_not_there_yet_are_retried_not_the_end_of_reporting(tmp_pat
         await asyncio.wait_for(task, 5)
 
     asyncio.run(scenario())
+
+
+GARBAGE = [
+    ("undecodable bytes", b"\xff\xff\xff\xff garbage"),
+    ("bad UTF-8 in node_name", bytes([0x0A, 0x03, 0x0A, 0x01, 0xFF])),
+    ("truncated report", codec.report_to_pb(full_report()).SerializeToString()[:-7]),
+    ("a Directive", codec.directive_to_pb(Directive(Ack(1, 2, "hello"))).SerializeToString()),
+    ("empty message", b""),
+]
+
+
+def _send_raw(port: int, messages: list[bytes]) -> tuple[grpc.StatusCode | None, str, list[Directive]]:
+    """One stream of raw messages (the blocking client: grpc.aio's own may report its unsent writes as INTERNAL)."""
+    replies: list[Directive] = []
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        connect = channel.stream_stream("/scoria.v1.NodeAgent/Connect")
+        try:
+            for raw in connect(iter(messages), timeout=10):
+                replies.append(codec.directive_from_pb(codec.pb.Directive.FromString(raw)))
+        except grpc.RpcError as exc:
+            return exc.code(), exc.details() or "", replies
+    return None, "", replies
+
+
+async def _garbage() -> dict[str, tuple[grpc.StatusCode | None, str, list[Directive]]]:
+    async with running_server() as (_, intake, port):
+        real = ReportClient(ClientOptions(f"127.0.0.1:{port}", interval=0.05, insecure=True))
+        real.publish(full_report())
+        stop = asyncio.Event()
+        task = asyncio.create_task(real.run(stop))
+        await wait_for(lambda: real.stats["acked"] >= 1, 5)
+        outcomes = {name: await asyncio.to_thread(_send_raw, port, [data] * 3) for name, data in GARBAGE}
+        assert set(intake.cache.telemetry) == {"node-a"}  # none of the garbage was kept
+        acked = real.stats["acked"]
+        await wait_for(lambda: real.stats["acked"] > acked, 5)
+        assert real.stats["connects"] == 1 and real.connected  # the real agent never noticed
+        stop.set()
+        await task
+    return outcomes
+
+
+def test_garbage_on_the_stream_ends_it_with_invalid_argument_and_no_traceback(caplog) -> None:
+    """Issue 13 item 8: not UNKNOWN and a traceback per message, but INVALID_ARGUMENT and a short message."""
+    import logging
+    caplog.set_level(logging.INFO)
+    outcomes = asyncio.run(_garbage())
+    for name in ("undecodable bytes", "bad UTF-8 in node_name", "truncated report"):
+        code, details, replies = outcomes[name]
+        assert code == grpc.StatusCode.INVALID_ARGUMENT and not replies, (name, code, details)
+        assert details.startswith("message 1 is not a scoria.v1.NodeReport") and len(details) <= 300
+    for name in ("a Directive", "empty message"):  # they parse, as nonsense: refused like any bad report
+        code, details, replies = outcomes[name]
+        assert code is None and [d.ack.code for d in replies] == [3, 3, 3], (name, code, details)
+        assert all(d.ack.message.startswith("identity.node_name") for d in replies)
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info], caplog.text
+
+
+async def _large_refusal() -> tuple[int, int]:
+    async with running_server() as (_, _, port):
+        client = ReportClient(ClientOptions(f"127.0.0.1:{port}", interval=0.05, insecure=True))
+        bad = full_report()
+        bad.capacity.numa_zones[0].distances = [10] * (3 * 2**20)  # a 3 MiB list on the wire
+        client.publish(bad)
+        stop = asyncio.Event()
+        task = asyncio.create_task(client.run(stop))
+        await wait_for(lambda: client.stats["refused"] >= 2, 10)
+        stop.set()
+        await task
+        return len(client.last_refusal or ""), client.stats["connects"]
+
+
+def test_a_refusal_never_echoes_a_large_value() -> None:
+    """Issue 13 item 8: a 3 MiB list made a 6 MiB answer that broke the stream."""
+    length, connects = asyncio.run(_large_refusal())
+    assert 0 < length <= 300 and connects == 1
