@@ -88,6 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
     emb.add_argument("--api-port", type=int, default=50052, metavar="PORT",
                      help="the control endpoint on 127.0.0.1 (default 50052; 0 picks a free one)")
     emb.add_argument("--api-port-file", metavar="FILE", help="write the control port here once listening")
+    emb.add_argument("--agent-state", metavar="DIR",
+                     help="the agent's --state: pod logs are read from DIR/logs/<namespace>_<name>_<uid>/, never "
+                          "from where a report says (default: --state DIR/agent)")
     kube = srv.add_argument_group("Kubernetes mode (the cluster's objects from the API server)")
     kube.add_argument("--kubernetes", action="store_true",
                       help="watch the API server and bind through it (else: nodes register by reporting)")
@@ -169,7 +172,8 @@ def select_mode(args: argparse.Namespace) -> Mode:
     if args.embedded:
         from scheduler.modes.embedded.mode import EmbeddedMode
         return EmbeddedMode(Path(args.state_dir), api_port=args.api_port,
-                            api_port_file=Path(args.api_port_file) if args.api_port_file else None)
+                            api_port_file=Path(args.api_port_file) if args.api_port_file else None,
+                            agent_state=Path(args.agent_state) if args.agent_state else None)
     if args.kubernetes:
         from scheduler.modes.kubernetes import mode as kubernetes
         client = kubernetes.api_client(kubeconfig=args.kubeconfig, in_cluster=args.in_cluster)

@@ -96,6 +96,7 @@ class Demo:
         with open(self.state / "logs" / "scheduler.log", "w") as log:  # the child has its own descriptor
             self.scheduler = subprocess.Popen(
                 [PY, "-m", "scheduler", "-v", "serve", "--embedded", "--state", str(self.state / "scheduler"),
+                 "--agent-state", str(self.state / "agent"),
                  "--insecure", "--listen", "127.0.0.1:0", "--port-file", str(self.state / "port"),
                  "--api-port", "0", "--api-port-file", str(self.state / "api"), "--metrics-port", "0",
                  "--config", str(CONFIG), "--schedule-interval", "0.5"],

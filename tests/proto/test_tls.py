@@ -101,3 +101,68 @@ def test_insecure_only_on_loopback(listen: str, insecure: bool, remote: bool, er
 def test_insecure_remote_can_be_forced() -> None:
     intake = ReportIntake(ClusterCache(), SchedulerMetrics())
     AgentServer(intake, listen="0.0.0.0:0", tls=None, insecure=True, allow_insecure_remote=True)
+
+
+def test_a_node_certificate_cannot_speak_for_another_nodes_pods(certs: Path, tmp_path: Path) -> None:
+    """Issue 13 item 2: node-a, with its own valid certificate, says node-b's pod succeeded and keeps its logs
+    in /root/.ssh; node-a's certificate reporting as node-b is refused on that stream only."""
+    import yaml
+
+    from proto.model import ContainerRuntime, PodRuntime
+    from scheduler.api.loader import iter_text
+    from scheduler.modes.embedded.mode import Embedded
+    from scheduler.modes.embedded.store import Store
+    from tests.support.builders import pod
+
+    cache = ClusterCache()
+    emb = Embedded(cache, Store(tmp_path / "store.sqlite"), agent_state=tmp_path / "agent")
+    emb.apply(list(iter_text(yaml.safe_dump(pod("web")), "web.yaml")))
+    web = next(iter(cache.pods.values()))
+    emb.effects.bind(web, "node-b", {})
+
+    def report(node: str, phase: str, log_dir: str, message: str = ""):
+        r = full_report(node)
+        r.colocation.evictions = []
+        r.runtime = [PodRuntime(web.uid, "default", "web", phase, "Completed" if message else "", message, 0, 1,
+                                log_dir, [ContainerRuntime("main", "running" if phase == "Running" else "terminated")])]
+        return r
+
+    def status() -> dict:
+        return emb.store.get("Pod", "default/web").status
+
+    async def scenario() -> None:
+        intake = ReportIntake(cache, SchedulerMetrics(), register_nodes=True, pod_actions=emb.pod_actions)
+        server = AgentServer(intake, listen="127.0.0.1:0", tls=mtls(certs))
+        port = await server.start()
+        stop = asyncio.Event()
+        tasks = []
+        try:
+            b = ReportClient(options(certs, port, "node-b"))
+            b.publish(report("node-b", "Running", ""))
+            tasks.append(asyncio.create_task(b.run(stop)))
+            await wait_for(lambda: b.stats["acked"] >= 1 and "runtime" in status(), 5)
+            recorded = status()
+            a = ReportClient(options(certs, port, "node-a"))
+            a.publish(report("node-a", "Succeeded", "/root/.ssh", "forged by node-a"))
+            tasks.append(asyncio.create_task(a.run(stop)))
+            as_b = ReportClient(options(certs, port, "node-a"))  # node-a's certificate, node-b's name
+            as_b.publish(report("node-b", "Succeeded", "/root/.ssh", "forged by node-a"))
+            tasks.append(asyncio.create_task(as_b.run(stop)))
+            await wait_for(lambda: a.stats["acked"] >= 1 and as_b.stats["connects"] >= 2, 5)
+            acked_b = b.stats["acked"]
+            await asyncio.sleep(0.3)  # several more forged reports
+            assert (web.node_name, web.phase, web.reason) == ("node-b", "Running", None)
+            assert status() == recorded and status()["phase"] == "Running"
+            assert status()["runtime"]["logDir"] == str(tmp_path / "agent" / "logs" / f"default_web_{web.uid}")
+            assert intake.metrics.registry.get_sample_value("scoria_scheduler_report_entries_ignored_total",
+                                                            {"field": "runtime"}) >= 1
+            assert as_b.stats["acked"] == 0  # refused, and only on its own stream:
+            assert b.connected and b.stats["connects"] == 1 and b.stats["refused"] == 0
+            await wait_for(lambda: b.stats["acked"] > acked_b, 5)
+            assert intake.streams["node-b"] is not None and intake.streams["node-a"] is not None
+        finally:
+            stop.set()
+            await asyncio.gather(*tasks)
+            await server.stop(0.2)
+
+    asyncio.run(scenario())

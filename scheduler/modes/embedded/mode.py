@@ -14,7 +14,17 @@
   (pods bound to it) with what its runtime says runs: START what is missing,
   STOP what was deleted, EVICT what was evicted — level-triggered, so an agent
   or scheduler restart converges without duplicates; the runtime's phases
-  (Running, Succeeded, Failed, restarts, logs) are recorded on the pods.
+  (Running, Succeeded, Failed, restarts) are recorded on the pods.
+
+A node's report speaks only of the pods bound to that node: a runtime entry for
+a pod bound elsewhere, or to no node, is not recorded (whatever phase it
+claims) and the node is told to STOP it, since nothing unbound runs there.
+Where a pod's logs are is not taken from the report either: the scheduler
+knows the agent's log folder (``serve --embedded --agent-state DIR``, default
+``--state``/agent, as the README lays it out) and names each pod's folder the
+way the agent's runtime does (``logs/<namespace>_<name>_<uid>``,
+:meth:`Embedded.pod_log_dir`); the report's ``logDir`` is only compared with
+it, and a difference is logged.
 """
 
 from __future__ import annotations
@@ -33,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 from proto.model import PodAction, PodActionKind
 from scheduler.api.loader import Workload, check_references
 from scheduler.api.manifests import ManifestError, parse_object
+from scheduler.api.nodereport import shown
 from scheduler.api.objects import Condition, Node, Pod, PodGroup, PriorityClass, Queue
 from scheduler.cluster.cache import ClusterCache
 from scheduler.cluster.effects import CacheEffects
@@ -49,6 +60,8 @@ log = logging.getLogger(__name__)
 
 RESEND_START_S = 5.0  # a START not reflected in the node's runtime yet is sent again after this
 FINISHED = ("Succeeded", "Failed")
+AGENT_STATE = "agent"  # the agent's --state under the scheduler's, unless serve --agent-state says otherwise
+MAX_RUNTIME_TEXT = 1024  # a runtime reason or message is kept up to this many characters
 _KIND_OF = {Pod: "Pod", PodGroup: "PodGroup", Queue: "Queue", PriorityClass: "PriorityClass", Node: "Node"}
 
 
@@ -60,10 +73,14 @@ def key_of(manifest: dict) -> str:
 
 
 class Embedded:
-    def __init__(self, cache: ClusterCache, store: Store, *, clock: Callable[[], float] = time.time):
+    def __init__(self, cache: ClusterCache, store: Store, *, clock: Callable[[], float] = time.time,
+                 agent_state: Path | None = None):
         self.cache, self.store, self.clock = cache, store, clock
+        #: the agent's pod log folder (its --state DIR/logs): logs are read here, never where a report says
+        self.log_root = (Path(agent_state) if agent_state is not None else store.path.parent / AGENT_STATE).absolute() / "logs"
         self._lock = threading.Lock()
         self._started: dict[str, float] = {}  # pod uid -> when START was last sent
+        self._warned: set[tuple[str, str]] = set()  # (node, what) said once
         self.effects = EmbeddedEffects(self)
 
     # -- the store into the cache ----------------------------------------------------------------
@@ -188,6 +205,12 @@ class Embedded:
         return next((p for p in self.cache.pods.values() if p.key == key), None)
 
     # -- reconciling with a node's runtime ---------------------------------------------------------------
+    def pod_log_dir(self, namespace: str, name: str, uid: str) -> Path | None:
+        """Where the agent's runtime writes a pod's logs (``agent.embedded.records.StateDir.log_dir``), or
+        None for a name that cannot be a folder of the log root."""
+        folder = f"{namespace}_{name}_{uid}"
+        return None if "/" in folder or "\0" in folder else self.log_root / folder
+
     def pod_actions(self, node: str, view: Any) -> list[PodAction]:
         """What ``node``'s agent should do, given the pods its runtime reports (``view.runtime``)."""
         runtime = {p.uid: p for p in getattr(view, "runtime", ())}
@@ -202,7 +225,13 @@ class Embedded:
                 if pod is None:  # deleted here (or never ours): it must not run
                     actions.append(PodAction(PodActionKind.STOP, uid, r.namespace, r.name, "deleted"))
                     continue
-                changes.extend(self._observe(pod, r))
+                if pod.node_name != node:  # not this node's to speak of, nor to run
+                    self._warn_once(node, "foreign", "node %s reports pod %s, which is %s; not recorded, told to "
+                                    "stop it (said once per node)", node, pod.key,
+                                    f"bound to {pod.node_name}" if pod.node_name else "not bound")
+                    actions.append(PodAction(PodActionKind.STOP, uid, pod.namespace, pod.name, "not bound to this node"))
+                    continue
+                changes.extend(self._observe(node, pod, r))
                 stored = self.store.get("Pod", pod.key)
                 status = stored.status if stored else {}
                 if status.get("deleting"):
@@ -233,18 +262,35 @@ class Embedded:
                 self._started.pop(pod.uid, None)
         return actions
 
-    def _observe(self, pod: Pod, r: Any) -> list[tuple[str, str, dict]]:
-        """Record what the runtime says of a pod: phase, reason, restarts, where its logs are."""
+    def _observe(self, node: str, pod: Pod, r: Any) -> list[tuple[str, str, dict]]:
+        """Record what ``node``'s runtime says of a pod bound to it: phase, reason, restarts, containers.
+
+        The log folder recorded is the scheduler's own (:meth:`pod_log_dir`); the report's is only compared.
+        """
+        log_dir = self.pod_log_dir(pod.namespace, pod.name, pod.uid)
+        if r.log_dir and r.log_dir != str(log_dir):
+            self._warn_once(node, "log-dir", "node %s's agent writes pod logs to %s, not under %s: `logs` reads only "
+                            "the latter (serve --agent-state DIR names the agent's --state; said once per node)",
+                            node, shown(r.log_dir), self.log_root)
         containers = [{"name": c.name, "state": c.state, "exitCode": c.exit_code, "restarts": c.restarts,
                        "pid": c.pid} for c in r.containers]
-        fields: dict[str, Any] = {"runtime": {"phase": r.phase, "reason": r.reason, "message": r.message,
-                                              "restarts": r.restarts, "logDir": r.log_dir, "containers": containers}}
+        reason, message = r.reason[:MAX_RUNTIME_TEXT], r.message[:MAX_RUNTIME_TEXT]
+        fields: dict[str, Any] = {"runtime": {"phase": r.phase, "reason": reason, "message": message,
+                                              "restarts": r.restarts, "logDir": str(log_dir) if log_dir else None,
+                                              "containers": containers}}
         if r.phase in FINISHED and pod.phase not in FINISHED:
-            reason = f"{r.reason}: {r.message}" if r.message else r.reason
+            reason = f"{reason}: {message}" if message else reason
             fields.update(phase=r.phase, reason=reason or None)
             pod.phase, pod.reason = r.phase, reason or None
             self.cache.generation += 1
         return [("Pod", pod.key, fields)]
+
+    def _warn_once(self, node: str, what: str, message: str, *args: object) -> None:
+        if (node, what) in self._warned:
+            log.debug(message, *args)
+            return
+        self._warned.add((node, what))
+        log.warning(message, *args)
 
     def _stop(self, pod: Pod, kind: PodActionKind, reason: str) -> PodAction:
         grace = int(((self._manifest(pod).get("spec") or {}).get("terminationGracePeriodSeconds")) or 30)
@@ -322,9 +368,11 @@ class EmbeddedMode(Mode):
 
     name = "embedded"
 
-    def __init__(self, state_dir: Path, *, api_port: int = 0, api_port_file: Path | None = None) -> None:
+    def __init__(self, state_dir: Path, *, api_port: int = 0, api_port_file: Path | None = None,
+                 agent_state: Path | None = None) -> None:
         super().__init__(register_nodes=True)  # an agent that reports is a node
         self.state_dir, self.api_port, self.api_port_file = state_dir, api_port, api_port_file
+        self.agent_state = agent_state  # where the agent keeps its pods' logs (None: state_dir/agent)
         self.embedded: Embedded | None = None
         self.control: ControlServer | None = None
 
@@ -334,7 +382,7 @@ class EmbeddedMode(Mode):
             store = Store(self.state_dir / "store.sqlite")
         except OSError as exc:
             raise StoreError(str(exc)) from None
-        self.embedded = Embedded(cache, store)
+        self.embedded = Embedded(cache, store, agent_state=self.agent_state)
         log.info("embedded store %s: %d object(s) loaded", store.path, self.embedded.load())
         return self.embedded.effects
 

@@ -83,6 +83,10 @@ class ControlServer:
                 out["status"].setdefault("phase", pod.phase)
                 out["status"]["reason"] = pod.reason
                 out["status"]["nodeName"] = pod.node_name or out["status"].get("nodeName")
+            if out["status"].get("runtime"):  # `logs` reads here: the agent's log root, never a report's path
+                meta = stored.manifest.get("metadata") or {}
+                log_dir = self.embedded.pod_log_dir(str(meta.get("namespace")), str(meta.get("name")), str(meta.get("uid")))
+                out["status"]["runtime"] = {**out["status"]["runtime"], "logDir": str(log_dir) if log_dir else None}
         elif stored.kind == "PodGroup":
             group = cache.podgroups.get(stored.key)
             if group is not None:
