@@ -20,6 +20,7 @@ from proto.codec import report_from_json
 from scheduler.api.loadhistory import parse_node_load_history
 from scheduler.api.manifests import ManifestError, object_id, parse_object
 from scheduler.api.objects import DEFAULT_QUEUE, ROOT_QUEUE, Node, Pod, PodGroup, PriorityClass, Queue
+from scheduler.api.safeyaml import DEFAULT_LIMITS, Limits, YamlError, construct, iter_nodes
 
 YAML_SUFFIXES = (".yaml", ".yml", ".json")
 SCORIA_API = "scoria.io/v1"
@@ -122,16 +123,16 @@ def iter_documents(path: Path) -> Iterable[tuple[object, str]]:
     return iter_text(text, str(path))
 
 
-def iter_text(text: str, path: str) -> Iterable[tuple[object, str]]:
-    """:func:`iter_documents` of text already read, named ``path`` in messages."""
-    loader = yaml.SafeLoader(text)
+def iter_text(text: str, path: str, *, limits: Limits = DEFAULT_LIMITS) -> Iterable[tuple[object, str]]:
+    """:func:`iter_documents` of text already read, named ``path`` in messages.
+
+    Documents are read as JSON values only, within ``limits`` (:mod:`scheduler.api.safeyaml`):
+    a problem is a ManifestError naming ``path``, the line and the column.
+    """
     try:
-        while loader.check_node():
-            node = loader.get_node()
-            if node is None:
-                continue
+        for node in iter_nodes(text, limits):
             where = f"{path}:{node.start_mark.line + 1}"
-            doc = loader.construct_document(node)
+            doc = construct(node)
             if doc is None:
                 continue
             if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
@@ -141,13 +142,9 @@ def iter_text(text: str, path: str) -> Iterable[tuple[object, str]]:
                     yield item, f"{path}:{line} (items[{i}])"
             else:
                 yield doc, where
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ManifestError(where, "", f"invalid YAML: {problem}") from None
-    finally:
-        loader.dispose()
+    except YamlError as exc:
+        where = f"{path}:{exc.line}:{exc.column}" if exc.line else path
+        raise ManifestError(where, "", f"invalid YAML: {exc.problem}") from None
 
 
 def _item_lines(node: yaml.Node) -> list[int]:

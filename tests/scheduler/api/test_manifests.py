@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import itertools
 from datetime import UTC, datetime
 
 import pytest
@@ -52,8 +53,12 @@ def pclass(name="high", value=1000, **extra):
             "value": value, **extra}
 
 
+_names = itertools.count()
+
+
 def containers(*resources):
-    return [{"name": f"c{i}", "resources": r} for i, r in enumerate(resources)]
+    """Containers named uniquely across calls: a pod's init and app containers share one namespace of names."""
+    return [{"name": f"c{next(_names)}", "resources": r} for r in resources]
 
 
 def required(*exprs):
