@@ -8,6 +8,7 @@ the scheduler can trust what it holds.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -50,6 +51,13 @@ PODGROUP_PHASES = ("Pending", "Inqueue", "Running", "Unknown", "Completed")
 POD_PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 INT32 = (-(2**31), 2**31 - 1)  # spec.priority and PriorityClass value are int32 in Kubernetes
+
+
+# One object as JSON, at most: a pod travels to its node's agent inside one gRPC message, which gRPC limits to
+# 4 MiB by default (the agent's stream and the scheduler's use that default); at a quarter of it a START
+# fits beside the QoS profile and the others in its directive.  Kubernetes (etcd) stops at 1.5 MiB.
+MAX_OBJECT_BYTES = 2**20
+GRPC_MESSAGE_BYTES = 4 * 2**20
 
 
 class ManifestError(InputError):
@@ -178,6 +186,20 @@ def object_id(doc: dict) -> str:
     if kind in NAMESPACED:
         return f"{kind} {ns or 'default'}/{name}"
     return f"{kind} {name}"
+
+
+def object_json(doc: Any, source: str, obj: str) -> str:
+    """``doc`` as the JSON text it is stored and sent as; ManifestError if JSON cannot hold it or it is too large."""
+    try:
+        text = json.dumps(doc, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ManifestError(source, obj, f"cannot be stored as JSON ({exc})") from None
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > MAX_OBJECT_BYTES:
+        raise ManifestError(source, obj, f"the object is {size:,} bytes as JSON; at most {MAX_OBJECT_BYTES:,} "
+                                         f"(1 MiB) are accepted, so that a pod fits in the {GRPC_MESSAGE_BYTES // 2**20} "
+                                         "MiB gRPC message that takes it to its node")
+    return text
 
 
 def parse_object(doc: Any, source: str) -> Node | Pod | PodGroup | Queue | PriorityClass:
