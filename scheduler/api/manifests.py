@@ -49,8 +49,11 @@ SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 QUEUE_STATES = ("Open", "Closed", "Closing", "Unknown")
 PODGROUP_PHASES = ("Pending", "Inqueue", "Running", "Unknown", "Completed")
 POD_PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
+RESTART_POLICIES = ("Always", "OnFailure", "Never")
 _INTEGER = re.compile(r"[+-]?[0-9]+")
+_ONE_LINE = re.compile(r"\s*\n\s*")
 INT32 = (-(2**31), 2**31 - 1)  # spec.priority and PriorityClass value are int32 in Kubernetes
+INT64_MAX = 2**63 - 1
 
 
 # One object as JSON, at most: a pod travels to its node's agent inside one gRPC message, which gRPC limits to
@@ -64,6 +67,7 @@ class ManifestError(InputError):
     """A manifest that cannot be used; the message says where and why."""
 
     def __init__(self, source: str, obj: str, message: str):
+        message = _ONE_LINE.sub(" ", message)  # a library's multi-line message (protobuf's) stays one line
         self.source, self.obj, self.detail = source, obj, message
         super().__init__(f"{source}: {obj}: {message}" if obj else f"{source}: {message}")
 
@@ -299,6 +303,12 @@ def _pod(doc: dict, f: _Fields, meta: dict) -> Pod:
     uid = f.get(meta, "metadata", "uid", str, "")
     if uid and (problem := names.uid(uid)):
         raise f.fail("metadata.uid", problem)
+    grace = f.get(spec, "spec", "terminationGracePeriodSeconds", int)
+    if grace is not None and not 0 <= grace <= INT64_MAX:
+        raise f.fail("spec.terminationGracePeriodSeconds", f"must be an integer from 0 to {INT64_MAX}, got {grace}")
+    policy = f.get(spec, "spec", "restartPolicy", str)
+    if policy is not None and policy not in RESTART_POLICIES:
+        raise f.fail("spec.restartPolicy", f"must be one of {', '.join(RESTART_POLICIES)}, got {policy!r}")
     priority = f.get(spec, "spec", "priority", int)
     if priority is not None and not INT32[0] <= priority <= INT32[1]:
         raise f.fail("spec.priority", f"must be a 32-bit integer, got {priority}")

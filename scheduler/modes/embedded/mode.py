@@ -120,6 +120,9 @@ class Embedded:
                 raise ManifestError(source, object_id(doc), "nodes join by running an agent, not by apply")
             obj = parse_object(doc, source)
             doc = copy.deepcopy(doc)
+            for name in ("labels", "annotations"):  # null is absent (as Kubernetes reads it); stored as absent
+                if name in doc["metadata"] and doc["metadata"][name] is None:
+                    del doc["metadata"][name]
             work.add(obj, source)
             parsed.append((obj, doc))
         with self._lock, self.cache.lock:

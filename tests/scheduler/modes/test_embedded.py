@@ -273,3 +273,15 @@ def test_the_largest_pod_accepted_starts_in_one_message(tmp_path: Path) -> None:
     (start,) = embedded.pod_actions("n0", View())
     assert start.kind == PodActionKind.START
     assert MAX_OBJECT_BYTES - 400 < len(start.pod_json.encode()) < MAX_OBJECT_BYTES + 4096 < GRPC_MESSAGE_BYTES // 3
+
+
+def test_null_labels_and_annotations_are_stored_as_absent(tmp_path: Path) -> None:
+    """Found by tests/scheduler/test_fuzz.py: stored as null, they broke the pod's START and a restart."""
+    text = POD_TEXT.replace("name: web\n", "name: web\n  labels: null\n  annotations: null\n")
+    embedded, sched = cluster(tmp_path)
+    embedded.apply(list(iter_text(text, "x.yaml")))
+    assert "annotations" not in embedded.store.get("Pod", "default/web").manifest["metadata"]
+    sched.run_once()
+    (start,) = embedded.pod_actions("n0", View())
+    assert json.loads(start.pod_json)["metadata"]["annotations"] == {}
+    assert Embedded(ClusterCache(), embedded.store).load() == 1
