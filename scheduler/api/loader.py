@@ -23,6 +23,8 @@ from scheduler.api.objects import DEFAULT_QUEUE, ROOT_QUEUE, Node, Pod, PodGroup
 from scheduler.api.safeyaml import DEFAULT_LIMITS, Limits, YamlError, construct, iter_nodes
 
 YAML_SUFFIXES = (".yaml", ".yml", ".json")
+# Files on the simulator's command line are the user's own: a whole cluster may be one List document.
+FILE_LIMITS = Limits(max_document_chars=64 * 2**20, max_text_chars=256 * 2**20)
 SCORIA_API = "scoria.io/v1"
 # Scoria's own document kinds (apiVersion scoria.io/v1): kind -> parser(doc, source) -> (name, object).
 # A parser raises ManifestError (or ValueError, reported with the source) for a document it cannot use.
@@ -117,10 +119,13 @@ def expand_paths(paths: Iterable[str | os.PathLike]) -> list[Path]:
 def iter_documents(path: Path) -> Iterable[tuple[object, str]]:
     """Yield ``(document, "file:line")`` for each YAML document; ``List`` kinds are unpacked."""
     try:
+        if path.stat().st_size > 4 * FILE_LIMITS.max_text_chars:  # more characters than the limit, whatever they are
+            raise ManifestError(str(path), "", f"invalid YAML: the text is longer than "
+                                               f"{FILE_LIMITS.max_text_chars:,} characters")
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
         raise ManifestError(str(path), "", f"cannot read: {exc}") from None
-    return iter_text(text, str(path))
+    return iter_text(text, str(path), limits=FILE_LIMITS)
 
 
 def iter_text(text: str, path: str, *, limits: Limits = DEFAULT_LIMITS) -> Iterable[tuple[object, str]]:

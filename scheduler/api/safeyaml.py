@@ -29,6 +29,7 @@ import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from importlib import import_module
 from typing import Any
 
 import yaml
@@ -44,8 +45,8 @@ from proto.errors import InputError
 
 MAX_DEPTH = 100  # lists and mappings inside each other; Kubernetes objects need a dozen or two
 MAX_ALIAS_VALUES = 10_000  # values aliases may add to one document (merge keys, shared snippets)
-MAX_DOCUMENT_CHARS = 16 * 2**20  # one document
-MAX_TEXT_CHARS = 64 * 2**20  # one file or request
+MAX_DOCUMENT_CHARS = 4 * 2**20  # one document (an object is at most 1 MiB as JSON: see scheduler.api.manifests)
+MAX_TEXT_CHARS = 8 * 2**20  # one request or configuration; files the simulator reads: scheduler.api.loader
 
 _TAG = "tag:yaml.org,2002:"
 _STR, _INT, _FLOAT, _BOOL, _NULL = (_TAG + t for t in ("str", "int", "float", "bool", "null"))
@@ -122,7 +123,9 @@ class _Composer(Composer):
             self._open.discard(anchor)
 
 
-class _Loader(Reader, Scanner, Parser, _Composer, _JsonResolver):
+class _PyLoader(Reader, Scanner, Parser, _Composer, _JsonResolver):
+    """PyYAML's own reader, scanner and parser (pure Python)."""
+
     def __init__(self, text: str, limits: Limits):
         self.limits = limits
         Reader.__init__(self, text)
@@ -132,12 +135,59 @@ class _Loader(Reader, Scanner, Parser, _Composer, _JsonResolver):
         _JsonResolver.__init__(self)
 
 
+def _libyaml_parser() -> Any:
+    """libyaml's parser, where PyYAML was built with it (None otherwise)."""
+    try:
+        return import_module("yaml._yaml").CParser
+    except (ImportError, AttributeError):  # pragma: no cover - PyYAML without libyaml
+        return None
+
+
+_CParser: Any = _libyaml_parser()
+_Loader: Any = _PyLoader
+if _CParser is not None:
+    class _CLoader(_Composer, _CParser, _JsonResolver):
+        """libyaml's scanner and parser (C, about three times faster), this module's composer: its events
+        come from a state machine, and nesting is bounded here before the composer recurses."""
+
+        def __init__(self, text: str, limits: Limits):
+            self.limits = limits
+            _CParser.__init__(self, text)
+            Composer.__init__(self)
+            _JsonResolver.__init__(self)
+
+    _Loader = _CLoader
+
+
 def iter_nodes(text: str, limits: Limits = DEFAULT_LIMITS) -> Iterator[Node]:
-    """Each document's root node (empty documents skipped), checked: its values are then :func:`construct`-able."""
+    """Each document's root node (empty documents skipped), checked: its values are then :func:`construct`-able.
+
+    Read with libyaml's parser where PyYAML has it; a text libyaml refuses as
+    YAML is read again with PyYAML's own parser, whose verdict (and reading)
+    is the one Scoria has always given — libyaml refuses some valid escapes
+    (UTF-16 surrogate pairs as JSON writes them) — so a refusal costs at most
+    a second reading.
+    """
     if len(text) > limits.max_text_chars:
         raise YamlError(f"the text is longer than {limits.max_text_chars:,} characters")
+    if _Loader is not _PyLoader:
+        try:
+            nodes = list(_read(text, limits, _Loader))
+        except _SyntaxError:
+            pass
+        else:
+            yield from nodes
+            return
+    yield from _read(text, limits, _PyLoader)
+
+
+class _SyntaxError(YamlError):
+    """The parser (not this module's bounds or types) refused the text."""
+
+
+def _read(text: str, limits: Limits, loader_class: Any) -> Iterator[Node]:
     try:
-        loader = _Loader(text, limits)
+        loader = loader_class(text, limits)
     except yaml.reader.ReaderError as exc:
         raise _reader_error(exc, text) from None
     try:
@@ -151,7 +201,8 @@ def iter_nodes(text: str, limits: Limits = DEFAULT_LIMITS) -> Iterator[Node]:
         raise _reader_error(exc, text) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        raise _fail(exc.problem or exc.context or "invalid YAML", mark) from None
+        problem = exc.problem or exc.context or "invalid YAML"
+        raise (_SyntaxError(problem, mark.line + 1, mark.column + 1) if mark else _SyntaxError(problem)) from None
     finally:
         loader.dispose()
 
@@ -173,7 +224,7 @@ def _reader_error(exc: yaml.reader.ReaderError, text: str) -> YamlError:
     before = text[:exc.position]
     line, column = before.count("\n") + 1, exc.position - (before.rfind("\n") + 1) + 1
     char = exc.character if isinstance(exc.character, int) else 0
-    return YamlError(f"character U+{char:04X} is not allowed in YAML ({exc.reason})", line, column)
+    return _SyntaxError(f"character U+{char:04X} is not allowed in YAML ({exc.reason})", line, column)
 
 
 def check_node(root: Node, limits: Limits = DEFAULT_LIMITS) -> None:

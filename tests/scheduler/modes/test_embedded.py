@@ -200,8 +200,10 @@ REFUSED_AT_APPLY = [
     ("name with a slash", POD_TEXT.replace("name: web", "name: a/b", 1), "Pod default/a/b: metadata.name: 'a/b'"),
     ("name with a question mark", POD_TEXT.replace("name: web", "name: web?canary", 1), "metadata.name: 'web?canary'"),
     ("non-ASCII name", POD_TEXT.replace("name: web", "name: ünï", 1), "metadata.name: 'ünï' is not a lowercase"),
+    ("long name", POD_TEXT.replace("name: web", "name: " + "a" * 1_000_000, 1),
+     "metadata.name: must be no more than 253 characters, got 1,000,000"),
     ("10 MB name", POD_TEXT.replace("name: web", "name: " + "a" * 10_000_000, 1),
-     "metadata.name: must be no more than 253 characters, got 10,000,000"),
+     "x.yaml: invalid YAML: the text is longer than 8,388,608 characters"),  # refused before it is parsed
     ("env name with =", POD_TEXT + "    env: [{name: A=B, value: x}]\n",
      "Pod default/web: spec.containers[0].env[0].name: 'A=B' is not a valid environment variable name"),
     ("env name with NUL", POD_TEXT + '    env: [{name: "A\\0B", value: x}]\n',
