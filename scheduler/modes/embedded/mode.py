@@ -119,6 +119,7 @@ class Embedded:
             if doc.get("kind") == "Node":
                 raise ManifestError(source, object_id(doc), "nodes join by running an agent, not by apply")
             obj = parse_object(doc, source)
+            object_json(doc, source, object_id(doc))  # too large or not JSON: refused before any lock is taken
             doc = copy.deepcopy(doc)
             for name in ("labels", "annotations"):  # null is absent (as Kubernetes reads it); stored as absent
                 if name in doc["metadata"] and doc["metadata"][name] is None:
@@ -134,7 +135,7 @@ class Embedded:
                 source = work.sources[(kind, key)]
                 if isinstance(obj, Pod):
                     doc, obj = self._new_pod(obj, doc, source)
-                object_json(doc, source, f"{kind} {key}")  # stored and sent as JSON: it must be JSON, and fit
+                    object_json(doc, source, f"{kind} {key}")  # with its uid and creation time it must still fit
                 old = self.store.get(kind, key)
                 stored.append(Stored(kind, key, doc, old.status if old and kind != "Pod" else {}))
                 out.append((obj, f"{kind.lower()}/{key}"))
