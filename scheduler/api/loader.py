@@ -20,8 +20,11 @@ from proto.codec import report_from_json
 from scheduler.api.loadhistory import parse_node_load_history
 from scheduler.api.manifests import ManifestError, object_id, parse_object
 from scheduler.api.objects import DEFAULT_QUEUE, ROOT_QUEUE, Node, Pod, PodGroup, PriorityClass, Queue
+from scheduler.api.safeyaml import DEFAULT_LIMITS, Limits, YamlError, construct, iter_nodes
 
 YAML_SUFFIXES = (".yaml", ".yml", ".json")
+# Files on the simulator's command line are the user's own: a whole cluster may be one List document.
+FILE_LIMITS = Limits(max_document_chars=64 * 2**20, max_text_chars=256 * 2**20)
 SCORIA_API = "scoria.io/v1"
 # Scoria's own document kinds (apiVersion scoria.io/v1): kind -> parser(doc, source) -> (name, object).
 # A parser raises ManifestError (or ValueError, reported with the source) for a document it cannot use.
@@ -116,22 +119,25 @@ def expand_paths(paths: Iterable[str | os.PathLike]) -> list[Path]:
 def iter_documents(path: Path) -> Iterable[tuple[object, str]]:
     """Yield ``(document, "file:line")`` for each YAML document; ``List`` kinds are unpacked."""
     try:
+        if path.stat().st_size > 4 * FILE_LIMITS.max_text_chars:  # more characters than the limit, whatever they are
+            raise ManifestError(str(path), "", f"invalid YAML: the text is longer than "
+                                               f"{FILE_LIMITS.max_text_chars:,} characters")
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
         raise ManifestError(str(path), "", f"cannot read: {exc}") from None
-    return iter_text(text, str(path))
+    return iter_text(text, str(path), limits=FILE_LIMITS)
 
 
-def iter_text(text: str, path: str) -> Iterable[tuple[object, str]]:
-    """:func:`iter_documents` of text already read, named ``path`` in messages."""
-    loader = yaml.SafeLoader(text)
+def iter_text(text: str, path: str, *, limits: Limits = DEFAULT_LIMITS) -> Iterable[tuple[object, str]]:
+    """:func:`iter_documents` of text already read, named ``path`` in messages.
+
+    Documents are read as JSON values only, within ``limits`` (:mod:`scheduler.api.safeyaml`):
+    a problem is a ManifestError naming ``path``, the line and the column.
+    """
     try:
-        while loader.check_node():
-            node = loader.get_node()
-            if node is None:
-                continue
+        for node in iter_nodes(text, limits):
             where = f"{path}:{node.start_mark.line + 1}"
-            doc = loader.construct_document(node)
+            doc = construct(node)
             if doc is None:
                 continue
             if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
@@ -141,13 +147,9 @@ def iter_text(text: str, path: str) -> Iterable[tuple[object, str]]:
                     yield item, f"{path}:{line} (items[{i}])"
             else:
                 yield doc, where
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ManifestError(where, "", f"invalid YAML: {problem}") from None
-    finally:
-        loader.dispose()
+    except YamlError as exc:
+        where = f"{path}:{exc.line}:{exc.column}" if exc.line else path
+        raise ManifestError(where, "", f"invalid YAML: {exc.problem}") from None
 
 
 def _item_lines(node: yaml.Node) -> list[int]:

@@ -8,6 +8,7 @@ the scheduler can trust what it holds.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -17,6 +18,7 @@ from proto.errors import InputError
 from proto.vocab.placement import device_requests, expected_duration, numa_policy, preemptable
 from proto.vocab.qos import parse_qos_level, qos_class
 from proto.vocab.quantity import QuantityError, to_canonical
+from scheduler.api import names
 from scheduler.api.objects import (
     DEFAULT_MAX_PODS,
     DEFAULT_QUEUE,
@@ -47,13 +49,25 @@ SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 QUEUE_STATES = ("Open", "Closed", "Closing", "Unknown")
 PODGROUP_PHASES = ("Pending", "Inqueue", "Running", "Unknown", "Completed")
 POD_PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
+RESTART_POLICIES = ("Always", "OnFailure", "Never")
 _INTEGER = re.compile(r"[+-]?[0-9]+")
+_ONE_LINE = re.compile(r"\s*\n\s*")
+INT32 = (-(2**31), 2**31 - 1)  # spec.priority and PriorityClass value are int32 in Kubernetes
+INT64_MAX = 2**63 - 1
+
+
+# One object as JSON, at most: a pod travels to its node's agent inside one gRPC message, which gRPC limits to
+# 4 MiB by default (the agent's stream and the scheduler's use that default); at a quarter of it a START
+# fits beside the QoS profile and the others in its directive.  Kubernetes (etcd) stops at 1.5 MiB.
+MAX_OBJECT_BYTES = 2**20
+GRPC_MESSAGE_BYTES = 4 * 2**20
 
 
 class ManifestError(InputError):
     """A manifest that cannot be used; the message says where and why."""
 
     def __init__(self, source: str, obj: str, message: str):
+        message = _ONE_LINE.sub(" ", message)  # a library's multi-line message (protobuf's) stays one line
         self.source, self.obj, self.detail = source, obj, message
         super().__init__(f"{source}: {obj}: {message}" if obj else f"{source}: {message}")
 
@@ -82,21 +96,48 @@ class _Fields:
     def mapping(self, data: Any, path: str, key: str) -> dict:
         return self.get(data, path, key, dict, {})
 
-    def strings(self, data: Any, path: str, key: str) -> dict[str, str]:
+    def strings(self, data: Any, path: str, key: str, *, keys: Callable[[str], str | None] | None = None,
+                values: Callable[[str], str | None] | None = None) -> dict[str, str]:
+        """A mapping of strings (scalars read as Kubernetes reads them), each key and value checked if asked."""
         raw = self.mapping(data, path, key)
         out = {}
         for k, v in raw.items():
-            if not isinstance(k, str) or isinstance(v, (dict, list)) or v is None:
-                raise self.fail(_join(path, f"{key}.{k}"), "expected a string value")
-            out[k] = v if isinstance(v, str) else _scalar_text(v)
+            where = _join(path, f"{key}.{k}" if len(k) <= 100 else f"{key}.{k[:60]}…")
+            if isinstance(v, (dict, list)) or v is None:
+                raise self.fail(where, "expected a string value")
+            text = v if isinstance(v, str) else _scalar_text(v)
+            if keys is not None and (problem := keys(k)):
+                raise self.fail(_join(path, key), f"key {problem}")
+            if values is not None and (problem := values(text)):
+                raise self.fail(where, problem)
+            out[k] = text
         return out
+
+    def labels(self, data: Any, path: str, key: str) -> dict[str, str]:
+        """Labels (and node selectors): qualified-name keys, label values."""
+        return self.strings(data, path, key, keys=names.qualified_name, values=names.label_value)
+
+    def annotations(self, data: Any, path: str, key: str) -> dict[str, str]:
+        """Annotations: qualified-name keys, any values, at most 256 KiB in all (as Kubernetes)."""
+        out = self.strings(data, path, key, keys=names.qualified_name)
+        size = sum(len(k.encode()) + len(v.encode()) for k, v in out.items())
+        if size > names.ANNOTATIONS_MAX_BYTES:
+            raise self.fail(_join(path, key), f"annotations are {size:,} bytes; they may total at most "
+                                              f"{names.ANNOTATIONS_MAX_BYTES:,}")
+        return out
+
+    def text(self, value: Any, path: str) -> str:
+        """A scalar as text (Kubernetes' string fields: ``true``, ``5``, ``""`` for null); lists and maps refused."""
+        if isinstance(value, (dict, list)):
+            raise self.fail(path, f"expected a string, got {type(value).__name__}")
+        return _scalar_text(value)
 
     def resources(self, data: Any, path: str, key: str) -> dict[str, int]:
         raw = self.mapping(data, path, key)
         out = {}
         for name, value in raw.items():
-            if not isinstance(name, str) or not name:
-                raise self.fail(_join(path, key), f"invalid resource name {name!r}")
+            if not isinstance(name, str) or (problem := names.qualified_name(name)):
+                raise self.fail(_join(path, key), f"invalid resource name: {problem or repr(name)}")
             try:
                 out[name] = to_canonical(name, value)
             except QuantityError as exc:
@@ -139,13 +180,30 @@ def _scalar_text(value: Any) -> str:
 def object_id(doc: dict) -> str:
     """``Kind namespace/name`` (or ``Kind name``) as far as the document says."""
     kind = doc.get("kind", "?") if isinstance(doc, dict) else "?"
+    kind = kind if isinstance(kind, str) and len(kind) <= 100 else "?"
     meta = doc.get("metadata") if isinstance(doc, dict) else None
     meta = meta if isinstance(meta, dict) else {}
-    name = meta.get("name", "<unnamed>")
-    ns = meta.get("namespace")
+    name, ns = meta.get("name"), meta.get("namespace")
+    name = name if isinstance(name, str) else "<unnamed>"
+    name = name if len(name) <= 100 else name[:60] + "…"  # a huge name is refused; the message stays one line
+    ns = ns if isinstance(ns, str) and len(ns) <= 100 else None
     if kind in NAMESPACED:
         return f"{kind} {ns or 'default'}/{name}"
     return f"{kind} {name}"
+
+
+def object_json(doc: Any, source: str, obj: str) -> str:
+    """``doc`` as the JSON text it is stored and sent as; ManifestError if JSON cannot hold it or it is too large."""
+    try:
+        text = json.dumps(doc, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ManifestError(source, obj, f"cannot be stored as JSON ({exc})") from None
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > MAX_OBJECT_BYTES:
+        raise ManifestError(source, obj, f"the object is {size:,} bytes as JSON; at most {MAX_OBJECT_BYTES:,} "
+                                         f"(1 MiB) are accepted, so that a pod fits in the {GRPC_MESSAGE_BYTES // 2**20} "
+                                         "MiB gRPC message that takes it to its node")
+    return text
 
 
 def parse_object(doc: Any, source: str) -> Node | Pod | PodGroup | Queue | PriorityClass:
@@ -155,8 +213,10 @@ def parse_object(doc: Any, source: str) -> Node | Pod | PodGroup | Queue | Prior
     obj = object_id(doc)
     f = _Fields(source, obj)
     kind = doc.get("kind")
-    if not isinstance(kind, str) or not kind:
+    if kind is None or kind == "":
         raise f.fail("kind", "missing")
+    if not isinstance(kind, str):
+        raise f.fail("kind", f"expected a string, got {type(kind).__name__}")
     if kind not in KINDS:
         raise f.fail("kind", f"unknown kind {kind!r}; the scheduler reads {', '.join(sorted(KINDS))}")
     api = doc.get("apiVersion")
@@ -168,6 +228,12 @@ def parse_object(doc: Any, source: str) -> Node | Pod | PodGroup | Queue | Prior
     name = f.get(meta, "metadata", "name", str)
     if not name:
         raise f.fail("metadata.name", "missing")
+    if problem := names.dns1123_subdomain(name):
+        raise f.fail("metadata.name", problem)
+    if kind in NAMESPACED:
+        namespace = f.get(meta, "metadata", "namespace", str)
+        if namespace and (problem := names.dns1123_label(namespace)):
+            raise f.fail("metadata.namespace", problem)
     return _PARSERS[kind](doc, f, meta)
 
 
@@ -181,15 +247,15 @@ def _node(doc: dict, f: _Fields, meta: dict) -> Node:
     taints = []
     for i, raw in enumerate(f.get(spec, "spec", "taints", list, [])):
         path = f"spec.taints[{i}]"
-        if not isinstance(raw, dict) or _scalar_text(raw.get("key")) == "":
+        if not isinstance(raw, dict) or f.text(raw.get("key"), f"{path}.key") == "":
             raise f.fail(path, "a taint needs a key")
         effect = raw.get("effect", "")
         if effect not in TAINT_EFFECTS:
             raise f.fail(f"{path}.effect", f"must be one of {', '.join(TAINT_EFFECTS)}, got {effect!r}")
-        taints.append(Taint(_scalar_text(raw["key"]), _scalar_text(raw.get("value")), effect))
+        taints.append(Taint(f.text(raw["key"], f"{path}.key"), f.text(raw.get("value"), f"{path}.value"), effect))
     return Node(
-        name=meta["name"], allocatable=allocatable, labels=f.strings(meta, "metadata", "labels"),
-        annotations=f.strings(meta, "metadata", "annotations"), taints=tuple(taints),
+        name=meta["name"], allocatable=allocatable, labels=f.labels(meta, "metadata", "labels"),
+        annotations=f.annotations(meta, "metadata", "annotations"), taints=tuple(taints),
         unschedulable=bool(f.get(spec, "spec", "unschedulable", bool, False)),
     )
 
@@ -228,18 +294,31 @@ def _pod(doc: dict, f: _Fields, meta: dict) -> Pod:
     phase = f.get(status, "status", "phase", str, "Pending")
     if phase not in POD_PHASES:
         raise f.fail("status.phase", f"must be one of {', '.join(POD_PHASES)}, got {phase!r}")
-    annotations = f.strings(meta, "metadata", "annotations")
+    annotations = f.annotations(meta, "metadata", "annotations")
     node_name = f.get(spec, "spec", "nodeName", str, "")
     if not node_name:  # what a bound pod asked of the scheduler no longer matters: it must still be counted
         _check_scheduling_requests(f, annotations, requests)
+    _check_container_names(f, spec)
+    namespace = meta.get("namespace") or "default"
+    uid = f.get(meta, "metadata", "uid", str, "")
+    if uid and (problem := names.uid(uid)):
+        raise f.fail("metadata.uid", problem)
+    grace = f.get(spec, "spec", "terminationGracePeriodSeconds", int)
+    if grace is not None and not 0 <= grace <= INT64_MAX:
+        raise f.fail("spec.terminationGracePeriodSeconds", f"must be an integer from 0 to {INT64_MAX}, got {grace}")
+    policy = f.get(spec, "spec", "restartPolicy", str)
+    if policy is not None and policy not in RESTART_POLICIES:
+        raise f.fail("spec.restartPolicy", f"must be one of {', '.join(RESTART_POLICIES)}, got {policy!r}")
+    priority = f.get(spec, "spec", "priority", int)
+    if priority is not None and not INT32[0] <= priority <= INT32[1]:
+        raise f.fail("spec.priority", f"must be a 32-bit integer, got {priority}")
     return Pod(
-        namespace=meta.get("namespace") or "default", name=meta["name"],
-        uid=str(meta.get("uid") or f"{meta.get('namespace') or 'default'}/{meta['name']}"),
-        requests=requests, labels=f.strings(meta, "metadata", "labels"), annotations=annotations,
-        node_selector=f.strings(spec, "spec", "nodeSelector"), affinity_terms=terms,
+        namespace=namespace, name=meta["name"], uid=uid or f"{namespace}/{meta['name']}",
+        requests=requests, labels=f.labels(meta, "metadata", "labels"), annotations=annotations,
+        node_selector=f.labels(spec, "spec", "nodeSelector"), affinity_terms=terms,
         preferred_terms=tuple(preferred), tolerations=_tolerations(f, spec),
         priority_class_name=f.get(spec, "spec", "priorityClassName", str, ""),
-        priority=f.get(spec, "spec", "priority", int), scheduler_name=f.get(spec, "spec", "schedulerName", str, ""),
+        priority=priority, scheduler_name=f.get(spec, "spec", "schedulerName", str, ""),
         node_name=node_name, phase=phase,
         created=f.time(meta, "metadata", "creationTimestamp"),
         terminating=meta.get("deletionTimestamp") is not None,
@@ -247,6 +326,16 @@ def _pod(doc: dict, f: _Fields, meta: dict) -> Pod:
         nominated_node=f.get(status, "status", "nominatedNodeName", str, ""),
         resource_version=str(meta.get("resourceVersion") or ""),
     )
+
+
+def _check_container_names(f: _Fields, spec: dict) -> None:
+    seen: dict[str, str] = {}
+    for key in ("initContainers", "containers"):
+        for i, c in enumerate(f.get(spec, "spec", key, list, [])):
+            name, where = c["name"], f"spec.{key}[{i}].name"
+            if name in seen:
+                raise f.fail(where, f"{name!r} is used twice (also {seen[name]})")
+            seen[name] = where
 
 
 def _check_scheduling_requests(f: _Fields, annotations: dict[str, str], requests: dict[str, int]) -> None:
@@ -272,12 +361,37 @@ def _qos_class(f: _Fields, containers: list) -> str:
 def _container_requests(f: _Fields, container: Any, path: str) -> dict[str, int]:
     if not isinstance(container, dict):
         raise f.fail(path, "expected a container (a mapping)")
+    _check_container(f, container, path)
     resources = f.mapping(container, path, "resources")
     requests = f.resources(resources, f"{path}.resources", "requests")
     # Kubernetes defaults a missing request to the limit.
     for name, amount in f.resources(resources, f"{path}.resources", "limits").items():
         requests.setdefault(name, amount)
     return requests
+
+
+def _check_container(f: _Fields, container: dict, path: str) -> None:
+    """Its name (a DNS label) and its environment variables' names, as Kubernetes checks them: a name the
+    runtime cannot set (``A=B``, a NUL) would otherwise fail only when the pod starts, again and again."""
+    name = f.get(container, path, "name", str, "")
+    if not name:
+        raise f.fail(f"{path}.name", "missing: every container needs a name")
+    if problem := names.dns1123_label(name):
+        raise f.fail(f"{path}.name", problem)
+    for i, entry in enumerate(f.get(container, path, "env", list, [])):
+        where = f"{path}.env[{i}]"
+        if not isinstance(entry, dict):
+            raise f.fail(where, "expected an environment variable (a mapping with name and value)")
+        var = f.get(entry, where, "name", str, "")
+        if problem := names.env_var_name(var):
+            raise f.fail(f"{where}.name", problem)
+        f.get(entry, where, "value", str)
+    for i, entry in enumerate(f.get(container, path, "envFrom", list, [])):
+        if not isinstance(entry, dict):
+            raise f.fail(f"{path}.envFrom[{i}]", "expected a mapping")
+        prefix = f.get(entry, f"{path}.envFrom[{i}]", "prefix", str, "")
+        if prefix and (problem := names.env_var_name(prefix)):
+            raise f.fail(f"{path}.envFrom[{i}].prefix", problem)
 
 
 def _sum_requests(f: _Fields, containers: list, path: str) -> dict[str, int]:
@@ -316,7 +430,7 @@ def _requirement(f: _Fields, expr: Any, path: str, is_field: bool) -> Requiremen
         raise f.fail(f"{path}.operator", f"must be one of {', '.join(SELECTOR_OPERATORS)}, got {op!r}")
     if is_field and (expr["key"] != "metadata.name" or op not in ("In", "NotIn")):
         raise f.fail(path, "matchFields supports only key metadata.name with In or NotIn")
-    values = tuple(_scalar_text(v) for v in f.get(expr, path, "values", list, []))
+    values = tuple(f.text(v, f"{path}.values[{i}]") for i, v in enumerate(f.get(expr, path, "values", list, [])))
     if op in ("In", "NotIn") and not values:
         raise f.fail(f"{path}.values", f"operator {op} needs at least one value")
     if op in ("Exists", "DoesNotExist") and values:
@@ -338,10 +452,10 @@ def _tolerations(f: _Fields, spec: dict) -> tuple[Toleration, ...]:
         effect = raw.get("effect") or ""
         if effect and effect not in TAINT_EFFECTS:
             raise f.fail(f"{path}.effect", f"must be one of {', '.join(TAINT_EFFECTS)}, got {effect!r}")
-        key = _scalar_text(raw.get("key"))
+        key = f.text(raw.get("key"), f"{path}.key")
         if not key and op != "Exists":
             raise f.fail(path, "a toleration without a key must use operator Exists")
-        out.append(Toleration(key, op, _scalar_text(raw.get("value")), effect))
+        out.append(Toleration(key, op, f.text(raw.get("value"), f"{path}.value"), effect))
     return tuple(out)
 
 
@@ -359,7 +473,7 @@ def _podgroup(doc: dict, f: _Fields, meta: dict) -> PodGroup:
         namespace=meta.get("namespace") or "default", name=meta["name"],
         queue=f.get(spec, "spec", "queue", str, "") or DEFAULT_QUEUE, min_member=min_member,
         min_resources=min_resources, priority_class_name=f.get(spec, "spec", "priorityClassName", str, ""),
-        annotations=f.strings(meta, "metadata", "annotations"), created=f.time(meta, "metadata", "creationTimestamp"),
+        annotations=f.annotations(meta, "metadata", "annotations"), created=f.time(meta, "metadata", "creationTimestamp"),
         phase=phase, conditions=_conditions(f, status),
     )
 
@@ -397,6 +511,8 @@ def _priority_class(doc: dict, f: _Fields, meta: dict) -> PriorityClass:
     value = f.get(doc, "", "value", int)
     if value is None:
         raise f.fail("value", "missing: a PriorityClass needs an integer value")
+    if not INT32[0] <= value <= INT32[1]:
+        raise f.fail("value", f"must be a 32-bit integer, got {value}")
     return PriorityClass(meta["name"], value, bool(f.get(doc, "", "globalDefault", bool, False)))
 
 

@@ -150,14 +150,16 @@ class ClusterCache:
         and ``decode`` to build the NodeReport when the whole of it is needed.
         Runs for every report of every node (thousands a second), so a
         registered node's allocatable is recomputed only when its capacity
-        (``capacity_key``) or device health changed.
+        (``capacity_key``), device health or offered batch resources changed.
         """
         name = view.identity.node_name
         telemetry = NodeTelemetry(view, received, decode, capacity_key)
         if name not in self.nodes or name in self.registered:
             if not register:
                 return False
-            key = telemetry.inventory_key
+            # its allocatable follows its capacity, devices and offered batch resources (which its agent
+            # changes only when they move by more than its profile's minChangePercent)
+            key = (telemetry.inventory_key, telemetry.batch_cpu_millis, telemetry.batch_memory_bytes)
             if self.registered.get(name) != key or name not in self.nodes:
                 allocatable = node_allocatable(telemetry.report)
                 node = self.nodes.get(name)

@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 from proto.model import Capacity, Devices, NodeReport, PodUsage, QosLevel
 from proto.vocab.placement import GPU
+from proto.vocab.qos import BATCH_CPU, BATCH_MEMORY
 from proto.vocab.resources import npu_resource
 from scheduler.api.objects import DEFAULT_MAX_PODS
 
@@ -130,8 +131,12 @@ class OnlineLoad(NamedTuple):
 
 
 def node_allocatable(r: NodeReport) -> dict[str, int]:
-    """What a node that registered itself by reporting offers: CPU, memory, pods and healthy devices."""
+    """What a node that registered itself by reporting offers: CPU, memory, pods, healthy devices, and the batch
+    resources its agent offers offline pods (what the agent publishes on a Kubernetes Node)."""
     out = {"cpu": r.capacity.cpu_millis, "memory": r.capacity.memory_bytes, "pods": DEFAULT_MAX_PODS}
+    for name, amount in ((BATCH_CPU, r.colocation.batch_cpu_millis), (BATCH_MEMORY, r.colocation.batch_memory_bytes)):
+        if amount > 0:
+            out[name] = amount
     healthy_gpus = sum(1 for g in r.devices.gpus if g.healthy)
     if healthy_gpus:
         out[GPU] = healthy_gpus

@@ -29,9 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from proto.errors import InputError
+from scheduler.api.safeyaml import YamlError, load_one
 from scheduler.framework.args import ArgError, Args
 from scheduler.framework.plugin import ACTIONS, KNOWN_FLAGS, PLUGINS, Action, Plugin, require_registered
 
@@ -103,12 +102,7 @@ class SchedulerConfig:
 def parse_config(text: str, source: str = "<config>") -> SchedulerConfig:
     """Parse and validate a configuration; raise ConfigError with the place of the problem."""
     require_registered()
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
-        raise ConfigError(f"{where}: invalid YAML: {getattr(exc, 'problem', None) or exc}") from None
+    doc = _read_yaml(text, source)
     doc = _unwrap_configmap(doc, source)
     if not isinstance(doc, dict):
         raise ConfigError(f"{source}: expected a mapping with actions and tiers")
@@ -133,11 +127,17 @@ def _unwrap_configmap(doc: Any, source: str) -> Any:
         key, text = texts[0]
         if not isinstance(text, str):
             raise ConfigError(f"{source}: ConfigMap data.{key}: expected the configuration as text")
-        try:
-            return yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{source}: ConfigMap data.{key}: invalid YAML: {exc}") from None
+        return _read_yaml(text, f"{source}: ConfigMap data.{key}")
     return doc
+
+
+def _read_yaml(text: str, source: str) -> Any:
+    """One YAML document as JSON values (bounded: see scheduler.api.safeyaml); ConfigError with the place."""
+    try:
+        return load_one(text)
+    except YamlError as exc:
+        where = f"{source}:{exc.line}:{exc.column}" if exc.line else source
+        raise ConfigError(f"{where}: invalid YAML: {exc.problem}") from None
 
 
 def _actions(raw: Any, source: str) -> tuple[str, ...]:

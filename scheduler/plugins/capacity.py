@@ -10,6 +10,11 @@ through ``spec.parent`` (default ``root``, which owns the whole cluster):
 * a parent's allocation is the sum of its descendants', and every ancestor's
   capability must hold for a task to be placed;
 * only leaf queues hold jobs; children's guarantees must fit in the parent's.
+
+Deserved amounts, guarantees, shares and reclaim count real resources only;
+batch resources (what online work leaves idle for offline pods) are limited by
+a capability set on them, never counted against a queue's share
+(``plugins/shared/queueshare.py``).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from scheduler.api.objects import ROOT_QUEUE
 from scheduler.framework.plugin import ABSTAIN, PERMIT, Plugin, Vote, reject
 from scheduler.framework.resources import EPS
 from scheduler.framework.snapshot import JobInfo, QueueInfo, TaskInfo
-from scheduler.plugins.shared.queueshare import describe, over_limit, share
+from scheduler.plugins.shared.queueshare import describe, limit_mask, over_limit, share, share_mask
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
@@ -50,7 +55,8 @@ class Capacity(Plugin):
 
     def open(self, ssn: Session) -> None:
         self.index = ssn.index
-        self.mask = ssn.index.share_mask
+        self.mask = share_mask(ssn.index)
+        self.limits = limit_mask(ssn.index)
         self.hierarchy = self.flags.get("enableHierarchy", False)
         self.total = ssn.total
         zeros = ssn.index.zeros()
@@ -123,7 +129,7 @@ class Capacity(Plugin):
 
     def _over_capability(self, name: str, extra: np.ndarray, *, admitted: bool = False) -> str | None:
         """Would ``extra`` on top of each ancestor's allocation (and admitted jobs) exceed a capability?"""
-        cols = [c for c in np.flatnonzero(self.mask) if extra[c] > 0]
+        cols = [c for c in np.flatnonzero(self.limits) if extra[c] > 0]
         for attr in self._path(name):
             future = attr.allocated + extra + (attr.inqueue if admitted else 0)
             over = over_limit(future, attr.capability, self.total, cols)

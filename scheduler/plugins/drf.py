@@ -3,7 +3,8 @@
 A job's share is its largest fraction of any cluster resource.  Jobs with
 the smaller share go first; with ``enablePreemptable`` a task may preempt
 another job's task when, afterwards, the preemptor's share would still not
-exceed the victim's.
+exceed the victim's.  Shares are of real resources: batch resources, what
+online work leaves idle for offline pods, are left out (``queueshare.share_mask``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from proto.errors import InputError
 from scheduler.framework.plugin import Plugin
 from scheduler.framework.resources import dominant_share
 from scheduler.framework.snapshot import JobInfo, TaskInfo
+from scheduler.plugins.shared.queueshare import share_mask
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
@@ -35,7 +37,7 @@ class DRF(Plugin):
 
     def open(self, ssn: Session) -> None:
         self.total = ssn.total
-        self.mask = ssn.index.share_mask
+        self.mask = share_mask(ssn.index)
         self.allocated = {uid: job.allocated.copy() for uid, job in ssn.jobs.items()}
         self.shares = {uid: dominant_share(a, self.total, self.mask) for uid, a in self.allocated.items()}
 

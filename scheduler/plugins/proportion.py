@@ -7,6 +7,11 @@ guarantee; repeat until nothing changes.  A queue at its deserved share is
 *overused* and allocates no more; a queue below it may reclaim from queues
 above theirs; a job is admitted (Inqueue) only if its minResources fit under
 the queue's capability.
+
+Shares are of real resources only (``plugins/shared/queueshare.py``): batch
+resources count against a queue's capability if one is set on them, never
+against its share, and a queue at its share of real resources still places
+pending work that asks for none of them (offline pods on batch resources).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import numpy as np
 from scheduler.framework.plugin import ABSTAIN, PERMIT, Plugin, Vote, reject
 from scheduler.framework.resources import EPS
 from scheduler.framework.snapshot import JobInfo, QueueInfo, TaskInfo, TaskStatus
-from scheduler.plugins.shared.queueshare import describe, over_limit, share
+from scheduler.plugins.shared.queueshare import describe, limit_mask, over_limit, share, share_mask
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
@@ -26,7 +31,7 @@ if TYPE_CHECKING:
 
 class QueueAttr:
     __slots__ = ("name", "weight", "allocated", "request", "inqueue", "deserved", "capability", "guarantee",
-                 "share")
+                 "share", "share_free")
 
     def __init__(self, queue: QueueInfo, total: np.ndarray, zeros: np.ndarray):
         self.name = queue.name
@@ -38,6 +43,7 @@ class QueueAttr:
         self.capability = np.minimum(queue.capability, total)
         self.guarantee = queue.guarantee.copy()
         self.share = 0.0
+        self.share_free = False  # a pending task asks for no shared resource (offline on batch resources only)
 
 
 def water_fill(attrs: list[QueueAttr], total: np.ndarray, mask: np.ndarray) -> None:
@@ -91,7 +97,8 @@ class Proportion(Plugin):
     def open(self, ssn: Session) -> None:
         self.ssn = ssn
         self.index = ssn.index
-        self.mask = ssn.index.share_mask
+        self.mask = share_mask(ssn.index)
+        self.limits = limit_mask(ssn.index)
         zeros = ssn.index.zeros()
         self.attrs = {name: QueueAttr(q, ssn.total, zeros) for name, q in ssn.queues.items()}
         for job in ssn.jobs.values():
@@ -103,6 +110,8 @@ class Proportion(Plugin):
             for task in job.tasks.values():
                 if task.status == TaskStatus.PENDING:
                     attr.request += task.req
+                    if not task.best_effort and not task.req[self.mask].any():
+                        attr.share_free = True
             if job.phase == "Inqueue" and job.min_resources is not None:
                 attr.inqueue += np.maximum(job.min_resources - job.allocated, 0)
         water_fill(list(self.attrs.values()), ssn.total, self.mask)
@@ -114,9 +123,11 @@ class Proportion(Plugin):
         return (sa > sb) - (sa < sb)
 
     def overused(self, queue: QueueInfo) -> str | None:
+        """At its deserved share of every real resource; not while it has pending work that needs none of them
+        (that work cannot take it past its share; ``allocatable`` still holds back each task that would)."""
         attr = self.attrs[queue.name]
         cols = np.flatnonzero(self.mask)
-        if (attr.deserved[cols] <= attr.allocated[cols] + EPS).all():
+        if not attr.share_free and (attr.deserved[cols] <= attr.allocated[cols] + EPS).all():
             return (f"queue {queue.name} is at its deserved share: allocated {describe(self.index, attr.allocated, cols[:2])}"
                     f" of deserved {describe(self.index, attr.deserved, cols[:2])}")
         return None
@@ -130,10 +141,10 @@ class Proportion(Plugin):
         """
         attr = self.attrs[queue.name]
         total = self.ssn.total
-        cols = [c for c in task.cols if self.mask[c]]
         future = attr.allocated + task.req
-        for limit, what in ((attr.capability, "its capability"), (attr.deserved, "its deserved share")):
-            over = over_limit(future, limit, total, cols)
+        for limit, what, mask in ((attr.capability, "its capability", self.limits),
+                                  (attr.deserved, "its deserved share", self.mask)):
+            over = over_limit(future, limit, total, [c for c in task.cols if mask[c]])
             if over:
                 return (f"queue {queue.name} would exceed {what}: {describe(self.index, future, over)} "
                         f"of {describe(self.index, limit, over)}")
@@ -163,7 +174,7 @@ class Proportion(Plugin):
         if attr is None or job.min_resources is None:
             return ABSTAIN
         future = attr.allocated + attr.inqueue + job.min_resources
-        cols = [c for c in np.flatnonzero(self.mask) if job.min_resources[c] > 0]
+        cols = [c for c in np.flatnonzero(self.limits) if job.min_resources[c] > 0]
         over = [c for c in cols if future[c] > attr.capability[c] + EPS]
         if over:
             return reject(f"queue {job.queue} capability exceeded: minResources {describe(self.index, job.min_resources, over)}"

@@ -127,3 +127,65 @@ def test_pods_for_other_schedulers_are_left_alone(tmp_path: Path) -> None:
     assert {q["name"]: q["allocated"]["cpu"] for q in result["queues"]}["default"] == 4.0  # the bound one counts
     result = json.loads(simulate("-f", str(path), "-o", "json", "--scheduler-name", "volcano").stdout)
     assert {p["name"]: p["node"] for p in result["pods"]}["vc"] == "n1"
+
+
+POD = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: c\n"
+BOMB = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n' + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [{','.join(['*' + chr(97 + i)] * 9)}]\n" for i in range(8))
+# inputs that crashed the simulator with a traceback (issue 13, item 6) and names Kubernetes refuses (item 7):
+# each is one line naming the file, the line (and column) or the object, and the field
+CRASHED = [
+    ("nesting 600 deep", "a: " + "[" * 600 + "]" * 600 + "\n", ["x.yaml:1:103:", "nested deeper than 100 levels"]),
+    ("control character", "apiVersion: v1\nkind: Pod\nmetadata: {name: \"a\x07b\"}\n",
+     ["x.yaml:3:20:", "character U+0007 is not allowed"]),
+    ("bad timestamp", POD.replace("name: web\n", "name: web\n  creationTimestamp: !!timestamp bogus\n"),
+     ["x.yaml:5:22:", "tag !!timestamp is not allowed"]),
+    ("kind is a mapping", "apiVersion: v1\nkind: {}\nmetadata: {name: a}\n", ["x.yaml:1:", "kind: expected a string"]),
+    ("binary label", POD.replace("name: web\n", "name: web\n  labels: {a: !!binary aGVsbG8=}\n"),
+     ["x.yaml:5:15:", "tag !!binary is not allowed"]),
+    ("a set", POD.replace("name: web\n", "name: web\n  annotations: !!set {a, b}\n"),
+     ["x.yaml:5:16:", "tag !!set is not allowed"]),
+    ("self-referencing alias", "a: &x\n  b: *x\n", ["x.yaml:2:6:", "alias *x refers to the node that contains it"]),
+    ("int 12x", POD.replace("name: web\n", "name: web\n  labels: {a: !!int 12x}\n"),
+     ["x.yaml:5:15:", "'12x' is not a valid !!int"]),
+    ("metadata a string", "apiVersion: v1\nkind: Pod\nmetadata: \"x\"\n", ["x.yaml:1:", "metadata: expected a mapping"]),
+    ("billion laughs", BOMB, ["x.yaml:1:1:", "aliases expand this document by"]),
+    ("non-ASCII name", POD.replace("name: web\n", "name: ünï\n", 1), ["x.yaml:1:", "metadata.name:", "RFC 1123"]),
+    ("slash in name", POD.replace("name: web\n", "name: a/b\n", 1), ["x.yaml:1:", "metadata.name:", "'a/b'"]),
+    ("space in name", POD.replace("name: web\n", "name: a b\n", 1), ["x.yaml:1:", "metadata.name:", "'a b'"]),
+    ("hash in name", POD.replace("name: web\n", "name: 'a#b'\n", 1), ["x.yaml:1:", "metadata.name:", "'a#b'"]),
+    ("10 MB name", POD.replace("name: web\n", f"name: {'a' * 10_000_000}\n", 1),
+     ["x.yaml:1:", "metadata.name: must be no more than 253 characters, got 10,000,000"]),
+    ("bad namespace", POD.replace("name: web\n", "name: web\n  namespace: Team_A\n"),
+     ["x.yaml:1:", "metadata.namespace:", "RFC 1123 label"]),
+    ("env name with =", POD + "    env: [{name: A=B, value: x}]\n",
+     ["x.yaml:1:", "spec.containers[0].env[0].name:", "other than '='"]),
+]
+
+
+@pytest.mark.parametrize("text,needles", [c[1:] for c in CRASHED], ids=[c[0] for c in CRASHED])
+def test_inputs_that_crashed_are_refused_in_one_line(tmp_path: Path, capsys, text: str, needles: list[str]) -> None:
+    import scheduler.cli
+
+    path = tmp_path / "x.yaml"
+    path.write_text(text)
+    assert scheduler.cli.main(["simulate", "-f", str(path), "-o", "json"]) == 2
+    out = capsys.readouterr()
+    message = out.err.strip()
+    assert out.out == "" and message.startswith(f"error: {path}") and "\n" not in message and len(message) < 500
+    for needle in needles:
+        assert needle in message, message
+
+
+def test_a_refused_bomb_costs_little(tmp_path: Path) -> None:
+    """A 342-byte alias bomb that expands to half a billion values is refused in a subprocess well within a
+    second of its start-up cost, not expanded."""
+    import time
+
+    path = tmp_path / "bomb.yaml"
+    path.write_text(BOMB)
+    assert len(BOMB) < 400
+    start = time.monotonic()
+    out = simulate("-f", str(path))
+    assert out.returncode == 2 and "aliases expand this document" in out.stderr
+    assert time.monotonic() - start < 20  # the interpreter's start-up dominates; expanding it would not end

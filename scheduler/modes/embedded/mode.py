@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from proto.model import PodAction, PodActionKind
 from scheduler.api.loader import Workload, check_references
-from scheduler.api.manifests import ManifestError, parse_object
+from scheduler.api.manifests import ManifestError, object_id, object_json, parse_object
 from scheduler.api.nodereport import shown
 from scheduler.api.objects import Condition, Node, Pod, PodGroup, PriorityClass, Queue
 from scheduler.cluster.cache import ClusterCache
@@ -121,18 +121,26 @@ class Embedded:
         """Check and store every document (all or nothing); the names of what was created or updated.
 
         ``docs`` are ``(document, source)`` pairs as the loader reads them.
-        Pods are created once (a pod of the same name must be deleted first);
-        PodGroups, Queues and PriorityClasses are replaced.
+        Pods are created once (a pod of the same name must be deleted first,
+        and a uid may name only one pod); PodGroups, Queues and
+        PriorityClasses are replaced.  Every object must fit in
+        :data:`~scheduler.api.manifests.MAX_OBJECT_BYTES` as JSON.  A refused
+        document raises ManifestError, a store that cannot be written
+        StoreFault; either way nothing of the file is kept.
         """
         work = Workload()
         parsed: list[tuple[Any, dict]] = []
         for doc, source in docs:
             if not isinstance(doc, dict):
                 raise ManifestError(source, "", "expected a Kubernetes object (a mapping)")
-            doc = copy.deepcopy(doc)
             if doc.get("kind") == "Node":
-                raise ManifestError(source, f"Node {key_of(doc)}", "nodes join by running an agent, not by apply")
+                raise ManifestError(source, object_id(doc), "nodes join by running an agent, not by apply")
             obj = parse_object(doc, source)
+            object_json(doc, source, object_id(doc))  # too large or not JSON: refused before any lock is taken
+            doc = copy.deepcopy(doc)
+            for name in ("labels", "annotations"):  # null is absent (as Kubernetes reads it); stored as absent
+                if name in doc["metadata"] and doc["metadata"][name] is None:
+                    del doc["metadata"][name]
             work.add(obj, source)
             parsed.append((obj, doc))
         with self._lock, self.cache.lock:
@@ -140,20 +148,11 @@ class Embedded:
             stored, out = [], []
             for obj, doc in parsed:
                 kind = _KIND_OF[type(obj)]
-                key = key_of(doc)
-                if kind == "Pod":
-                    if any(p.key == key for p in self.cache.pods.values()):
-                        raise ManifestError(work.sources[("Pod", key)], f"Pod {key}",
-                                            "already exists: pods are not updated in place; delete it first")
-                    meta = doc.setdefault("metadata", {})
-                    meta.setdefault("namespace", "default")
-                    meta["uid"] = meta.get("uid") or str(uuid.uuid4())
-                    meta.setdefault("creationTimestamp", datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
-                    doc.pop("status", None)
-                    if doc.get("spec", {}).get("nodeName"):
-                        raise ManifestError(work.sources[("Pod", key)], f"Pod {key}",
-                                            "spec.nodeName: leave placement to the scheduler")
-                    obj = parse_object(doc, work.sources[("Pod", key)])
+                key = getattr(obj, "key", None) or obj.name
+                source = work.sources[(kind, key)]
+                if isinstance(obj, Pod):
+                    doc, obj = self._new_pod(obj, doc, source)
+                    object_json(doc, source, f"{kind} {key}")  # with its uid and creation time it must still fit
                 old = self.store.get(kind, key)
                 stored.append(Stored(kind, key, doc, old.status if old and kind != "Pod" else {}))
                 out.append((obj, f"{kind.lower()}/{key}"))
@@ -161,6 +160,24 @@ class Embedded:
             for obj, _ in out:
                 self.cache.upsert(obj)
         return [name for _, name in out]
+
+    def _new_pod(self, pod: Pod, doc: dict, source: str) -> tuple[dict, Pod]:
+        """A pod as it is stored: namespace, uid and creation time filled in; one of an existing name or uid refused."""
+        if any(p.key == pod.key for p in self.cache.pods.values()):
+            raise ManifestError(source, f"Pod {pod.key}", "already exists: pods are not updated in place; delete it first")
+        if (doc.get("spec") or {}).get("nodeName"):
+            raise ManifestError(source, f"Pod {pod.key}", "spec.nodeName: leave placement to the scheduler")
+        meta = doc.setdefault("metadata", {})
+        meta.setdefault("namespace", "default")
+        meta["uid"] = meta.get("uid") or str(uuid.uuid4())
+        if (other := self.cache.pods.get(meta["uid"])) is not None:  # the cache and the agents know pods by uid
+            raise ManifestError(source, f"Pod {pod.key}",
+                                f"metadata.uid: {meta['uid']!r} is already the uid of Pod {other.key}")
+        meta.setdefault("creationTimestamp", datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+        doc.pop("status", None)
+        obj = parse_object(doc, source)
+        assert isinstance(obj, Pod)
+        return doc, obj
 
     def _check(self, work: Workload) -> None:
         """References may point at what the cluster already has as well as at this file."""

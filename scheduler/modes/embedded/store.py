@@ -6,8 +6,15 @@ them kept apart in ``status`` (a pod's node, phase, reason, annotations
 written at bind) — and one of metadata (schema version).  Every change is one
 transaction: an ``apply`` of a whole file, a cycle's binds and statuses, a
 delete: either all of it is there after a crash or none of it (SQLite's WAL
-journal, ``synchronous=FULL``).  A file that is not a Scoria store is refused
-with its name, never overwritten.
+journal, ``synchronous=FULL``).  A file that is not a Scoria store — another
+program's, a damaged one, an empty one — is refused with its name, never
+overwritten; a row that cannot be read (not UTF-8, not a JSON object) is
+refused at start with its kind and key.
+
+Two kinds of failure: :class:`StoreError` is a file that cannot be used (bad
+input: one line, exit 2 at start); :class:`StoreFault` is the store failing
+while running — a full disk, an I/O error — which fails the one request or
+cycle that met it, with the cause in its message, and leaves nothing of it.
 """
 
 from __future__ import annotations
@@ -30,6 +37,20 @@ KINDS = ("PriorityClass", "Queue", "Node", "PodGroup", "Pod")  # the order objec
 
 class StoreError(InputError):
     """A store file that cannot be used (the message names it); it is left as it is."""
+
+
+class StoreFault(Exception):
+    """The store could not be written or read while running; the message names the file and the cause.
+
+    Not bad input and not a bug: the change that met it was not made (its
+    transaction rolled back).  ``http_status`` is what the control endpoint
+    answers with: 507 (Insufficient Storage) for a full disk, else 500.
+    """
+
+    def __init__(self, message: str, *, full: bool = False):
+        super().__init__(message)
+        self.full = full
+        self.http_status = 507 if full else 500
 
 
 @dataclass
@@ -58,27 +79,60 @@ class Store:
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
-        with self._lock, transaction(self._db) as db:
+        with self._lock, self._faults("be written"), transaction(self._db) as db:
             yield db
+
+    @contextmanager
+    def _faults(self, doing: str) -> Iterator[None]:
+        """SQLite's errors while running as a StoreFault naming the file and the cause."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            full = isinstance(exc, sqlite3.OperationalError) and "full" in str(exc)
+            raise StoreFault(f"the store {self.path} could not {doing}: {exc}"
+                             + (" — free space on its file system; nothing of this change was kept" if full else ""),
+                             full=full) from None
 
     # -- reading ---------------------------------------------------------------------------------
     def load(self) -> list[Stored]:
-        """Every object, in dependency order (classes and queues before groups, groups before pods)."""
-        with self._lock:
-            rows = self._db.execute("SELECT kind, key, manifest, status FROM objects").fetchall()
+        """Every object, in dependency order (classes and queues before groups, groups before pods).
+
+        A row that cannot be read — text that is not UTF-8, a manifest or
+        status that is not a JSON object — is a StoreError naming it: the
+        store is refused at start rather than loaded without it.
+        """
+        with self._lock, self._faults("be read"):
+            rows = self._db.execute("SELECT CAST(kind AS BLOB), CAST(key AS BLOB), CAST(manifest AS BLOB), "
+                                    "CAST(status AS BLOB) FROM objects").fetchall()
         order = {k: i for i, k in enumerate(KINDS)}
-        out = []
-        for kind, key, manifest, status in sorted(rows, key=lambda r: (order.get(r[0], 99), r[1])):
-            try:
-                out.append(Stored(kind, key, json.loads(manifest), json.loads(status)))
-            except ValueError as exc:
-                raise StoreError(f"{self.path}: {kind} {key} is not readable JSON ({exc})") from None
-        return out
+        out = [self._row(*row) for row in rows]
+        return sorted(out, key=lambda s: (order.get(s.kind, 99), s.key))
 
     def get(self, kind: str, key: str) -> Stored | None:
-        with self._lock:
-            row = self._db.execute("SELECT manifest, status FROM objects WHERE kind=? AND key=?", (kind, key)).fetchone()
-        return Stored(kind, key, json.loads(row[0]), json.loads(row[1])) if row else None
+        with self._lock, self._faults("be read"):
+            row = self._db.execute("SELECT CAST(manifest AS BLOB), CAST(status AS BLOB) FROM objects "
+                                   "WHERE kind=? AND key=?", (kind, key)).fetchone()
+        return self._row(kind.encode(), key.encode(), *row) if row else None
+
+    def _row(self, kind: bytes, key: bytes, manifest: bytes, status: bytes) -> Stored:
+        names = []
+        for column, raw in (("kind", kind), ("key", key)):
+            try:
+                names.append(bytes(raw).decode())
+            except UnicodeDecodeError as exc:
+                raise StoreError(f"{self.path}: a row's {column} is not UTF-8 text (byte {exc.start}: "
+                                 f"{bytes(raw)[:60]!r})") from None
+        docs = []
+        for column, raw in (("manifest", manifest), ("status", status)):
+            try:
+                doc = json.loads(bytes(raw).decode())
+            except (UnicodeDecodeError, ValueError) as exc:
+                raise StoreError(f"{self.path}: {names[0]} {names[1]}: {column} is not readable JSON text "
+                                 f"({exc})") from None
+            if not isinstance(doc, dict):
+                raise StoreError(f"{self.path}: {names[0]} {names[1]}: {column} is not a JSON object")
+            docs.append(doc)
+        return Stored(names[0], names[1], docs[0], docs[1])
 
     # -- writing: each call one transaction -------------------------------------------------------
     def put(self, objects: list[Stored]) -> None:

@@ -1,5 +1,13 @@
 """A queue's share of what it deserves, limits it would pass, and how to name resource amounts in a
-reason: shared by proportion, capacity and overcommit."""
+reason: shared by proportion, capacity, drf and overcommit.
+
+Queues share *real* resources.  Batch resources (``kubernetes.io/batch-cpu``,
+``kubernetes.io/batch-memory``) are what online work leaves idle on a node at
+the moment, offered to offline pods by the node's agent; they are no part of a
+queue's share — an offline pod on batch resources neither uses a queue's
+deserved CPU nor is held back because its queue has all of it — and only an
+explicit capability on them limits a queue (:func:`limit_mask`).
+"""
 
 from __future__ import annotations
 
@@ -7,8 +15,25 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from proto.vocab.qos import BATCH_RESOURCES
 from proto.vocab.quantity import format_quantity
 from scheduler.framework.resources import EPS, ResourceIndex
+
+
+def share_mask(index: ResourceIndex) -> np.ndarray:
+    """The resources a queue's share (deserved, guarantee, overuse, reclaim) and a job's dominant share are
+    counted in: the index's share mask less the batch resources."""
+    mask = index.share_mask.copy()
+    for name in BATCH_RESOURCES:
+        if name in index.column:
+            mask[index.column[name]] = False
+    return mask
+
+
+def limit_mask(index: ResourceIndex) -> np.ndarray:
+    """The resources a queue's capability may limit: every shared resource, batch ones included (a
+    capability on ``kubernetes.io/batch-cpu`` is a limit the user set on it, not a share)."""
+    return index.share_mask
 
 
 def share(allocated: np.ndarray, deserved: np.ndarray, mask: np.ndarray) -> float:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import itertools
 from datetime import UTC, datetime
 
 import pytest
@@ -52,8 +53,12 @@ def pclass(name="high", value=1000, **extra):
             "value": value, **extra}
 
 
+_names = itertools.count()
+
+
 def containers(*resources):
-    return [{"name": f"c{i}", "resources": r} for i, r in enumerate(resources)]
+    """Containers named uniquely across calls: a pod's init and app containers share one namespace of names."""
+    return [{"name": f"c{next(_names)}", "resources": r} for r in resources]
 
 
 def required(*exprs):
@@ -265,6 +270,50 @@ ERROR_CASES = [
      "spec.guarantee.resource.cpu", "must not be negative"),
     ("queue-bad-state", queue(status={"state": "Paused"}), "Queue q1", "status.state", "'Paused'"),
     ("priorityclass-without-value", pclass(value=None), "PriorityClass high", "value", "missing"),
+    # names, keys and identifiers as Kubernetes validates them (issue 13, items 7 and 11)
+    ("name-not-dns", pod(name="Web_0"), "Pod default/Web_0", "metadata.name", "not a lowercase RFC 1123 subdomain"),
+    ("name-too-long", node(name="n" * 254), f"Node {'n' * 60}…", "metadata.name", "no more than 253 characters"),
+    ("queue-name-slash", queue(name="a/b"), "Queue a/b", "metadata.name", "'a/b' is not a lowercase"),
+    ("namespace-with-dot", pod(namespace="team.a"), "Pod team.a/web-0", "metadata.namespace", "RFC 1123 label"),
+    ("namespace-not-string", pod(namespace=["a"]), "Pod default/web-0", "metadata.namespace", "expected a string"),
+    ("uid-path", pod(uid="../x"), P, "metadata.uid", "'../x' is not a valid uid"),
+    ("uid-not-string", pod(uid=12), P, "metadata.uid", "expected a string"),
+    ("label-key", pod(labels={"a b": "c"}), P, "metadata.labels", "key 'a b' is not a qualified name"),
+    ("label-key-prefix", pod(labels={"Example.com/a": "c"}), P, "metadata.labels", "key prefix part"),
+    ("label-value", pod(labels={"a": "b c"}), P, "metadata.labels.a", "'b c' is not a valid label value"),
+    ("label-value-long", pod(labels={"a": "b" * 64}), P, "metadata.labels.a", "no more than 63 characters"),
+    ("annotations-too-large", pod(annotations={"a": "x" * (256 * 1024)}), P, "metadata.annotations",
+     "may total at most 262,144"),
+    ("node-selector", ps(nodeSelector={"zone": "a/b"}), P, "spec.nodeSelector.zone", "not a valid label value"),
+    ("container-without-name", pod(spec={"containers": [{"resources": {}}]}), P, "spec.containers[0].name",
+     "missing: every container needs a name"),
+    ("container-name", pod(spec={"containers": [{"name": "Main"}]}), P, "spec.containers[0].name",
+     "'Main' is not a lowercase RFC 1123 label"),
+    ("container-twice", pod(spec={"containers": [{"name": "a"}], "initContainers": [{"name": "a"}]}), P,
+     "spec.containers[0].name", "'a' is used twice (also spec.initContainers[0].name)"),
+    ("env-equals", pod(spec={"containers": [{"name": "a", "env": [{"name": "A=B"}]}]}), P,
+     "spec.containers[0].env[0].name", "printable ASCII characters other than '='"),
+    ("env-nul", pod(spec={"containers": [{"name": "a", "env": [{"name": "A\x00"}]}]}), P,
+     "spec.containers[0].env[0].name", "not a valid environment variable name"),
+    ("env-not-mapping", pod(spec={"containers": [{"name": "a", "env": ["A=B"]}]}), P, "spec.containers[0].env[0]",
+     "expected an environment variable"),
+    ("env-value-number", pod(spec={"containers": [{"name": "a", "env": [{"name": "A", "value": 1}]}]}), P,
+     "spec.containers[0].env[0].value", "expected a string"),
+    ("init-env", ps(initContainers=[{"name": "i", "env": [{"name": ""}]}]), P, "spec.initContainers[0].env[0].name",
+     "must not be empty"),
+    ("envfrom-prefix", pod(spec={"containers": [{"name": "a", "envFrom": [{"prefix": "X="}]}]}), P,
+     "spec.containers[0].envFrom[0].prefix", "other than '='"),
+    ("resource-name", pod(spec={"containers": containers({"requests": {"my gpu": "1"}})}), P,
+     "spec.containers[0].resources.requests", "invalid resource name: 'my gpu' is not a qualified name"),
+    ("priority-int32", ps(priority=2**31), P, "spec.priority", "must be a 32-bit integer"),
+    ("priorityclass-int32", pclass(value=-(2**31) - 1), "PriorityClass high", "value", "must be a 32-bit integer"),
+    ("grace-negative", ps(terminationGracePeriodSeconds=-1), P, "spec.terminationGracePeriodSeconds",
+     "must be an integer from 0"),
+    ("restart-policy", ps(restartPolicy="Sometimes"), P, "spec.restartPolicy", "got 'Sometimes'"),
+    ("taint-key-mapping", node(spec={"taints": [{"key": {"a": 1}, "effect": "NoSchedule"}]}), "Node n1",
+     "spec.taints[0].key", "expected a string, got dict"),
+    ("kind-not-string", {"apiVersion": "v1", "kind": {}, "metadata": {"name": "a"}}, "? a", "kind",
+     "expected a string, got dict"),
 ]
 
 

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+import yaml
 
 from proto.model import PodActionKind, PodRuntime
 from scheduler.api.loader import iter_text
@@ -175,3 +176,116 @@ def test_an_eviction_is_carried_out_by_the_agent_and_recorded(tmp_path: Path) ->
     stored = embedded.store.get("Pod", "default/batch")
     assert stored.status["evicted"] and stored.status["phase"] == "Failed"
     assert victim.evicted and "preempted" in victim.reason
+
+
+def snapshot(embedded: Embedded) -> tuple:
+    """What the store and the cache hold: a refused apply changes neither."""
+    stored = sorted((s.kind, s.key, json.dumps(s.manifest, sort_keys=True)) for s in embedded.store.load())
+    cached = (sorted(p.uid for p in embedded.cache.pods.values()), sorted(embedded.cache.queues),
+              sorted(embedded.cache.podgroups), sorted(embedded.cache.priority_classes))
+    return stored, cached
+
+
+POD_TEXT = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: c\n    command: [sleep]\n"
+# documents that crashed apply (issue 13, items 6, 7, 9, 11): each refused with the file, line and field (the
+# file is a Queue of 8 lines, then the document)
+REFUSED_AT_APPLY = [
+    ("binary label", POD_TEXT.replace("name: web\n", "name: web\n  labels: {a: !!binary aGVsbG8=}\n"),
+     "x.yaml:13:15: invalid YAML: tag !!binary is not allowed"),
+    ("a set", POD_TEXT.replace("name: web\n", "name: web\n  annotations: !!set {a}\n"),
+     "x.yaml:13:16: invalid YAML: tag !!set is not allowed"),
+    ("node with metadata a string", "apiVersion: v1\nkind: Node\nmetadata: x\n",
+     "x.yaml:9: Node <unnamed>: nodes join by running an agent"),
+    ("metadata a string", "apiVersion: v1\nkind: Pod\nmetadata: x\n",
+     "x.yaml:9: Pod default/<unnamed>: metadata: expected a mapping"),
+    ("kind a mapping", "apiVersion: v1\nkind: {}\nmetadata: {name: a}\n", "x.yaml:9: ? a: kind: expected a string"),
+    ("name with a slash", POD_TEXT.replace("name: web", "name: a/b", 1), "Pod default/a/b: metadata.name: 'a/b'"),
+    ("name with a question mark", POD_TEXT.replace("name: web", "name: web?canary", 1), "metadata.name: 'web?canary'"),
+    ("non-ASCII name", POD_TEXT.replace("name: web", "name: ünï", 1), "metadata.name: 'ünï' is not a lowercase"),
+    ("long name", POD_TEXT.replace("name: web", "name: " + "a" * 1_000_000, 1),
+     "metadata.name: must be no more than 253 characters, got 1,000,000"),
+    ("10 MB name", POD_TEXT.replace("name: web", "name: " + "a" * 10_000_000, 1),
+     "x.yaml: invalid YAML: the text is longer than 8,388,608 characters"),  # refused before it is parsed
+    ("env name with =", POD_TEXT + "    env: [{name: A=B, value: x}]\n",
+     "Pod default/web: spec.containers[0].env[0].name: 'A=B' is not a valid environment variable name"),
+    ("env name with NUL", POD_TEXT + '    env: [{name: "A\\0B", value: x}]\n',
+     "spec.containers[0].env[0].name: 'A\\x00B' is not a valid environment variable name"),
+    ("empty env name", POD_TEXT + "    env: [{name: '', value: x}]\n", "spec.containers[0].env[0].name: must not be empty"),
+    ("env value a list", POD_TEXT + "    env: [{name: A, value: [x]}]\n", "spec.containers[0].env[0].value: expected a string"),
+    ("uid that names a path", POD_TEXT.replace("name: web\n", "name: web\n  uid: ../../etc\n"),
+     "metadata.uid: '../../etc' is not a valid uid"),
+    ("a pod over 4 MiB", POD_TEXT + "    args: [" + "y" * 5_000_000 + "]\n",
+     "Pod default/web: the object is 5,000,"),
+    ("a pod over 1 MiB", POD_TEXT + "    args: [" + "y" * 1_100_000 + "]\n",
+     "bytes as JSON; at most 1,048,576 (1 MiB) are accepted, so that a pod fits in the 4 MiB gRPC message"),
+]
+
+
+@pytest.mark.parametrize("text,needle", [c[1:] for c in REFUSED_AT_APPLY], ids=[c[0] for c in REFUSED_AT_APPLY])
+def test_apply_refuses_in_one_line_and_stores_nothing(tmp_path: Path, text: str, needle: str) -> None:
+    embedded, _ = cluster(tmp_path)
+    embedded.apply(docs(queue("q"), pod("first", queue="q")))
+    before = snapshot(embedded)
+    with pytest.raises(ManifestError) as info:
+        embedded.apply(list(iter_text(yaml.safe_dump(queue("late")) + "---\n" + text, "x.yaml")))
+    message = str(info.value)
+    assert needle in message and "\n" not in message and len(message) < 600, message
+    assert snapshot(embedded) == before
+
+
+def test_unquoted_dates_are_stored_as_the_strings_they_are(tmp_path: Path) -> None:
+    text = POD_TEXT.replace("name: web\n", "name: web\n  creationTimestamp: 2024-01-01T00:00:00Z\n"
+                                           "  labels: {since: 2024-01-01}\n")
+    embedded, _ = cluster(tmp_path)
+    assert embedded.apply(list(iter_text(text, "x.yaml"))) == ["pod/default/web"]
+    stored = embedded.store.get("Pod", "default/web")
+    assert stored.manifest["metadata"]["creationTimestamp"] == "2024-01-01T00:00:00Z"
+    assert stored.manifest["metadata"]["labels"] == {"since": "2024-01-01"}
+    assert next(iter(embedded.cache.pods.values())).created == datetime(2024, 1, 1, tzinfo=UTC)
+
+
+def test_a_uid_names_one_pod_only(tmp_path: Path) -> None:
+    """A second pod reusing a running pod's uid is refused: accepted, it replaced the first in the cache (pods are
+    known by uid), and deleting it left the first pod's process running on its node."""
+    embedded, sched = cluster(tmp_path)
+    first = pod("first")
+    first["metadata"]["uid"] = "0b3e7c1a-uid"
+    embedded.apply(docs(first))
+    sched.run_once()
+    before = snapshot(embedded)
+    second = pod("second")
+    second["metadata"]["uid"] = "0b3e7c1a-uid"
+    with pytest.raises(ManifestError, match=r"Pod default/second: metadata.uid: '0b3e7c1a-uid' is already the uid "
+                                            r"of Pod default/first"):
+        embedded.apply(docs(second))
+    assert snapshot(embedded) == before
+    running_pod = embedded.cache.pods["0b3e7c1a-uid"]
+    assert running_pod.key == "default/first" and running_pod.node_name == "n0"
+    assert embedded.delete("Pod", "default/first") == "deleting"
+    (stop,) = embedded.pod_actions("n0", View(running(running_pod)))
+    assert (stop.kind, stop.pod_uid) == (PodActionKind.STOP, "0b3e7c1a-uid")
+
+
+def test_the_largest_pod_accepted_starts_in_one_message(tmp_path: Path) -> None:
+    """At the object limit a pod's START, as the agent receives it, stays far below gRPC's 4 MiB."""
+    from scheduler.api.manifests import GRPC_MESSAGE_BYTES, MAX_OBJECT_BYTES
+
+    embedded, sched = cluster(tmp_path)
+    text = POD_TEXT + "    args: [" + "y" * (MAX_OBJECT_BYTES - 400) + "]\n"
+    assert embedded.apply(list(iter_text(text, "x.yaml"))) == ["pod/default/web"]
+    sched.run_once()
+    (start,) = embedded.pod_actions("n0", View())
+    assert start.kind == PodActionKind.START
+    assert MAX_OBJECT_BYTES - 400 < len(start.pod_json.encode()) < MAX_OBJECT_BYTES + 4096 < GRPC_MESSAGE_BYTES // 3
+
+
+def test_null_labels_and_annotations_are_stored_as_absent(tmp_path: Path) -> None:
+    """Found by tests/scheduler/test_fuzz.py: stored as null, they broke the pod's START and a restart."""
+    text = POD_TEXT.replace("name: web\n", "name: web\n  labels: null\n  annotations: null\n")
+    embedded, sched = cluster(tmp_path)
+    embedded.apply(list(iter_text(text, "x.yaml")))
+    assert "annotations" not in embedded.store.get("Pod", "default/web").manifest["metadata"]
+    sched.run_once()
+    (start,) = embedded.pod_actions("n0", View())
+    assert json.loads(start.pod_json)["metadata"]["annotations"] == {}
+    assert Embedded(ClusterCache(), embedded.store).load() == 1
