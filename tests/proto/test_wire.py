@@ -72,8 +72,10 @@ async def _round_trip(tmp_path: Path) -> None:
         assert all(d.ack.code == 0 for d in directives)
         assert client.pending_evictions == 0  # the eviction arrived, so the client let it go
         node = intake.cache.nodes["node-a"]
+        # a node that registers by reporting offers the batch resources it reports, as its Node would
         assert node.allocatable == {"cpu": 8000, "memory": 32 * 2**30, "pods": 110, "nvidia.com/gpu": 1,
-                                    "huawei.com/Ascend910": 1}
+                                    "huawei.com/Ascend910": 1, "kubernetes.io/batch-cpu": 2500,
+                                    "kubernetes.io/batch-memory": 6 * 2**30}
         stop.set()
         await task
 
