@@ -43,7 +43,7 @@ from agent.policies.memory import memory_intents
 from agent.policies.nodestate import NodeState, PodSample
 from agent.policies.numa import REASONS as UNPINNED_REASONS
 from agent.policies.numa import PinProblem, numa_intents, pinned
-from agent.profile import ProfileSpec, ProfileWatcher
+from agent.profile import ProfileError, ProfileSpec, ProfileWatcher
 from proto.model import (
     Capacity,
     Colocation,
@@ -115,7 +115,9 @@ class Agent:
         self._capacity_at = monotonic()
         self._devices = self.devices()
         self._devices_at = monotonic()
-        self.spec: ProfileSpec = profiles.current.effective(self.node_labels(), _now(clock))
+        self._spec_error: str | None = None  # why the profile's spec for this node and time is not in force
+        self.spec: ProfileSpec = profiles.current.spec
+        self.spec = self._effective_spec()
         self.quota: int | None = None  # the offline quota in force (millicores)
         self.batch: BatchAllocatable | None = None
         self.eviction_state = EvictionState()
@@ -214,7 +216,7 @@ class Agent:
         started = self.monotonic()
         if self.profiles.poll():
             self.metrics.profile_in_force(self.profiles.current.name, self.profiles.current.digest)
-        self.spec = self.profiles.current.effective(self.node_labels(), _now(self.clock))
+        self.spec = self._effective_spec()
         self._refresh_slow_collectors(started)
         if self.runtime is not None:
             try:  # exits, restarts and stops first, so this tick sees the pods as they are now
@@ -242,6 +244,21 @@ class Agent:
         self.unreported.clear()
         self.metrics.loop_seconds.labels("slow").observe(self.monotonic() - started)
         return report
+
+    def _effective_spec(self) -> ProfileSpec:
+        """The profile's spec for this node now; where node overrides that match together (or with the windows
+        open now) break a rule none of them breaks alone, the spec in force stays, with one error logged."""
+        profile = self.profiles.current
+        try:
+            spec = profile.effective(self.node_labels(), _now(self.clock))
+        except ProfileError as exc:
+            message = f"QoS profile {profile.label} for this node: {exc}"
+            if message != self._spec_error:
+                log.error("%s; keeping the settings in force", message)
+            self._spec_error = message
+            return self.spec
+        self._spec_error = None
+        return spec
 
     def _refresh_slow_collectors(self, now: float) -> None:
         if now - self._capacity_at >= self.config.topology_interval:
