@@ -37,7 +37,7 @@ from agent.intents import BatchAllocatable, CgroupWrite
 from agent.metrics import AgentMetrics
 from agent.pods import PodInfo, PodSource
 from agent.policies.batch import OvercommitState, batch_allocatable
-from agent.policies.cpu import cpu_intents, offline_quota
+from agent.policies.cpu import burst_writes, offline_pod_writes, offline_quota, quota_plan
 from agent.policies.eviction import EvictionState, decide_evictions
 from agent.policies.memory import memory_intents
 from agent.policies.nodestate import NodeState, PodSample
@@ -134,6 +134,10 @@ class Agent:
         self._fast_recent: deque[tuple[float, float]] = deque()  # (time, online millicores) of recent fast windows
         self._fast_cut_at: float | None = None  # when the fast loop last cut the quota, until it is fully reopened
         self._slow_quota: int | None = None     # the quota the slow loop decided last (the fast loop's ceiling)
+        # Online pods in the offline parent (the kubelet's BestEffort tier): the quota is then split over the
+        # offline pods in it (these cgroups) and the fast loop, which moves the parent's quota, waits.
+        self._capped: frozenset[str] = frozenset()
+        self._quota_on_parent = True
         self._offline_busy = True  # until the fast loop has measured otherwise
         self._system_cpu = 0.0     # CPU used outside pods, from the last slow sample
         self._offline_cpu = 0.0    # CPU used by offline pods, from the last slow sample
@@ -172,7 +176,7 @@ class Agent:
                          numa_zones=tuple(self.capacity.numa_zones))
 
     def _sample_pod(self, pod: PodInfo, seen: set[str], detail: bool) -> PodSample:
-        path = self.layout.pod_path(pod.uid, pod.qos_class)
+        path = self.layout.pod_path(pod.uid, pod.qos_class, offline=pod.offline)
         try:
             cpu, memory = self._usage(self._pod_meters, path, seen)
         except (OSError, ValueError):  # not on this host, or it left between listing and reading: not an error
@@ -229,8 +233,13 @@ class Agent:
         if self.config.enforce:
             numa = numa_intents(state)
             self._note_unpinned(numa.problems)
-            writes = cpu_intents(state, self.spec.cpu, self.spec.burst) + memory_intents(state, self.spec.memory)
+            plan = quota_plan(state, self.spec.cpu, self._capped)
+            writes = plan.writes + offline_pod_writes(state, self.spec.cpu) + burst_writes(state, self.spec.burst) + \
+                memory_intents(state, self.spec.memory)
             self._apply(writes + numa.writes)
+            self._capped, self._quota_on_parent = plan.capped, plan.on_parent
+            self.quota = plan.quota
+            self.metrics.quota.set(plan.quota)
             self._slow_quota, self._fast_cut_at = self.quota, None
             self._evict(state)
         else:
@@ -327,6 +336,9 @@ class Agent:
         # Busy if either clock says so: CFS throttling leaves some 25 ms windows with no offline CPU at all.
         busy_at = capacity * self.config.offline_busy_percent / 100.0
         self._offline_busy = offline > busy_at or self._offline_cpu > busy_at
+        if not self._quota_on_parent:  # online pods share the offline parent: its quota must stay off
+            self._fast_seconds.observe(self.monotonic() - started)
+            return False
         wanted = offline_quota(capacity, online, system, self.spec.cpu)
         rising = self._fast_online is not None and online > self._fast_online + capacity * 0.05
         self._fast_online = online

@@ -53,7 +53,7 @@ def start(host: Host, held: Held, pod_json: str, *, uid: str, namespace: str, na
 
 def _run(host: Host, held: Held, doc: dict, spec: PodSpec) -> None:
     now = host.clock()
-    pod_path = host.layout.pod_path(spec.uid, spec.info.qos_class)
+    pod_path = podcgroups.pod_cgroup(host.layout, spec)
     record = PodRecord(spec.uid, spec.namespace, spec.name, manifest=doc, started_at=now, cgroup=pod_path,
                        containers=[ContainerRecord(c.name, podcgroups.container_cgroup(pod_path, spec.uid, c.name))
                                    for c in spec.containers])
@@ -107,7 +107,7 @@ def launch(host: Host, pod: HeldPod, spec: PodSpec, c: ContainerRecord, now: flo
         if host.metrics is not None:
             host.metrics.runtime_restarts.inc()
     c.attempted, c.started_at, c.next_start_at, pod.dirty = True, now, 0.0, True
-    pod.record.cgroup = pod.record.cgroup or host.layout.pod_path(spec.uid, spec.info.qos_class)
+    pod.record.cgroup = pod.record.cgroup or podcgroups.pod_cgroup(host.layout, spec)
     try:
         if not host.backend.exists(c.cgroup, "cpu" if host.backend.version == 1 else ""):
             make_cgroups(host, pod, spec)  # gone meanwhile (a reboot, someone's rmdir): made again, limits and all

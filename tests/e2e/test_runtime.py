@@ -439,3 +439,29 @@ def test_the_agent_runs_what_the_scheduler_sends_and_reports_it(env, tmp_path: P
         server.stop(0)
     assert gone(pid)
     assert not (CG / "cpu" / parent).exists() and not (CG / "memory" / parent).exists()
+
+
+def test_an_online_pod_without_requests_runs_as_online_work(env, tmp_path: Path) -> None:
+    """``volcano.sh/qos-level: LS`` with no requests is BestEffort by Kubernetes' class: it still goes under the
+    online parent, is never SCHED_IDLE, and memory pressure evicts the offline pod beside it, not it."""
+    backend, parent, runtime = env
+    rt = runtime()
+    profile = tmp_path / "pressure.yaml"  # any machine is above 1% memory: evictions are due at once
+    profile.write_text("spec: {eviction: {memoryHighPercent: 1, memoryLowPercent: 0, samples: 1, maxPerInterval: 5}}\n")
+    agent = make_agent(backend, parent, [], profile=profile, config=AgentConfig("this-node"))
+    agent.pods, agent.runtime, agent.evictor = rt, rt, LocalEvictor(rt, max_grace=0.2)
+    rt.executor = agent.executor
+    web = json.loads(manifest("web", "exec sleep 30", policy="Always"))
+    web["metadata"]["annotations"] = {"volcano.sh/qos-level": "LS"}
+    rt.start(json.dumps(web))
+    rt.start(manifest("batch", "exec sleep 30"))  # no annotation, no requests: BestEffort, offline
+    assert (CG / "cpu" / parent / "online" / "podweb").is_dir() and (CG / "cpu" / parent / "offline" / "podbatch").is_dir()
+    agent.slow_tick()
+    assert (CG / "cpu" / parent / "online" / "podweb" / "cpu.idle").read_text().strip() == "0"
+    assert (CG / "cpu" / parent / "online" / "cpu.cfs_quota_us").read_text().strip() == "-1"
+    until(rt, lambda: {p.uid: p.reason for p in rt.runtime()}.get("batch") == "Evicted")
+    for _ in range(3):
+        agent.slow_tick()
+    got = {p.uid: p for p in rt.runtime()}
+    assert (got["web"].phase, got["web"].reason) == ("Running", "")
+    assert got["web"].containers[0].restarts == 0 and not gone(got["web"].containers[0].pid)
