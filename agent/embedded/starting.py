@@ -8,8 +8,10 @@ and each container's command spawned through the wrapper of :mod:`.process`.
 A container due to start again after its back-off is launched the same way
 (:func:`launch_due`), its cgroups made again if they went missing.  A pod that
 cannot be run — a manifest that does not parse, a cgroup that cannot be made —
-is recorded Failed with the reason; a command that cannot start ends its
-container with StartError.
+is recorded Failed with the reason; a command that cannot start, for whatever
+reason (not found, an environment exec refuses, a bug), ends its container
+with StartError and the reason, and restarts wait their back-off as after any
+exit: never a restart storm.
 """
 
 from __future__ import annotations
@@ -118,6 +120,10 @@ def launch(host: Host, pod: HeldPod, spec: PodSpec, c: ContainerRecord, now: flo
     except (StartFailed, OSError) as exc:
         log.error("local runtime: pod %s container %s did not start: %s", pod.record.key, c.name, exc)
         exits.exited(host, pod, c, START_ERROR_EXIT, now, reason=START_ERROR, message=str(exc))
+        return
+    except Exception as exc:  # a bug; still a failed start, so that the back-off holds (never a restart a tick)
+        log.exception("local runtime: pod %s container %s did not start", pod.record.key, c.name)
+        exits.exited(host, pod, c, START_ERROR_EXIT, now, reason=START_ERROR, message=f"cannot start: {exc}")
         return
     c.oom_kills = exits.oom_kills(host, pod, c)
     c.state, c.pid, c.pid_start, c.exit_code, c.reason, c.message = ACTIVE, started.pid, started.create_time, 0, "", ""

@@ -465,3 +465,58 @@ def test_an_online_pod_without_requests_runs_as_online_work(env, tmp_path: Path)
     got = {p.uid: p for p in rt.runtime()}
     assert (got["web"].phase, got["web"].reason) == ("Running", "")
     assert got["web"].containers[0].restarts == 0 and not gone(got["web"].containers[0].pid)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.t = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+@pytest.mark.parametrize("variable", [{"name": "A=B", "value": "x"}, {"name": "A\u0000B", "value": "x"},
+                                      {"name": "A", "value": "x\u0000y"}],
+                         ids=["equals-in-name", "nul-in-name", "nul-in-value"])
+def test_a_container_exec_refuses_backs_off_as_the_kubelets_do(env, variable: dict) -> None:
+    """exec(2) refuses the environment (a name with '=' or a NUL byte): the container never starts.  It is
+    restarted 10 s, 20 s, 40 s … later, not on every tick (the issue saw 14 restarts in 15 s), and the pod's
+    reason says why."""
+    backend, parent, runtime = env
+    clock = FakeClock()
+    rt = runtime(backoff=Backoff(), clock=clock)
+    doc = json.loads(manifest("bad-env", "exec sleep 30", policy="Always"))
+    doc["spec"]["containers"][0]["env"] = [variable]
+    rt.apply(PodAction(PodActionKind.START, "bad-env", pod_json=json.dumps(doc)))
+    started = clock.t
+    restarts_at = []
+    for _ in range(160):  # 160 s of ticks, one a second
+        clock.t += 1
+        before = only(rt).restarts
+        rt.tick()
+        if only(rt).restarts > before:
+            restarts_at.append(clock.t - started)
+    assert restarts_at == [10, 30, 70, 150]  # 10 s, then doubling: 20, 40, 80
+    pod = only(rt)
+    assert (pod.phase, pod.reason) == ("Running", "CrashLoopBackOff")
+    assert "StartError" not in pod.message and "cannot be started" in pod.message and \
+        ("environment variable" in pod.message) and pod.containers[0].pid == 0
+    assert pod.containers[0].state == "waiting" and pod.containers[0].exit_code == 128
+
+
+def test_a_start_that_fails_for_any_reason_backs_off(env, monkeypatch) -> None:
+    """Whatever makes a start fail — here a bug in spawning, simulated — the container waits its back-off."""
+    from agent.embedded import starting
+    backend, parent, runtime = env
+    clock = FakeClock()
+    rt = runtime(backoff=Backoff(), clock=clock)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("spawn broke")
+    monkeypatch.setattr(starting, "spawn", broken)
+    rt.apply(PodAction(PodActionKind.START, "broken", pod_json=manifest("broken", "exec sleep 30", policy="Always")))
+    for _ in range(15):
+        clock.t += 1
+        rt.tick()
+    pod = only(rt)
+    assert pod.restarts == 1 and pod.reason == "CrashLoopBackOff" and "spawn broke" in pod.message
