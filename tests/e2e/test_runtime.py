@@ -520,3 +520,44 @@ def test_a_start_that_fails_for_any_reason_backs_off(env, monkeypatch) -> None:
         rt.tick()
     pod = only(rt)
     assert pod.restarts == 1 and pod.reason == "CrashLoopBackOff" and "spawn broke" in pod.message
+
+
+def _catches_sigterm(pid: int) -> bool:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("SigCgt:"):
+                return bool(int(line.split()[1], 16) & (1 << (signal.SIGTERM - 1)))
+    except OSError:
+        pass
+    return False
+
+
+@pytest.mark.parametrize("when,delay", [("spawn", 0.1), ("spawn", 0.2), ("caught", 0.0), ("caught", 0.3)],
+                         ids=["100ms-after-spawn", "200ms-after-spawn", "as-soon-as-caught", "300ms-after-caught"])
+def test_sigterm_while_the_agent_starts_stops_the_pods_cleanly(env, tmp_path: Path, when: str, delay: float) -> None:
+    """An agent SIGTERMed in its first moments — importing, adopting the pods an earlier agent left — exits 0
+    having stopped them as any shutdown does, not -15 with the previous run's processes left running."""
+    backend, parent, runtime = env
+    first = runtime()
+    first.start(manifest("kept", "exec sleep 30", policy="Always"))
+    until(first, lambda: only(first).phase == "Running")
+    pids = tree(only(first).containers[0].pid)
+    first._closed = True  # as if that agent had been SIGKILLed: its pod runs on
+    spawned = time.monotonic()
+    agent = subprocess.Popen([sys.executable, "-m", "agent", "run", "--embedded", "--state", str(tmp_path / "state"),
+                              "--cgroup-parent", parent, "--metrics-port", "0", "--no-devices"],
+                             cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    try:
+        if when == "caught":  # the agent holds SIGTERM from its first moment: well within 0.2 s of its start
+            while not _catches_sigterm(agent.pid):
+                assert agent.poll() is None and time.monotonic() - spawned < 0.2, "SIGTERM not held in time"
+                time.sleep(0.002)
+        time.sleep(max(0.0, delay - (time.monotonic() - spawned)) if when == "spawn" else delay)
+        agent.send_signal(signal.SIGTERM)
+        assert agent.wait(20) == 0, agent.stderr.read()
+    finally:
+        stop(agent, signal.SIGKILL)
+    assert all(gone(pid) for pid in pids)
+    assert not (CG / "cpu" / parent).exists() and not (CG / "memory" / parent).exists()
+    record = json.loads((tmp_path / "state" / "pods" / "kept.json").read_text())
+    assert record["stopping"] is None and record["cgroup"] == ""  # stopped as on a normal shutdown, record kept
