@@ -111,8 +111,9 @@ def launch(host: Host, pod: HeldPod, spec: PodSpec, c: ContainerRecord, now: flo
     c.attempted, c.started_at, c.next_start_at, pod.dirty = True, now, 0.0, True
     pod.record.cgroup = pod.record.cgroup or podcgroups.pod_cgroup(host.layout, spec)
     try:
-        if not host.backend.exists(c.cgroup, "cpu" if host.backend.version == 1 else ""):
-            make_cgroups(host, pod, spec)  # gone meanwhile (a reboot, someone's rmdir): made again, limits and all
+        # made again if gone meanwhile (a reboot, someone's rmdir), and the limits written again if an agent
+        # killed between making the cgroups and writing them left them without (both write only what differs)
+        make_cgroups(host, pod, spec)
         started = spawn(container.argv, env=container.env, cwd=container.working_dir or host.workdir,
                         log_path=host.state.log_dir(pod.record) / f"{c.name}.log",
                         exit_file=host.state.exit_file(pod.record.uid, c.name),
