@@ -1,5 +1,12 @@
+import signal
 import sys
 
-from agent.cli import main
+# Before anything slow (the imports below take a tenth of a second): a SIGTERM or Ctrl-C while the agent
+# starts is kept, and agent.cli acts on it once it knows what it has to stop — never an exit half-way.
+EARLY: list[int] = []
+for _sig in (signal.SIGINT, signal.SIGTERM):
+    signal.signal(_sig, lambda signum, frame: EARLY.append(signum))
 
-sys.exit(main())
+from agent.cli import main  # noqa: E402
+
+sys.exit(main(early=EARLY))

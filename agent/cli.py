@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from agent.mode import Mode, ModeContext
     from proto.model import Devices, Directive, NodeReport
 
+log = logging.getLogger(__name__)
+
 EXIT_BAD_INPUT = 2
 READY_TIMEOUT = 30.0  # how long the agent waits for its mode's pod inventory before it starts anyway
 
@@ -124,9 +126,10 @@ def pick_mode(args: argparse.Namespace, *, enforce: bool) -> ModeChoice:
     return ModeChoice("none", cgroup_parent, lambda context: HostMode(context, pods=StaticPodSource()))
 
 
-def make_agent(args: argparse.Namespace, *, enforce: bool,
-               publish: Callable[[NodeReport], None] | None = None) -> tuple[Agent, Mode]:
-    """The agent the flags describe, with its mode built and started (ready, or given up on after 30 s)."""
+def make_agent(args: argparse.Namespace, *, enforce: bool, publish: Callable[[NodeReport], None] | None = None,
+               stop: threading.Event | None = None) -> tuple[Agent, Mode]:
+    """The agent the flags describe, with its mode built and started (ready, or given up on after 30 s, or as
+    soon as ``stop`` is set)."""
     from agent.cgroups.backend import detect_backend
     from agent.hostpaths import HostPaths
     from agent.labels import NodeLabels, parse_labels
@@ -146,7 +149,10 @@ def make_agent(args: argparse.Namespace, *, enforce: bool,
     labels = NodeLabels(parse_labels(args.node_labels))
     mode = choice.build(ModeContext(args.node_name, paths, backend, layout, metrics, labels, enforce))
     mode.start()
-    mode.ready(READY_TIMEOUT)
+    deadline = time.monotonic() + READY_TIMEOUT
+    while not mode.ready(min(0.2, max(0.0, deadline - time.monotonic()))):
+        if (stop is not None and stop.is_set()) or time.monotonic() >= deadline:
+            break
     devices = None if args.no_devices else _devices(paths)
     pace = {"fast_interval": args.fast_interval, "slow_interval": args.interval} if args.command == "run" else {}
     config = AgentConfig(args.node_name, enforce=enforce, **pace)
@@ -203,9 +209,13 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def cmd_run(args: argparse.Namespace, requested: threading.Event | None = None) -> int:
+    """Run until SIGINT/SIGTERM (``requested``: set by them, however early), then stop the mode's pods."""
     from agent.client import ClientOptions, ReportClient
     from proto.httpd import start_http
+
+    requested = requested or threading.Event()
+    hold_signals(requested)  # (python -m agent holds them from its first moment)
 
     client: ReportClient | None = None
     handlers: list[Callable[[Directive], None]] = []  # directives' receivers (filled once the mode exists)
@@ -220,7 +230,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not args.insecure and options.ca is None:
             raise InputError("--scheduler needs --ca (TLS) or --insecure")
         client = ReportClient(options, on_directive=on_directive)
-    agent, mode = make_agent(args, enforce=not args.dry_run, publish=client.publish if client else None)
+    agent, mode = make_agent(args, enforce=not args.dry_run, publish=client.publish if client else None,
+                             stop=requested)
     handlers.append(mode.on_directive)  # embedded: START/STOP/EVICT pod actions
     health = {"last": time.monotonic()}
     stop = threading.Event()
@@ -229,17 +240,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     def after_slow() -> None:
         health["last"] = time.monotonic()
 
-    _interrupt_on_sigterm()
-    try:  # from here on a Ctrl-C or SIGTERM, however early, ends in the mode's shutdown
+    try:  # a Ctrl-C or SIGTERM, however early, ends in the mode's shutdown (its pods stopped, cgroups removed)
+        if requested.is_set():
+            log.warning("asked to stop while starting: stopping what was started and adopted")
+            return 0
         if args.metrics_port:
             start_http(agent.metrics.registry, args.metrics_port,
                        healthy=lambda: time.monotonic() - health["last"] < 10 * args.interval + 5)
         control = threading.Thread(target=agent.run, args=(stop, after_slow), name="agent-loops", daemon=True)
         control.start()
-        asyncio.run(_serve(client, stop))
-    except KeyboardInterrupt:  # SIGINT before the event loop took it over
+        asyncio.run(_serve(client, stop, requested))
+    except KeyboardInterrupt:  # SIGINT where no handler of ours was in place (not the main thread)
         pass
     finally:
+        hold_signals(requested)  # the event loop gave the signals back to their defaults: none may kill us now
         stop.set()
         if control is not None:
             control.join(timeout=10)
@@ -247,19 +261,21 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _interrupt_on_sigterm() -> None:
-    """Until the event loop takes the signals over, SIGTERM interrupts as SIGINT does (a clean stop)."""
+def hold_signals(requested: threading.Event) -> None:
+    """SIGINT and SIGTERM set ``requested`` (a request to stop, acted on where it is safe) instead of
+    ending the process wherever it is: start-up finishes adopting and starting, then stops as any shutdown."""
     import signal
 
-    def interrupt(*_: object) -> None:
-        raise KeyboardInterrupt
-    try:
-        signal.signal(signal.SIGTERM, interrupt)
-    except ValueError:  # not the main thread (tests)
-        pass
+    def request(*_: object) -> None:
+        requested.set()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            signal.signal(sig, request)
+        except ValueError:  # not the main thread (tests)
+            pass
 
 
-async def _serve(client: ReportClient | None, stop: threading.Event) -> None:
+async def _serve(client: ReportClient | None, stop: threading.Event, requested: threading.Event) -> None:
     """The asyncio side: stream to the scheduler until SIGINT/SIGTERM (the loops run on their own thread)."""
     import signal
     done = asyncio.Event()
@@ -269,6 +285,8 @@ async def _serve(client: ReportClient | None, stop: threading.Event) -> None:
             loop.add_signal_handler(sig, done.set)
         except (NotImplementedError, RuntimeError):
             pass
+    if requested.is_set():  # asked before the loop took the signals over
+        done.set()
     task = asyncio.create_task(client.run(done)) if client is not None else None
     await done.wait()
     stop.set()
@@ -276,16 +294,33 @@ async def _serve(client: ReportClient | None, stop: threading.Event) -> None:
         await asyncio.gather(task, return_exceptions=True)
 
 
+def _take_signals_over(requested: threading.Event, *, run: bool) -> None:
+    import signal
+    if run:
+        hold_signals(requested)
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def _path(value: str | None) -> Path | None:
     return Path(value) if value else None
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, early: list[int] | None = None) -> int:
+    """``early``: signals received before this ran (``python -m agent`` keeps them from its first moment)."""
     args = build_parser().parse_args(argv)
+    requested = threading.Event()
+    if early is not None:  # run: a stop request from now on, the early ones included; report: as usual again
+        _take_signals_over(requested, run=args.command == "run")
+        if early and args.command != "run":
+            return 128 + early[0]
+        if early:
+            requested.set()
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:
-        return cmd_report(args) if args.command == "report" else cmd_run(args)
+        return cmd_report(args) if args.command == "report" else cmd_run(args, requested)
     except (InputError, FileNotFoundError) as exc:  # bad input or a path that is not there; anything else is a bug
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -8,6 +8,12 @@ scheduler is away it keeps only the latest report (memory stays bounded) plus
 the evictions not yet acknowledged (bounded too, oldest dropped first and
 counted), and reconnects with exponential backoff and full jitter.
 
+A report is sent again only while it is recent (``resend_for`` seconds after
+the agent published it).  An agent whose loop stopped publishing — a tick that
+fails every time, a loop stuck in the kernel — therefore goes quiet instead of
+re-sending a frozen copy of its last good report: the scheduler sees the node
+go stale and reads its figures as unknown, never as a healthy node's.
+
 With :mod:`proto.codec` and :mod:`scheduler.intake.server` this is the wire boundary.
 """
 
@@ -55,6 +61,13 @@ class ClientOptions:
     # restart costs at most an interval of reports; a longer outage backs off to backoff_max.
     fast_reconnect_window: float = 60.0
     max_pending_evictions: int = 1000
+    # A published report is sent again, every interval, for at most this long (None: three intervals, at
+    # least 10 s); then nothing is sent until the agent publishes a newer one.
+    resend_for: float | None = None
+
+    @property
+    def report_lifetime(self) -> float:
+        return self.resend_for if self.resend_for is not None else max(3 * self.interval, 10.0)
 
 
 def channel_options(options: ClientOptions) -> list[tuple[str, object]]:
@@ -103,6 +116,8 @@ class ReportClient:
         self._shared_channel = channel  # many simulated agents may share one channel
         self._lock = threading.Lock()
         self._latest: NodeReport | None = None
+        self._published_at = 0.0   # monotonic time of the latest publish
+        self._quiet = False        # the latest report is too old to send again (said once)
         self._evictions: deque[Eviction] = deque()
         self._in_flight: dict[int, int] = {}  # sequence -> evictions it carried
         self._sequence = 0
@@ -123,7 +138,10 @@ class ReportClient:
                     self._evictions.popleft()
                     self.stats["evictions_dropped"] += 1
                 self._evictions.append(e)
-            self._latest = report
+            self._latest, self._published_at = report, time.monotonic()
+        if self._quiet:
+            log.warning("the agent published a report again: sending reports again")
+            self._quiet = False
 
     @property
     def pending_evictions(self) -> int:
@@ -197,7 +215,7 @@ class ReportClient:
     async def _send(self, call: ReportStream) -> None:
         with self._lock:
             latest = self._latest
-            if latest is None:
+            if latest is None or not self._recent():
                 return
             self._sequence += 1
             evictions = list(self._evictions)
@@ -209,6 +227,17 @@ class ReportClient:
         self._sent_at[self._sequence] = time.monotonic()
         await call.write(message)
         self.stats["sent"] += 1
+
+    def _recent(self) -> bool:
+        """Whether the latest report may still be sent (called under the lock)."""
+        age = time.monotonic() - self._published_at
+        if age <= self.options.report_lifetime:
+            return True
+        if not self._quiet:
+            log.warning("the agent has published no report for %.0fs: not sending its last one again (the "
+                        "scheduler will read this node's figures as unknown until the agent reports again)", age)
+            self._quiet = True
+        return False
 
     async def _read(self, call: ReportStream) -> None:
         async for message in call:

@@ -37,13 +37,13 @@ from agent.intents import BatchAllocatable, CgroupWrite
 from agent.metrics import AgentMetrics
 from agent.pods import PodInfo, PodSource
 from agent.policies.batch import OvercommitState, batch_allocatable
-from agent.policies.cpu import cpu_intents, offline_quota
+from agent.policies.cpu import burst_writes, offline_pod_writes, offline_quota, quota_plan
 from agent.policies.eviction import EvictionState, decide_evictions
 from agent.policies.memory import memory_intents
 from agent.policies.nodestate import NodeState, PodSample
 from agent.policies.numa import REASONS as UNPINNED_REASONS
 from agent.policies.numa import PinProblem, numa_intents, pinned
-from agent.profile import ProfileSpec, ProfileWatcher
+from agent.profile import ProfileError, ProfileSpec, ProfileWatcher
 from proto.model import (
     Capacity,
     Colocation,
@@ -115,7 +115,9 @@ class Agent:
         self._capacity_at = monotonic()
         self._devices = self.devices()
         self._devices_at = monotonic()
-        self.spec: ProfileSpec = profiles.current.effective(self.node_labels(), _now(clock))
+        self._spec_error: str | None = None  # why the profile's spec for this node and time is not in force
+        self.spec: ProfileSpec = profiles.current.spec
+        self.spec = self._effective_spec()
         self.quota: int | None = None  # the offline quota in force (millicores)
         self.batch: BatchAllocatable | None = None
         self.eviction_state = EvictionState()
@@ -132,6 +134,10 @@ class Agent:
         self._fast_recent: deque[tuple[float, float]] = deque()  # (time, online millicores) of recent fast windows
         self._fast_cut_at: float | None = None  # when the fast loop last cut the quota, until it is fully reopened
         self._slow_quota: int | None = None     # the quota the slow loop decided last (the fast loop's ceiling)
+        # Online pods in the offline parent (the kubelet's BestEffort tier): the quota is then split over the
+        # offline pods in it (these cgroups) and the fast loop, which moves the parent's quota, waits.
+        self._capped: frozenset[str] = frozenset()
+        self._quota_on_parent = True
         self._offline_busy = True  # until the fast loop has measured otherwise
         self._system_cpu = 0.0     # CPU used outside pods, from the last slow sample
         self._offline_cpu = 0.0    # CPU used by offline pods, from the last slow sample
@@ -170,7 +176,7 @@ class Agent:
                          numa_zones=tuple(self.capacity.numa_zones))
 
     def _sample_pod(self, pod: PodInfo, seen: set[str], detail: bool) -> PodSample:
-        path = self.layout.pod_path(pod.uid, pod.qos_class)
+        path = self.layout.pod_path(pod.uid, pod.qos_class, offline=pod.offline)
         try:
             cpu, memory = self._usage(self._pod_meters, path, seen)
         except (OSError, ValueError):  # not on this host, or it left between listing and reading: not an error
@@ -214,7 +220,7 @@ class Agent:
         started = self.monotonic()
         if self.profiles.poll():
             self.metrics.profile_in_force(self.profiles.current.name, self.profiles.current.digest)
-        self.spec = self.profiles.current.effective(self.node_labels(), _now(self.clock))
+        self.spec = self._effective_spec()
         self._refresh_slow_collectors(started)
         if self.runtime is not None:
             try:  # exits, restarts and stops first, so this tick sees the pods as they are now
@@ -227,8 +233,13 @@ class Agent:
         if self.config.enforce:
             numa = numa_intents(state)
             self._note_unpinned(numa.problems)
-            writes = cpu_intents(state, self.spec.cpu, self.spec.burst) + memory_intents(state, self.spec.memory)
+            plan = quota_plan(state, self.spec.cpu, self._capped)
+            writes = plan.writes + offline_pod_writes(state, self.spec.cpu) + burst_writes(state, self.spec.burst) + \
+                memory_intents(state, self.spec.memory)
             self._apply(writes + numa.writes)
+            self._capped, self._quota_on_parent = plan.capped, plan.on_parent
+            self.quota = plan.quota
+            self.metrics.quota.set(plan.quota)
             self._slow_quota, self._fast_cut_at = self.quota, None
             self._evict(state)
         else:
@@ -242,6 +253,21 @@ class Agent:
         self.unreported.clear()
         self.metrics.loop_seconds.labels("slow").observe(self.monotonic() - started)
         return report
+
+    def _effective_spec(self) -> ProfileSpec:
+        """The profile's spec for this node now; where node overrides that match together (or with the windows
+        open now) break a rule none of them breaks alone, the spec in force stays, with one error logged."""
+        profile = self.profiles.current
+        try:
+            spec = profile.effective(self.node_labels(), _now(self.clock))
+        except ProfileError as exc:
+            message = f"QoS profile {profile.label} for this node: {exc}"
+            if message != self._spec_error:
+                log.error("%s; keeping the settings in force", message)
+            self._spec_error = message
+            return self.spec
+        self._spec_error = None
+        return spec
 
     def _refresh_slow_collectors(self, now: float) -> None:
         if now - self._capacity_at >= self.config.topology_interval:
@@ -310,6 +336,9 @@ class Agent:
         # Busy if either clock says so: CFS throttling leaves some 25 ms windows with no offline CPU at all.
         busy_at = capacity * self.config.offline_busy_percent / 100.0
         self._offline_busy = offline > busy_at or self._offline_cpu > busy_at
+        if not self._quota_on_parent:  # online pods share the offline parent: its quota must stay off
+            self._fast_seconds.observe(self.monotonic() - started)
+            return False
         wanted = offline_quota(capacity, online, system, self.spec.cpu)
         rising = self._fast_online is not None and online > self._fast_online + capacity * 0.05
         self._fast_online = online

@@ -1,6 +1,7 @@
 """The pods on this node, and which of them are online and which offline.
 
-QoS level: see :mod:`proto.vocab.qos` (shared with the scheduler).  A :class:`PodSource` gives the
+QoS level: see :mod:`proto.vocab.qos` (shared with the scheduler); it, not the Kubernetes QoS
+class, decides whether a pod is offline.  A :class:`PodSource` gives the
 inventory: the pod cgroups found on the host (when no API is reachable), a fixed list (tests,
 benchmarks), or — elsewhere — a Kubernetes watch of the node's pods
 (:class:`agent.kubernetes.pods.KubernetesPodSource`) and embedded mode's local runtime
@@ -107,11 +108,24 @@ class StaticPodSource:
 
 
 class CgroupPodSource:
-    """Pods as the host's cgroups show them: uid and QoS class only (used without API access)."""
+    """Pods as the host's cgroups show them: uid and QoS class only (used without API access).
+
+    Their QoS level is what their place says: in a layout of our own (``--cgroup-parent``) pods were
+    placed by level, offline under the offline parent.  In the kubelet's layout the place says only the
+    Kubernetes QoS class, and an online pod without requests is as BestEffort as an offline one; without
+    its ``volcano.sh/qos-level`` annotation the level is unknown (UNSPECIFIED), and a pod of unknown
+    level is never treated as offline — never idled, throttled or evicted as offline work.
+    """
 
     def __init__(self, layout: Layout):
         self.layout = layout
 
     def pods(self) -> list[PodInfo]:
-        return [PodInfo(uid=p.uid, qos_class=p.qos_class, qos_level=qos_level({}, p.qos_class, False))
+        return [PodInfo(uid=p.uid, qos_class=p.qos_class, qos_level=_placed_level(p.qos_class, p.offline))
                 for p in self.layout.discover()]
+
+
+def _placed_level(qos_class: str, offline: bool | None) -> QosLevel:
+    if offline is None:
+        return QosLevel.UNSPECIFIED
+    return QosLevel.BE if offline else qos_level({}, qos_class if qos_class != "BestEffort" else "Burstable", False)

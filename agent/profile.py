@@ -19,10 +19,14 @@
       spec: {cpu: {offlineThresholdPercent: 50}}
 
 Everything is typed and checked when the file is read: an unknown key, a
-percentage outside 0–100, a low watermark above its high one, a malformed
-window or time zone is a :class:`ProfileError` naming the key, and
-:class:`ProfileWatcher` keeps the last good profile in force.  A Kubernetes
-ConfigMap holding the YAML under one key is accepted as is.
+number that is not finite (``.nan``, ``.inf``) or outside its range (a
+percentage outside 0–100, an eviction ``interval`` under 100 ms), a low
+watermark above its high one — in the spec, in each node override, and
+wherever windows are open, merged as they apply — a malformed window or time
+zone, a structure of the wrong shape is a :class:`ProfileError` (one line)
+naming the key; nothing else escapes.  :class:`ProfileWatcher` keeps the last
+good profile in force and counts a refused reload.  A Kubernetes ConfigMap
+holding the YAML under one key is accepted as is.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -51,8 +56,25 @@ LEVELS = ("LC", "HLS", "LS", "BE")
 _Section = TypeVar("_Section", bound="DataclassInstance")
 
 
+MAX_NODES = 20_000   # YAML nodes in one profile (an alias bomb is refused, not expanded)
+MAX_DEPTH = 50       # nesting depth
+
+
 class ProfileError(InputError):
     pass
+
+
+def _show(raw: Any) -> str:
+    """A value as a message shows it: its repr, on one line, cut short."""
+    text = repr(raw)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _key(key: Any) -> str:
+    """A mapping key as a message names it (plain names as they are; anything else as its repr, cut short)."""
+    if isinstance(key, str) and key.isprintable() and len(key) <= 60:
+        return key
+    return _show(key)
 
 
 def _pct(default: float, upper: float = 100.0) -> float:
@@ -143,25 +165,53 @@ def _value(f: dataclasses.Field, raw: Any, where: str) -> Any:
     if meta.get("duration"):
         try:
             value = parse_duration(raw)
-        except ValueError as exc:
+        except (ValueError, OverflowError) as exc:
             raise ProfileError(f"{where}: {exc}") from None
     elif kind == "bool":
         if not isinstance(raw, bool):
-            raise ProfileError(f"{where}: expected true or false, got {raw!r}")
+            raise ProfileError(f"{where}: expected true or false, got {_show(raw)}")
         value = raw
     elif kind in ("int", "float"):
-        if isinstance(raw, bool) or not isinstance(raw, (int, float)) or (kind == "int" and not float(raw).is_integer()):
-            raise ProfileError(f"{where}: expected {'an integer' if kind == 'int' else 'a number'}, got {raw!r}")
-        value = int(raw) if kind == "int" else float(raw)
+        value = _number(raw, kind, where)
     elif kind.startswith("tuple"):
         if not isinstance(raw, list) or not all(isinstance(x, str) and x.upper() in LEVELS for x in raw):
-            raise ProfileError(f"{where}: expected a list of QoS levels ({', '.join(LEVELS)}), got {raw!r}")
+            raise ProfileError(f"{where}: expected a list of QoS levels ({', '.join(LEVELS)}), got {_show(raw)}")
         value = tuple(x.upper() for x in raw)
     else:
         value = raw
-    if "min" in meta and value < meta["min"] or "max" in meta and value > meta["max"]:
-        raise ProfileError(f"{where}: must be between {meta['min']:g} and {meta['max']:g}, got {raw!r}")
+    _check_range(meta, value, raw, where)
     return value
+
+
+def _number(raw: Any, kind: str, where: str) -> int | float:
+    """A finite number of the field's kind; ProfileError otherwise (NaN and infinities included)."""
+    wanted = "an integer" if kind == "int" else "a number"
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+        raise ProfileError(f"{where}: expected {wanted}, got {_show(raw)}")
+    if isinstance(raw, float) and not math.isfinite(raw):
+        raise ProfileError(f"{where}: must be a finite number, got {_show(raw)}")
+    if kind == "int":
+        if isinstance(raw, float) and not raw.is_integer():
+            raise ProfileError(f"{where}: expected {wanted}, got {_show(raw)}")
+        return int(raw)
+    try:
+        return float(raw)
+    except OverflowError:  # an integer too large for a float
+        raise ProfileError(f"{where}: {_show(raw)} is out of range") from None
+
+
+def _check_range(meta: Any, value: Any, raw: Any, where: str) -> None:
+    low, high = meta.get("min"), meta.get("max")
+    if (low is None or value >= low) and (high is None or value <= high):
+        return
+    unit = "s" if meta.get("duration") else ""
+    if low is not None and high is not None:
+        rule = f"must be between {low:g}{unit} and {high:g}{unit}"
+    elif low is not None:
+        rule = f"must be at least {low:g}{unit}"
+    else:
+        rule = f"must be at most {high:g}{unit}"
+    raise ProfileError(f"{where}: {rule}, got {_show(raw)}")
 
 
 def _section(cls: type[_Section], raw: Any, where: str) -> _Section:
@@ -172,9 +222,9 @@ def _section(cls: type[_Section], raw: Any, where: str) -> _Section:
     fields = {_camel(f.name): f for f in dataclasses.fields(cls)}
     values = {}
     for key, value in raw.items():
-        f = fields.get(key)
+        f = fields.get(key) if isinstance(key, str) else None
         if f is None:
-            raise ProfileError(f"{where}.{key}: unknown key; known: {', '.join(sorted(fields))}")
+            raise ProfileError(f"{where}.{_key(key)}: unknown key; known: {', '.join(sorted(fields))}")
         values[f.name] = _value(f, value, f"{where}.{key}")
     try:
         return cls(**values)
@@ -192,7 +242,7 @@ def _window(raw: Any, where: str) -> Window:
     overrides = {k: v for k, v in raw.items() if k != "time"}
     for key in overrides:
         if key not in _SECTIONS:
-            raise ProfileError(f"{where}.{key}: unknown key; a window may set {', '.join(_SECTIONS)}")
+            raise ProfileError(f"{where}.{_key(key)}: unknown key; a window may set {', '.join(_SECTIONS)}")
     _spec(overrides, where)  # check what it sets now, not when the window opens
     return Window(span, overrides)
 
@@ -204,23 +254,53 @@ def _spec(raw: Any, where: str) -> ProfileSpec:
         raise ProfileError(f"{where}: expected a mapping")
     for key in raw:
         if key not in (*_SECTIONS, "timezone", "windows"):
-            raise ProfileError(f"{where}.{key}: unknown key; known: {', '.join([*_SECTIONS, 'timezone', 'windows'])}")
+            raise ProfileError(f"{where}.{_key(key)}: unknown key; known: "
+                               f"{', '.join([*_SECTIONS, 'timezone', 'windows'])}")
     # one instance of each section's class, under ProfileSpec's field names
     sections: dict[str, Any] = {name: _section(cls, raw.get(name), f"{where}.{name}") for name, cls in _SECTIONS.items()}
     tz = raw.get("timezone") or ""
     if tz:
+        if not isinstance(tz, str):
+            raise ProfileError(f"{where}.timezone: expected a time zone name, got {_show(tz)}")
         try:
-            ZoneInfo(str(tz))
-        except (ZoneInfoNotFoundError, ValueError):
-            raise ProfileError(f"{where}.timezone: unknown time zone {tz!r}") from None
+            ZoneInfo(tz)
+        except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a folder of zones, a name too long
+            raise ProfileError(f"{where}.timezone: unknown time zone {_show(tz)}") from None
     windows = raw.get("windows") or []
     if not isinstance(windows, list):
         raise ProfileError(f"{where}.windows: expected a list")
-    return ProfileSpec(**sections, timezone=str(tz),
+    return ProfileSpec(**sections, timezone=tz,
                        windows=tuple(_window(w, f"{where}.windows[{i}]") for i, w in enumerate(windows)))
 
 
-def _merge(base: dict, over: dict) -> dict:
+def _checked(raw: Any, where: str) -> ProfileSpec:
+    """``_spec`` of ``raw``, and of ``raw`` with its windows merged in as they are open together at every
+    minute of the day: a window valid alone but not on top of the spec (a low watermark above the high one
+    it meets) is refused now, not on every tick while it is open."""
+    spec = _spec(raw, where)
+    if not spec.windows:
+        return spec
+    base = {k: v for k, v in raw.items() if k != "windows"}
+    seen: set[tuple[int, ...]] = set()
+    for minute in sorted({m for w in spec.windows for m in (w.span.start, w.span.end)}):
+        t = dtime(minute // 60, minute % 60)
+        open_now = tuple(i for i, w in enumerate(spec.windows) if w.contains(t))
+        if not open_now or open_now in seen:
+            continue
+        seen.add(open_now)
+        merged = base
+        for i in open_now:
+            merged = _merge(merged, spec.windows[i].overrides)
+        try:
+            _spec(merged, where)
+        except ProfileError as exc:
+            names = " and ".join(f"windows[{i}]" for i in open_now)
+            raise ProfileError(f"{exc} (with {names} open, from {t:%H:%M})") from None
+    return spec
+
+
+def _merge(base: dict, over: Any) -> dict:
+    """``base`` with ``over`` merged in (mappings key by key; anything else replaces); ``over`` a mapping."""
     out = dict(base)
     for key, value in over.items():
         out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
@@ -266,12 +346,20 @@ class QosProfile:
 
 
 def parse_profile(text: str, source: str = "<profile>") -> QosProfile:
+    """The profile ``text`` holds; ProfileError (one line, naming ``source`` and the key) if it is not one."""
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ProfileError(f"{source}: invalid YAML: {getattr(exc, 'problem', None) or exc}") from None
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        problem = " ".join(str(getattr(exc, "problem", None) or exc).split())
+        raise ProfileError(f"{source}: invalid YAML{where}: {problem}") from None
+    except RecursionError:
+        raise ProfileError(f"{source}: invalid YAML: nested too deeply") from None
+    _check_size(doc, source)
     if isinstance(doc, dict) and doc.get("kind") == "ConfigMap":
-        entries = [v for v in (doc.get("data") or {}).values() if isinstance(v, str)]
+        data = doc.get("data") or {}
+        entries = [v for v in data.values() if isinstance(v, str)] if isinstance(data, dict) else []
         if len(entries) != 1:
             raise ProfileError(f"{source}: a ConfigMap must hold the profile as its one data entry")
         return parse_profile(entries[0], source)
@@ -281,71 +369,117 @@ def parse_profile(text: str, source: str = "<profile>") -> QosProfile:
         raise ProfileError(f"{source}: expected a mapping with name, spec and nodes")
     for key in doc:
         if key not in ("name", "spec", "nodes", "apiVersion", "kind"):
-            raise ProfileError(f"{source}: {key}: unknown key; expected name, spec, nodes")
+            raise ProfileError(f"{source}: {_key(key)}: unknown key; expected name, spec, nodes")
+    name = doc.get("name") or "default"
+    if not isinstance(name, (str, int, float)) or isinstance(name, bool):
+        raise ProfileError(f"{source}: name: expected a string, got {_show(name)}")
     try:
         raw = doc.get("spec") or {}
-        spec = _spec(raw, "spec")
-        nodes = []
-        for i, item in enumerate(doc.get("nodes") or []):
-            where = f"nodes[{i}]"
-            if not isinstance(item, dict) or set(item) - {"selector", "spec"} or not isinstance(item.get("selector"), dict):
-                raise ProfileError(f"{where}: expected selector (labels) and spec")
-            override = item.get("spec") or {}
-            _spec(_merge(raw, override), f"{where}.spec")  # the merged result must be valid too
-            nodes.append(NodeOverride({str(k): str(v) for k, v in item["selector"].items()}, override))
+        if not isinstance(raw, dict):
+            raise ProfileError(f"spec: expected a mapping, got {_show(raw)}")
+        spec = _checked(raw, "spec")
+        nodes = [_override(item, raw, f"nodes[{i}]") for i, item in enumerate(_list(doc.get("nodes"), "nodes"))]
     except ProfileError as exc:
         raise ProfileError(f"{source}: {exc}") from None
-    return QosProfile(str(doc.get("name") or "default"), hashlib.sha256(text.encode()).hexdigest()[:12], raw, spec,
+    return QosProfile(str(name), hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12], raw, spec,
                       tuple(nodes))
+
+
+def _list(raw: Any, where: str) -> list:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise ProfileError(f"{where}: expected a list, got {_show(raw)}")
+    return raw
+
+
+def _override(item: Any, base: dict, where: str) -> NodeOverride:
+    """One ``nodes[]`` entry: a selector of label values, and a spec that is valid merged over ``base``."""
+    if not isinstance(item, dict) or set(item) - {"selector", "spec"} or not isinstance(item.get("selector"), dict):
+        raise ProfileError(f"{where}: expected selector (labels) and spec")
+    selector = {}
+    for k, v in item["selector"].items():
+        if not isinstance(k, str) or not isinstance(v, (str, int, float, bool)):
+            raise ProfileError(f"{where}.selector.{_key(k)}: expected a label name and value, got {_show(v)}")
+        selector[k] = str(v).lower() if isinstance(v, bool) else str(v)
+    override = item.get("spec") or {}
+    if not isinstance(override, dict):
+        raise ProfileError(f"{where}.spec: expected a mapping, got {_show(override)}")
+    _checked(_merge(base, override), f"{where}.spec")  # the merged result must be valid too
+    return NodeOverride(selector, override)
+
+
+def _check_size(doc: Any, source: str) -> None:
+    """Refuse a document with more than MAX_NODES values or nested deeper than MAX_DEPTH (counting every
+    use of an alias, so a small file that expands to millions of values is refused, not walked)."""
+    count = 0
+    stack: list[tuple[Any, int]] = [(doc, 0)]
+    while stack:
+        value, depth = stack.pop()
+        count += 1
+        if count > MAX_NODES:
+            raise ProfileError(f"{source}: more than {MAX_NODES} values: not a QoS profile")
+        if depth > MAX_DEPTH:
+            raise ProfileError(f"{source}: nested more than {MAX_DEPTH} deep: not a QoS profile")
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for kv in value.items() for v in kv)
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value)
 
 
 DEFAULT_PROFILE = parse_profile("name: builtin\n", "<builtin>")
 
 
 class ProfileWatcher:
-    """The profile in force, re-read when its file changes; a refused file keeps the previous profile."""
+    """The profile in force, re-read when its file changes; a refused file keeps the previous profile.
+
+    Every reload ends in ``on_result("success")`` or, once per distinct problem, ``on_result("refused")``
+    (the agent counts them); nothing a file holds makes :meth:`poll` raise."""
 
     def __init__(self, path: str | Path | None, on_result: Callable[[str], None] | None = None):
         self.path = Path(path) if path else None
         self.on_result = on_result or (lambda result: None)
-        self.current = DEFAULT_PROFILE if self.path is None else self._load(self.path)
+        self.current = DEFAULT_PROFILE if self.path is None else parse_profile(_read(self.path), str(self.path))
         self.last_error: str | None = None
         self._seen = self.current.digest
-
-    @staticmethod
-    def _load(path: Path) -> QosProfile:
-        try:
-            text = path.read_text()
-        except OSError as exc:
-            raise ProfileError(f"{path}: cannot read: {exc}") from None
-        return parse_profile(text, str(path))
 
     def poll(self) -> bool:
         if self.path is None:
             return False
         try:
-            text = self.path.read_text()
-        except OSError as exc:
-            return self._refuse(f"{self.path}: cannot read: {exc}", None)
+            text = _read(self.path)
+        except ProfileError as exc:
+            return self._refuse(str(exc))
         digest = hashlib.sha256(text.encode()).hexdigest()[:12]
         if digest == self.current.digest:
             self.last_error = None
+            self._seen = digest
             return False
         if digest == self._seen:
             return False
-        self._seen = digest
         try:
             profile = parse_profile(text, str(self.path))
         except ProfileError as exc:
-            return self._refuse(str(exc), digest)
+            self._seen = digest
+            return self._refuse(str(exc))
+        self._seen = digest
         self.current, self.last_error = profile, None
         log.info("QoS profile %s in force", profile.label)
         self.on_result("success")
         return True
 
-    def _refuse(self, message: str, digest: str | None) -> bool:
+    def _refuse(self, message: str) -> bool:
         if message != self.last_error:
             log.error("refused QoS profile, keeping %s: %s", self.current.label, message)
             self.on_result("refused")
         self.last_error = message
         return False
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ProfileError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ProfileError(f"{path}: not UTF-8 text (byte {exc.start})") from None

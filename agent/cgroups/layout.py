@@ -13,8 +13,14 @@ BestEffort  ``kubepods/besteffort/pod<uid>``    ``…/kubepods-besteffort.slice/
 
 Containers are child directories: the container id (cgroupfs), or
 ``cri-containerd-<id>.scope``, ``crio-<id>.scope``, ``docker-<id>.scope``
-(systemd).  Offline (BE) work shares one parent, the BestEffort cgroup, which
-is where the offline CPU quota goes.
+(systemd).  The kubelet places a pod by its Kubernetes QoS class, not by its
+QoS level: offline (BE) pods — BestEffort, asking only for batch resources —
+share the BestEffort cgroup, which is the *offline parent* where the offline
+CPU quota goes, but an online pod without requests is BestEffort too and lives
+there beside them.  Where it does, the quota is not put on that parent (see
+:func:`agent.policies.cpu.quota_plan`).  A layout of our own
+(:class:`FixedLayout`) places pods by their level, so its offline parent holds
+offline pods only.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ class PodCgroup:
     uid: str
     qos_class: str
     path: str  # relative to the hierarchy root
+    offline: bool | None = None  # what its place says of its QoS level (None: nothing, as in the kubelet's layout)
 
 
 class Layout:
@@ -50,7 +57,9 @@ class Layout:
     # kubelet's node the offline parent keeps its low weight and is not made SCHED_IDLE.
     owns_parents: bool = False
 
-    def pod_path(self, uid: str, qos_class: str) -> str:
+    def pod_path(self, uid: str, qos_class: str, *, offline: bool | None = None) -> str:
+        """Where the pod's cgroup is: by its Kubernetes QoS class in the kubelet's layout, by whether it is
+        offline (its QoS level; None: as its class says, BestEffort offline) in a layout of our own."""
         raise NotImplementedError
 
     def discover(self) -> list[PodCgroup]:
@@ -79,8 +88,8 @@ class KubeletLayout(Layout):
                             "BestEffort": "kubepods.slice/kubepods-besteffort.slice"}
         self.offline_parent = self.classes["BestEffort"]
 
-    def pod_path(self, uid: str, qos_class: str) -> str:
-        parent = self.classes[qos_class]
+    def pod_path(self, uid: str, qos_class: str, *, offline: bool | None = None) -> str:
+        parent = self.classes[qos_class]  # the kubelet's choice, whatever the pod's level
         if self.driver == "cgroupfs":
             return f"{parent}/pod{uid}"
         prefix = {"Guaranteed": "kubepods", "Burstable": "kubepods-burstable", "BestEffort": "kubepods-besteffort"}
@@ -118,16 +127,19 @@ class FixedLayout(Layout):
         self.online_parent = f"{self.root}/online"
         self.owns_parents = True
 
-    def pod_path(self, uid: str, qos_class: str) -> str:
-        parent = self.offline_parent if qos_class == "BestEffort" else self.online_parent
-        return f"{parent}/pod{uid}"
+    def pod_path(self, uid: str, qos_class: str, *, offline: bool | None = None) -> str:
+        if offline is None:
+            offline = qos_class == "BestEffort"
+        return f"{self.offline_parent if offline else self.online_parent}/pod{uid}"
 
     def discover(self) -> list[PodCgroup]:
+        """Pod cgroups that exist now; their place is their level (whoever made them chose it by level)."""
         found = []
-        for parent, qos_class in ((self.online_parent, "Burstable"), (self.offline_parent, "BestEffort")):
+        for parent, qos_class, offline in ((self.online_parent, "Burstable", False),
+                                           (self.offline_parent, "BestEffort", True)):
             for name in _subdirs(self.backend.directory(parent, "cpu")):
                 if name.startswith("pod"):
-                    found.append(PodCgroup(name[3:], qos_class, f"{parent}/{name}"))
+                    found.append(PodCgroup(name[3:], qos_class, f"{parent}/{name}", offline))
         return found
 
 
@@ -145,15 +157,13 @@ def container_id(name: str) -> str | None:
     return m.group(1) if m else None
 
 
-
-
 class NoLayout(Layout):
     """No pod cgroups on this host (no kubelet): nothing to discover, nothing to enforce."""
 
     def __init__(self, backend: Backend):
         self.backend = backend
 
-    def pod_path(self, uid: str, qos_class: str) -> str:
+    def pod_path(self, uid: str, qos_class: str, *, offline: bool | None = None) -> str:
         return f"__no_pods__/{uid}"
 
     def discover(self) -> list[PodCgroup]:

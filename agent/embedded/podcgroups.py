@@ -1,7 +1,9 @@
 """The local runtime's cgroups: a pod cgroup from the agent's layout, a container cgroup below it.
 
-Made in every controller the backend manages (cpu, cpuacct, memory, cpuset
-on v1; the unified hierarchy on v2) with :func:`agent.cgroups.tree.make_group`.
+The pod cgroup is under the online or the offline parent by the pod's QoS
+level (:func:`pod_cgroup`).  Made in every controller the backend manages
+(cpu, cpuacct, memory, cpuset on v1; the unified hierarchy on v2) with
+:func:`agent.cgroups.tree.make_group`.
 Container cgroups are named by a hex id derived from the pod uid and the
 container name (``layout.containers`` lists such names, as it lists a
 container runtime's ids, so per-container usage and NUMA pinning see them),
@@ -34,6 +36,7 @@ import logging
 from pathlib import Path
 
 from agent.cgroups.backend import Backend
+from agent.cgroups.layout import Layout
 from agent.cgroups.tree import V1_CONTROLLERS, make_group, pids, remove_group
 from agent.embedded.spec import ContainerSpec, PodSpec
 from agent.intents import CgroupWrite
@@ -42,6 +45,13 @@ log = logging.getLogger(__name__)
 
 SHARES_PER_CPU = 1024
 MIN_SHARES = 2
+
+
+def pod_cgroup(layout: Layout, spec: PodSpec) -> str:
+    """Where the pod's cgroup goes: under the online or the offline parent by its QoS level
+    (``volcano.sh/qos-level``), never by its Kubernetes QoS class — an online pod without requests is
+    BestEffort by class and still runs beside online work, not under the offline parent's quota."""
+    return layout.pod_path(spec.uid, spec.info.qos_class, offline=spec.info.offline)
 
 
 def container_cgroup(pod_path: str, uid: str, container: str) -> str:

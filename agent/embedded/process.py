@@ -68,6 +68,24 @@ def resolve(argv0: str, env: Mapping[str, str], cwd: str) -> str:
     return found
 
 
+def _check_exec(argv: Sequence[str], env: Mapping[str, str], cwd: str) -> None:
+    """What exec(2) cannot take, as a StartFailed naming it: an environment variable name that is empty or holds
+    ``=`` or a NUL byte, a NUL byte in a value, the command, its arguments or the working directory."""
+    for name, value in env.items():
+        if not name or "=" in name or "\0" in name:
+            raise StartFailed(f"environment variable name {name[:60]!r} is invalid (empty, or holding '=' or a NUL "
+                              "byte): the container cannot be started")
+        if "\0" in value:
+            raise StartFailed(f"environment variable {name[:60]}: its value holds a NUL byte: the container cannot "
+                              "be started")
+    for i, arg in enumerate(argv):
+        if "\0" in arg:
+            raise StartFailed(f"{'command' if i == 0 else f'argument {i}'} holds a NUL byte: the container cannot be "
+                              "started")
+    if "\0" in cwd:
+        raise StartFailed("working directory holds a NUL byte: the container cannot be started")
+
+
 @dataclass
 class Started:
     popen: subprocess.Popen
@@ -78,6 +96,7 @@ class Started:
 def spawn(argv: Sequence[str], *, env: Mapping[str, str], cwd: str, log_path: Path, exit_file: Path,
           procs_files: Sequence[str]) -> Started:
     """Start ``argv`` through the wrapper; StartFailed if it cannot be."""
+    _check_exec(argv, env, cwd)
     if not os.path.isdir(cwd):
         raise StartFailed(f"working directory {cwd}: no such directory")
     exe = resolve(argv[0], env, cwd)
@@ -91,8 +110,8 @@ def spawn(argv: Sequence[str], *, env: Mapping[str, str], cwd: str, log_path: Pa
                  exe, *argv[1:]],
                 env=dict(env), cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                 start_new_session=True, close_fds=True)
-        except OSError as exc:
-            raise StartFailed(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
+        except (OSError, ValueError) as exc:  # ValueError: what exec refuses that the checks above missed
+            raise StartFailed(f"cannot start {argv[0]}: {getattr(exc, 'strerror', None) or exc}") from None
     try:
         created = psutil.Process(popen.pid).create_time()
     except psutil.Error:  # cannot happen for a child not yet reaped; keep going without it

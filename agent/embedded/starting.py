@@ -8,8 +8,10 @@ and each container's command spawned through the wrapper of :mod:`.process`.
 A container due to start again after its back-off is launched the same way
 (:func:`launch_due`), its cgroups made again if they went missing.  A pod that
 cannot be run — a manifest that does not parse, a cgroup that cannot be made —
-is recorded Failed with the reason; a command that cannot start ends its
-container with StartError.
+is recorded Failed with the reason; a command that cannot start, for whatever
+reason (not found, an environment exec refuses, a bug), ends its container
+with StartError and the reason, and restarts wait their back-off as after any
+exit: never a restart storm.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ def start(host: Host, held: Held, pod_json: str, *, uid: str, namespace: str, na
 
 def _run(host: Host, held: Held, doc: dict, spec: PodSpec) -> None:
     now = host.clock()
-    pod_path = host.layout.pod_path(spec.uid, spec.info.qos_class)
+    pod_path = podcgroups.pod_cgroup(host.layout, spec)
     record = PodRecord(spec.uid, spec.namespace, spec.name, manifest=doc, started_at=now, cgroup=pod_path,
                        containers=[ContainerRecord(c.name, podcgroups.container_cgroup(pod_path, spec.uid, c.name))
                                    for c in spec.containers])
@@ -107,10 +109,11 @@ def launch(host: Host, pod: HeldPod, spec: PodSpec, c: ContainerRecord, now: flo
         if host.metrics is not None:
             host.metrics.runtime_restarts.inc()
     c.attempted, c.started_at, c.next_start_at, pod.dirty = True, now, 0.0, True
-    pod.record.cgroup = pod.record.cgroup or host.layout.pod_path(spec.uid, spec.info.qos_class)
+    pod.record.cgroup = pod.record.cgroup or podcgroups.pod_cgroup(host.layout, spec)
     try:
-        if not host.backend.exists(c.cgroup, "cpu" if host.backend.version == 1 else ""):
-            make_cgroups(host, pod, spec)  # gone meanwhile (a reboot, someone's rmdir): made again, limits and all
+        # made again if gone meanwhile (a reboot, someone's rmdir), and the limits written again if an agent
+        # killed between making the cgroups and writing them left them without (both write only what differs)
+        make_cgroups(host, pod, spec)
         started = spawn(container.argv, env=container.env, cwd=container.working_dir or host.workdir,
                         log_path=host.state.log_dir(pod.record) / f"{c.name}.log",
                         exit_file=host.state.exit_file(pod.record.uid, c.name),
@@ -118,6 +121,10 @@ def launch(host: Host, pod: HeldPod, spec: PodSpec, c: ContainerRecord, now: flo
     except (StartFailed, OSError) as exc:
         log.error("local runtime: pod %s container %s did not start: %s", pod.record.key, c.name, exc)
         exits.exited(host, pod, c, START_ERROR_EXIT, now, reason=START_ERROR, message=str(exc))
+        return
+    except Exception as exc:  # a bug; still a failed start, so that the back-off holds (never a restart a tick)
+        log.exception("local runtime: pod %s container %s did not start", pod.record.key, c.name)
+        exits.exited(host, pod, c, START_ERROR_EXIT, now, reason=START_ERROR, message=f"cannot start: {exc}")
         return
     c.oom_kills = exits.oom_kills(host, pod, c)
     c.state, c.pid, c.pid_start, c.exit_code, c.reason, c.message = ACTIVE, started.pid, started.create_time, 0, "", ""

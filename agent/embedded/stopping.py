@@ -74,7 +74,7 @@ def begin(host: Host, held: Held, pod: HeldPod, kind: str, reason: str, grace: f
         grace = own_grace(pod)
     now = host.clock()
     st = pod.record.stopping = Stopping(kind, reason, now + max(0.0, grace))
-    pod.dirty = True
+    held.save(pod)  # before any signal: an agent killed from here on finishes this stop when it comes back
     log.info("local runtime: stopping pod %s (%s), grace %gs", pod.record.key, kind, grace)
     _signal(host, pod, SIGTERM)
     if grace <= 0:

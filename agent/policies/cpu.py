@@ -6,13 +6,24 @@ CFS quota is ``capacity × threshold − online − system`` — what online wor
 leaves — never below a floor.  Recomputed on the fast path, so an online burst
 squeezes offline work within one fast tick.  Online pods whose QoS level the
 profile names get a CFS burst allowance of a share of their CPU limit.
+
+Offline means the QoS level BE, never the Kubernetes QoS class.  In the
+kubelet's layout an online pod without requests is BestEffort and lives in the
+offline parent (``kubepods/besteffort``); while one does, that parent gets no
+quota (it would throttle the online pod with the offline work) and each offline
+pod in it gets an equal share of the offline quota on its own cgroup instead
+(:func:`quota_plan`); the fast loop, which can only move the parent's quota,
+waits for the slow loop then.  An online pod is never given ``cpu.idle``, the
+minimal share or any part of the offline quota.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from agent.cgroups.backend import PERIOD_US
 from agent.intents import CgroupWrite
-from agent.policies.nodestate import NodeState
+from agent.policies.nodestate import NodeState, inside
 from agent.profile import BurstSettings, CpuSettings
 
 
@@ -23,11 +34,50 @@ def offline_quota(capacity: float, online: float, system: float, settings: CpuSe
     return int(min(capacity, max(floor, room)))
 
 
+MIN_POD_QUOTA = 10  # millicores: the smallest CFS quota the kernel takes (1 ms per 100 ms period)
+
+
+@dataclass(frozen=True)
+class QuotaPlan:
+    """Where the offline quota goes this tick, and the writes that put it there."""
+
+    quota: int                      # millicores all offline work may use
+    writes: list[CgroupWrite]
+    capped: frozenset[str]          # offline pod cgroups carrying their share of it (the parent is shared)
+    on_parent: bool                 # the quota is on the offline parent (the fast loop may move it)
+
+
 def quota_write(state: NodeState, settings: CpuSettings) -> CgroupWrite:
     quota = offline_quota(state.cpu_capacity, state.online_cpu, state.system_cpu, settings)
     return CgroupWrite(state.offline_parent, "cpu.quota", quota,
                        f"online {state.online_cpu:.0f}m + system {state.system_cpu:.0f}m of "
                        f"{state.cpu_capacity}m at {settings.offline_threshold_percent:g}%")
+
+
+def quota_plan(state: NodeState, settings: CpuSettings, capped: frozenset[str] = frozenset()) -> QuotaPlan:
+    """The offline quota on the offline parent — or, while online pods live in it, split over the offline
+    pods in it, the parent left without one.  ``capped``: the pods given a share by the previous plan,
+    whose share is lifted when they no longer need one (the kubelet gives a BestEffort pod no quota)."""
+    quota = offline_quota(state.cpu_capacity, state.online_cpu, state.system_cpu, settings)
+    parent = state.offline_parent
+    sharing = state.online_in_offline_parent
+    if not sharing and not capped:
+        return QuotaPlan(quota, [quota_write(state, settings)], frozenset(), True)
+    members = [s for s in state.offline if s.path is not None and inside(s.path, parent)] if sharing else []
+    share = max(MIN_POD_QUOTA, quota // len(members)) if members else quota
+    if sharing:
+        names = ", ".join(sorted(s.pod.key for s in sharing))
+        why = f"online pods in the offline parent ({names}): the offline quota goes on the offline pods"
+    else:  # the parent holds offline pods only again: lift the pods' shares first, the parent's quota next tick
+        why = "offline pods' shares being lifted: the offline parent's quota comes back next tick"
+    writes = [CgroupWrite(parent, "cpu.quota", None, why)]
+    writes += [CgroupWrite(s.path, "cpu.quota", share, f"offline: {share}m, its share of the offline quota {quota}m "
+                                                       f"(online pods share its parent)")
+               for s in members if s.path is not None]
+    now = frozenset(s.path for s in members if s.path is not None)
+    writes += [CgroupWrite(path, "cpu.quota", None, "offline quota back on the offline parent")
+               for path in sorted(capped - now)]
+    return QuotaPlan(quota, writes, now, False)
 
 
 def offline_pod_writes(state: NodeState, settings: CpuSettings) -> list[CgroupWrite]:
@@ -36,7 +86,8 @@ def offline_pod_writes(state: NodeState, settings: CpuSettings) -> list[CgroupWr
     # refuses a cpu.shares write (EINVAL), so a group left idle by an earlier profile would keep it.
     undo = state.has_cpu_idle and not idle
     out = []
-    if state.has_cpu_idle and state.owns_offline_parent and state.offline_parent:
+    if state.has_cpu_idle and state.owns_offline_parent and state.offline_parent and \
+            not state.online_in_offline_parent:
         # The scheduler compares tasks of two cgroups at the level where their paths meet: for an online
         # and an offline pod that is online-parent against offline-parent, so only an idle offline
         # *parent* makes every online wake-up preempt offline work at once.  The pods' own flag below
@@ -69,4 +120,4 @@ def burst_writes(state: NodeState, settings: BurstSettings) -> list[CgroupWrite]
 
 
 def cpu_intents(state: NodeState, cpu: CpuSettings, burst: BurstSettings) -> list[CgroupWrite]:
-    return [quota_write(state, cpu), *offline_pod_writes(state, cpu), *burst_writes(state, burst)]
+    return [*quota_plan(state, cpu).writes, *offline_pod_writes(state, cpu), *burst_writes(state, burst)]

@@ -9,6 +9,12 @@ from agent.pods import PodInfo
 from proto.model import ContainerUsage, NumaZone, Pressure
 
 
+def inside(path: str, parent: str) -> bool:
+    """Whether cgroup ``path`` is below ``parent`` (both relative to the hierarchy root)."""
+    parent = parent.strip("/")
+    return bool(parent) and path.strip("/").startswith(parent + "/")
+
+
 @dataclass(frozen=True)
 class PodSample:
     pod: PodInfo
@@ -45,6 +51,12 @@ class NodeState:
     @cached_property
     def offline(self) -> tuple[PodSample, ...]:
         return tuple(p for p in self.pods if p.pod.offline)
+
+    @cached_property
+    def online_in_offline_parent(self) -> tuple[PodSample, ...]:
+        """Online pods (or pods of unknown level) whose cgroup is below the offline parent: in the kubelet's
+        layout an online pod without requests is BestEffort and lives in the offline pods' cgroup."""
+        return tuple(p for p in self.online if p.path is not None and inside(p.path, self.offline_parent))
 
     @cached_property
     def online_cpu(self) -> float:

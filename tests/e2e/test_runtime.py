@@ -439,3 +439,125 @@ def test_the_agent_runs_what_the_scheduler_sends_and_reports_it(env, tmp_path: P
         server.stop(0)
     assert gone(pid)
     assert not (CG / "cpu" / parent).exists() and not (CG / "memory" / parent).exists()
+
+
+def test_an_online_pod_without_requests_runs_as_online_work(env, tmp_path: Path) -> None:
+    """``volcano.sh/qos-level: LS`` with no requests is BestEffort by Kubernetes' class: it still goes under the
+    online parent, is never SCHED_IDLE, and memory pressure evicts the offline pod beside it, not it."""
+    backend, parent, runtime = env
+    rt = runtime()
+    profile = tmp_path / "pressure.yaml"  # any machine is above 1% memory: evictions are due at once
+    profile.write_text("spec: {eviction: {memoryHighPercent: 1, memoryLowPercent: 0, samples: 1, maxPerInterval: 5}}\n")
+    agent = make_agent(backend, parent, [], profile=profile, config=AgentConfig("this-node"))
+    agent.pods, agent.runtime, agent.evictor = rt, rt, LocalEvictor(rt, max_grace=0.2)
+    rt.executor = agent.executor
+    web = json.loads(manifest("web", "exec sleep 30", policy="Always"))
+    web["metadata"]["annotations"] = {"volcano.sh/qos-level": "LS"}
+    rt.start(json.dumps(web))
+    rt.start(manifest("batch", "exec sleep 30"))  # no annotation, no requests: BestEffort, offline
+    assert (CG / "cpu" / parent / "online" / "podweb").is_dir() and (CG / "cpu" / parent / "offline" / "podbatch").is_dir()
+    agent.slow_tick()
+    assert (CG / "cpu" / parent / "online" / "podweb" / "cpu.idle").read_text().strip() == "0"
+    assert (CG / "cpu" / parent / "online" / "cpu.cfs_quota_us").read_text().strip() == "-1"
+    until(rt, lambda: {p.uid: p.reason for p in rt.runtime()}.get("batch") == "Evicted")
+    for _ in range(3):
+        agent.slow_tick()
+    got = {p.uid: p for p in rt.runtime()}
+    assert (got["web"].phase, got["web"].reason) == ("Running", "")
+    assert got["web"].containers[0].restarts == 0 and not gone(got["web"].containers[0].pid)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.t = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+@pytest.mark.parametrize("variable", [{"name": "A=B", "value": "x"}, {"name": "A\u0000B", "value": "x"},
+                                      {"name": "A", "value": "x\u0000y"}],
+                         ids=["equals-in-name", "nul-in-name", "nul-in-value"])
+def test_a_container_exec_refuses_backs_off_as_the_kubelets_do(env, variable: dict) -> None:
+    """exec(2) refuses the environment (a name with '=' or a NUL byte): the container never starts.  It is
+    restarted 10 s, 20 s, 40 s … later, not on every tick (the issue saw 14 restarts in 15 s), and the pod's
+    reason says why."""
+    backend, parent, runtime = env
+    clock = FakeClock()
+    rt = runtime(backoff=Backoff(), clock=clock)
+    doc = json.loads(manifest("bad-env", "exec sleep 30", policy="Always"))
+    doc["spec"]["containers"][0]["env"] = [variable]
+    rt.apply(PodAction(PodActionKind.START, "bad-env", pod_json=json.dumps(doc)))
+    started = clock.t
+    restarts_at = []
+    for _ in range(160):  # 160 s of ticks, one a second
+        clock.t += 1
+        before = only(rt).restarts
+        rt.tick()
+        if only(rt).restarts > before:
+            restarts_at.append(clock.t - started)
+    assert restarts_at == [10, 30, 70, 150]  # 10 s, then doubling: 20, 40, 80
+    pod = only(rt)
+    assert (pod.phase, pod.reason) == ("Running", "CrashLoopBackOff")
+    assert "StartError" not in pod.message and "cannot be started" in pod.message and \
+        ("environment variable" in pod.message) and pod.containers[0].pid == 0
+    assert pod.containers[0].state == "waiting" and pod.containers[0].exit_code == 128
+
+
+def test_a_start_that_fails_for_any_reason_backs_off(env, monkeypatch) -> None:
+    """Whatever makes a start fail — here a bug in spawning, simulated — the container waits its back-off."""
+    from agent.embedded import starting
+    backend, parent, runtime = env
+    clock = FakeClock()
+    rt = runtime(backoff=Backoff(), clock=clock)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("spawn broke")
+    monkeypatch.setattr(starting, "spawn", broken)
+    rt.apply(PodAction(PodActionKind.START, "broken", pod_json=manifest("broken", "exec sleep 30", policy="Always")))
+    for _ in range(15):
+        clock.t += 1
+        rt.tick()
+    pod = only(rt)
+    assert pod.restarts == 1 and pod.reason == "CrashLoopBackOff" and "spawn broke" in pod.message
+
+
+def _catches_sigterm(pid: int) -> bool:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("SigCgt:"):
+                return bool(int(line.split()[1], 16) & (1 << (signal.SIGTERM - 1)))
+    except OSError:
+        pass
+    return False
+
+
+@pytest.mark.parametrize("when,delay", [("spawn", 0.1), ("spawn", 0.2), ("caught", 0.0), ("caught", 0.3)],
+                         ids=["100ms-after-spawn", "200ms-after-spawn", "as-soon-as-caught", "300ms-after-caught"])
+def test_sigterm_while_the_agent_starts_stops_the_pods_cleanly(env, tmp_path: Path, when: str, delay: float) -> None:
+    """An agent SIGTERMed in its first moments — importing, adopting the pods an earlier agent left — exits 0
+    having stopped them as any shutdown does, not -15 with the previous run's processes left running."""
+    backend, parent, runtime = env
+    first = runtime()
+    first.start(manifest("kept", "exec sleep 30", policy="Always"))
+    until(first, lambda: only(first).phase == "Running")
+    pids = tree(only(first).containers[0].pid)
+    first._closed = True  # as if that agent had been SIGKILLed: its pod runs on
+    spawned = time.monotonic()
+    agent = subprocess.Popen([sys.executable, "-m", "agent", "run", "--embedded", "--state", str(tmp_path / "state"),
+                              "--cgroup-parent", parent, "--metrics-port", "0", "--no-devices"],
+                             cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    try:
+        if when == "caught":  # the agent holds SIGTERM from its first moment: well within 0.2 s of its start
+            while not _catches_sigterm(agent.pid):
+                assert agent.poll() is None and time.monotonic() - spawned < 0.2, "SIGTERM not held in time"
+                time.sleep(0.002)
+        time.sleep(max(0.0, delay - (time.monotonic() - spawned)) if when == "spawn" else delay)
+        agent.send_signal(signal.SIGTERM)
+        assert agent.wait(20) == 0, agent.stderr.read()
+    finally:
+        stop(agent, signal.SIGKILL)
+    assert all(gone(pid) for pid in pids)
+    assert not (CG / "cpu" / parent).exists() and not (CG / "memory" / parent).exists()
+    record = json.loads((tmp_path / "state" / "pods" / "kept.json").read_text())
+    assert record["stopping"] is None and record["cgroup"] == ""  # stopped as on a normal shutdown, record kept
