@@ -102,8 +102,11 @@ def spawn(argv: Sequence[str], *, env: Mapping[str, str], cwd: str, log_path: Pa
     exe = resolve(argv[0], env, cwd)
     exit_file.parent.mkdir(parents=True, exist_ok=True)
     exit_file.unlink(missing_ok=True)
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "ab") as out:
+    log_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    # the owner's alone, whatever the umask (a pod's output may hold its secrets); an older 0644 log is tightened
+    fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    os.fchmod(fd, 0o600)
+    with open(fd, "ab") as out:
         try:
             popen = subprocess.Popen(
                 [SHELL, "-c", WRAPPER, "scoria-wrap", str(exit_file), str(len(procs_files)), *procs_files,

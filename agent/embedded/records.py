@@ -11,6 +11,9 @@ Under the state directory:
   cgroup), so an exit that happens while the agent is down is not lost.
 * ``logs/<namespace>_<name>_<uid>/<container>.log`` — stdout and stderr,
   appended across restarts, kept after the pod is gone.
+
+The folder and the folders in it are ``0700``, records and logs ``0600``:
+pods run as root and their manifests and output may hold secrets.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from agent.embedded.phase import ACTIVE, PENDING, WAITING
 from proto.errors import InputError
+from proto.localsock import private_dir
 from proto.model import ContainerRuntime, PodRuntime
 
 if TYPE_CHECKING:
@@ -122,8 +126,11 @@ class StateDir:
         self.pods = self.root / "pods"
         self.logs = self.root / "logs"
         self.run = self.root / "run"
+        # the records hold the pods' manifests (their secrets) and the logs their output: the owner's alone
+        private_dir(self.root)  # refuses a folder another user owns or a shared one (/tmp) instead of changing it
         for d in (self.pods, self.logs, self.run):
-            d.mkdir(parents=True, exist_ok=True)
+            d.mkdir(mode=0o700, exist_ok=True)
+            os.chmod(d, 0o700)  # an earlier version made them 0755
 
     def record_path(self, uid: str) -> Path:
         return self.pods / f"{uid}.json"
