@@ -73,7 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run the agent")
     common(run)
-    run.add_argument("--scheduler", metavar="HOST:PORT", help="the scheduler's agent endpoint (omit: no streaming)")
+    run.add_argument("--scheduler", metavar="HOST:PORT|unix:PATH",
+                     help="the scheduler's agent endpoint (omit: no streaming); embedded mode: "
+                          "unix:STATE/agent.sock, the scheduler's socket only root can open")
     run.add_argument("--ca", help="CA of the scheduler's certificate (TLS)")
     run.add_argument("--cert", help="this node's client certificate (mTLS)")
     run.add_argument("--key", help="this node's client key (mTLS)")
@@ -82,6 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--interval", type=float, default=1.0, help="slow loop and report interval (default 1 s)")
     run.add_argument("--fast-interval", type=float, default=0.025, help="suppression loop interval (default 25 ms)")
     run.add_argument("--metrics-port", type=int, default=9100, help="/metrics and /healthz (0: off)")
+    run.add_argument("--metrics-address", default="127.0.0.1", metavar="ADDRESS",
+                     help="address /metrics and /healthz listen on (default 127.0.0.1; the DaemonSet passes 0.0.0.0)")
     run.add_argument("--dry-run", action="store_true", help="observe and report; write no cgroup, evict nothing")
     run.add_argument("--cgroup-parent", metavar="PATH",
                      help="manage pods under this cgroup (PATH/online, PATH/offline) instead of the kubelet's "
@@ -227,8 +231,8 @@ def cmd_run(args: argparse.Namespace, requested: threading.Event | None = None) 
     if args.scheduler:
         options = ClientOptions(args.scheduler, interval=args.interval, ca=_path(args.ca), cert=_path(args.cert),
                                 key=_path(args.key), server_name=args.server_name, insecure=args.insecure)
-        if not args.insecure and options.ca is None:
-            raise InputError("--scheduler needs --ca (TLS) or --insecure")
+        if not args.insecure and options.ca is None and not args.scheduler.startswith("unix:"):
+            raise InputError("--scheduler needs --ca (TLS) or --insecure, or a unix: socket")
         client = ReportClient(options, on_directive=on_directive)
     agent, mode = make_agent(args, enforce=not args.dry_run, publish=client.publish if client else None,
                              stop=requested)
@@ -245,7 +249,7 @@ def cmd_run(args: argparse.Namespace, requested: threading.Event | None = None) 
             log.warning("asked to stop while starting: stopping what was started and adopted")
             return 0
         if args.metrics_port:
-            start_http(agent.metrics.registry, args.metrics_port,
+            start_http(agent.metrics.registry, args.metrics_port, host=args.metrics_address,
                        healthy=lambda: time.monotonic() - health["last"] < 10 * args.interval + 5)
         control = threading.Thread(target=agent.run, args=(stop, after_slow), name="agent-loops", daemon=True)
         control.start()

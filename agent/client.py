@@ -48,7 +48,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class ClientOptions:
-    target: str                       # host:port of the scheduler's agent endpoint
+    target: str                       # host:port of the scheduler's agent endpoint, or unix:PATH
     interval: float = 1.0             # seconds between reports
     ca: Path | None = None            # CA that signed the scheduler's certificate: TLS
     cert: Path | None = None          # this node's client certificate (mTLS)
@@ -82,7 +82,8 @@ def channel_options(options: ClientOptions) -> list[tuple[str, object]]:
 def channel_for(options: ClientOptions) -> grpc.aio.Channel:
     target = options.target
     extra = channel_options(options)
-    if options.insecure:
+    # a unix: socket needs no TLS: the kernel lets only those the socket's mode allows connect (embedded mode)
+    if options.insecure or (options.ca is None and target.startswith("unix:")):
         return grpc.aio.insecure_channel(target, options=extra)
     if options.ca is None:
         raise InputError("TLS needs the scheduler's CA (ca=...), or choose insecure")

@@ -5,17 +5,28 @@ Shared by the scheduler and the agent; runs in a daemon thread.
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from proto.errors import InputError
 
-def start_http(registry: CollectorRegistry, port: int, host: str = "0.0.0.0", healthy: Callable[[], bool] = lambda: True,
+
+class _V6Server(ThreadingHTTPServer):
+    address_family = socket.AF_INET6
+
+
+def start_http(registry: CollectorRegistry, port: int, host: str = "127.0.0.1",
+               healthy: Callable[[], bool] = lambda: True,
                ready: Callable[[], bool] = lambda: True) -> ThreadingHTTPServer:
     """``/metrics``, ``/healthz`` (200 while ``healthy()``) and ``/readyz`` (200 while ``ready()``; a scheduler
-    replica that is not the leader is not ready, so Services send agents to the leader), else 503."""
+    replica that is not the leader is not ready, so Services send agents to the leader), else 503.
+
+    On loopback unless ``host`` says otherwise (``--metrics-address``): the DaemonSet and Deployment pass
+    ``0.0.0.0`` for Prometheus and the kubelet's probes; on a shared machine nobody else needs the figures."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802 - http.server's name
@@ -39,6 +50,12 @@ def start_http(registry: CollectorRegistry, port: int, host: str = "0.0.0.0", he
         def log_message(self, *args):  # keep probes out of the log
             pass
 
-    httpd = ThreadingHTTPServer((host, port), Handler)
+    server = _V6Server if ":" in host else ThreadingHTTPServer
+    try:
+        httpd = server((host.strip("[]"), port), Handler)
+    except (OSError, OverflowError) as exc:
+        raise InputError(f"--metrics-address/--metrics-port: cannot listen on {host}:{port} "
+                         f"({getattr(exc, 'strerror', None) or exc})") from None
+    httpd.daemon_threads = True
     threading.Thread(target=httpd.serve_forever, name="http", daemon=True).start()
     return httpd

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -54,8 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "Pods without one are always scheduled; pods naming another scheduler are left alone")
     sim.add_argument("-o", "--output", choices=("json", "table"), default="table")
     srv = sub.add_parser("serve", help="run the scheduler: the agents' gRPC endpoint, metrics and the scheduling loop")
-    srv.add_argument("--listen", default="127.0.0.1:50051", metavar="HOST:PORT",
-                     help="agent endpoint (default 127.0.0.1:50051; port 0 picks a free one)")
+    srv.add_argument("--listen", default=None, metavar="HOST:PORT|unix:PATH",
+                     help="agent endpoint (default 127.0.0.1:50051, with --embedded unix:STATE/agent.sock; port 0 "
+                          "picks a free one; a unix: socket is made 0600, and only its owner can report)")
     srv.add_argument("--tls-cert", metavar="FILE", help="server certificate (PEM)")
     srv.add_argument("--tls-key", metavar="FILE", help="server private key (PEM)")
     srv.add_argument("--tls-client-ca", metavar="FILE",
@@ -73,7 +75,11 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--schedule-interval", type=float, default=1.0, metavar="SECONDS")
     srv.add_argument("--metrics-port", type=int, default=9090, metavar="PORT",
                      help="/metrics and /healthz over HTTP (0: off; default 9090)")
-    srv.add_argument("--port-file", metavar="FILE", help="write the agent port here once listening")
+    srv.add_argument("--metrics-address", default="127.0.0.1", metavar="ADDRESS",
+                     help="address /metrics and /healthz listen on (default 127.0.0.1; 0.0.0.0 for Prometheus and "
+                          "probes from elsewhere)")
+    srv.add_argument("--port-file", metavar="FILE",
+                     help="write the agent port (or the unix: address) here once listening")
     srv.add_argument("--state-dir", "--state", metavar="DIR",
                      help="keep what must survive a restart here (DIR/history.sqlite: online load learned by time "
                           "of week); without it, that is kept in memory only, or with --kubernetes in an "
@@ -84,10 +90,13 @@ def build_parser() -> argparse.ArgumentParser:
                                  "the agent's local runtime)")
     emb.add_argument("--embedded", action="store_true",
                      help="keep pods, groups, queues and bindings in --state DIR/store.sqlite, register nodes "
-                          "that report, tell agents what to run, serve the control endpoint for apply/get/...")
-    emb.add_argument("--api-port", type=int, default=50052, metavar="PORT",
-                     help="the control endpoint on 127.0.0.1 (default 50052; 0 picks a free one)")
-    emb.add_argument("--api-port-file", metavar="FILE", help="write the control port here once listening")
+                          "that report, tell agents what to run, serve the control API for apply/get/...")
+    emb.add_argument("--api-socket", metavar="PATH",
+                     help="the control API's Unix socket (default STATE/control.sock), 0600: only this user "
+                          "(root) may apply, read or delete")
+    emb.add_argument("--api-group", metavar="GROUP",
+                     help="also let this group's members use the control API (socket 0660 and state folder 0710, "
+                          "owned by GROUP); they can run pods, which run as this user")
     emb.add_argument("--agent-state", metavar="DIR",
                      help="the agent's --state: pod logs are read from DIR/logs/<namespace>_<name>_<uid>/, never "
                           "from where a report says (default: --state DIR/agent)")
@@ -128,6 +137,7 @@ def open_history(args: argparse.Namespace,
     import time
     from pathlib import Path
 
+    from proto.localsock import private_dir, private_file
     from scheduler.history.learning import LoadHistory
     from scheduler.history.saver import HistorySaver
     from scheduler.history.sqlitestore import SqliteHistoryStore
@@ -148,15 +158,49 @@ def open_history(args: argparse.Namespace,
         log.warning("no --state-dir: the online load history learned from reports is kept in memory only "
                     "and starts empty after a restart")
         return history, None
-    state = Path(args.state_dir)
-    try:
-        state.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ServeError(f"--state-dir: cannot create {state}: {exc}") from None
+    state = private_dir(Path(args.state_dir), group=api_group(args))
+    files = [state / f"history.sqlite{end}" for end in ("", "-wal", "-shm")]
+    for path in files:  # 0600, an earlier version's too
+        private_file(path)
     store = SqliteHistoryStore(state / "history.sqlite")
+    for path in files:
+        private_file(path)
     kept = history.restore(store.load(), time.time())
     log.info("load history: %d node-week(s) restored from %s", kept, store.location)
     return history, HistorySaver(history, store)
+
+
+def api_group(args: argparse.Namespace) -> int | None:
+    """The group ``--api-group`` grants the control API to (its id), None when none is."""
+    from proto.localsock import group_id
+    from scheduler.intake.server import ServeError
+
+    if not getattr(args, "api_group", None):
+        return None
+    if not args.embedded:
+        raise ServeError("--api-group is for --embedded (the control API)")
+    return group_id(args.api_group)
+
+
+def agent_listen(args: argparse.Namespace) -> str:
+    """Where agents connect: --listen, else in embedded mode a Unix socket in the state folder (only the
+    scheduler's user, root, can report), else 127.0.0.1:50051."""
+    from pathlib import Path
+
+    from scheduler.intake.server import ServeError
+
+    if args.listen:
+        listen = args.listen
+    elif args.embedded and args.state_dir:
+        from scheduler.modes.embedded.mode import EmbeddedMode
+        listen = f"unix:{Path(args.state_dir).resolve() / EmbeddedMode.AGENT_SOCKET}"
+    else:
+        listen = "127.0.0.1:50051"
+    if args.embedded and not listen.startswith("unix:") and not args.tls_client_ca:
+        raise ServeError(f"--embedded on {listen} without --tls-client-ca would let any local user report as a "
+                         "node and receive its pods' START directives (secrets included): leave --listen out "
+                         "(agents then use unix:STATE/agent.sock) or require agent certificates")
+    return listen
 
 
 def select_mode(args: argparse.Namespace) -> Mode:
@@ -169,11 +213,11 @@ def select_mode(args: argparse.Namespace) -> Mode:
         raise ServeError("--embedded needs --state DIR (where the cluster is kept)")
     if args.embedded and args.kubernetes:
         raise ServeError("--embedded and --kubernetes exclude each other")
+    group = api_group(args)
     if args.embedded:
         from scheduler.modes.embedded.mode import EmbeddedMode
-        return EmbeddedMode(Path(args.state_dir), api_port=args.api_port,
-                            api_port_file=Path(args.api_port_file) if args.api_port_file else None,
-                            agent_state=Path(args.agent_state) if args.agent_state else None)
+        return EmbeddedMode(Path(args.state_dir), api_socket=Path(args.api_socket) if args.api_socket else None,
+                            api_group=group, agent_state=Path(args.agent_state) if args.agent_state else None)
     if args.kubernetes:
         from scheduler.modes.kubernetes import mode as kubernetes
         client = kubernetes.api_client(kubeconfig=args.kubeconfig, in_cluster=args.in_cluster)
@@ -203,6 +247,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise ServeError("--tls-client-ca needs --tls-cert and --tls-key")
     if args.stale_intervals < 1:
         raise ServeError("--stale-intervals: must be at least 1")
+    # what serve writes (store, history, sockets, port files) is its user's alone unless it says otherwise
+    os.umask(0o077)
+    listen = agent_listen(args)
     mode = select_mode(args)
     # Thousands of reports a second churn short-lived objects on top of the cycles': collect young ones
     # less often still, or full collections of the whole cache pause report latency by 100+ ms.
@@ -221,18 +268,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
     intake = ReportIntake(cache, scheduler.metrics, register_nodes=mode.register_nodes, profiles=profiles,
                           accepting=mode.leading, pod_actions=mode.pod_actions())
     mode.attach(scheduler)
-    server = AgentServer(intake, listen=args.listen, tls=tls, insecure=args.insecure,
+    server = AgentServer(intake, listen=listen, tls=tls, insecure=args.insecure,
                          allow_insecure_remote=args.insecure_allow_remote)
     if args.metrics_port:
-        start_http(scheduler.metrics.registry, args.metrics_port, ready=mode.ready)
+        start_http(scheduler.metrics.registry, args.metrics_port, host=args.metrics_address, ready=mode.ready)
     loop_thread = threading.Thread(target=scheduler.run, name="schedule", daemon=True,
                                    kwargs={"interval": args.schedule_interval, "stop": stop, "active": mode.leading})
     loop_thread.start()
 
     def started(port: int) -> None:
-        print(f"scoria scheduler: agents on port {port}", file=sys.stderr, flush=True)
+        where = listen if server.unix_path else str(port)
+        print(f"scoria scheduler: agents on {listen if server.unix_path else f'port {port}'}", file=sys.stderr,
+              flush=True)
         if args.port_file:
-            Path(args.port_file).write_text(f"{port}\n")
+            Path(args.port_file).write_text(f"{where}\n")
 
     if saver is not None:
         saver.start()

@@ -515,6 +515,7 @@ def test_scheduler_command_is_accepted(capsys):
     assert args.lease_name == "scoria-scheduler"  # the name the Role lets it read and update
     assert args.listen == f"0.0.0.0:{container_port(spec, 'grpc')}"
     assert args.metrics_port == container_port(spec, "metrics")
+    assert args.metrics_address == "0.0.0.0"  # loopback is the default: Prometheus and probes come from outside
     assert args.tls_cert and args.tls_key and args.tls_client_ca and not args.insecure
     assert not args.register_nodes  # in Kubernetes nodes come from the API server
     assert manifest("30-scheduler.yaml", "Deployment")["spec"]["replicas"] == 2
@@ -525,6 +526,7 @@ def test_agent_command_is_accepted(capsys):
     spec = pod_spec("40-agent.yaml", "DaemonSet")
     assert (args.command, args.pods_from, args.host_root, args.node_name) == ("run", "kubernetes", "/host", "node-a")
     assert args.metrics_port == container_port(spec, "metrics")
+    assert args.metrics_address == "0.0.0.0"  # the kubelet's probes and Prometheus reach it on the pod's address
     assert args.ca and args.cert.endswith("/node-a.pem") and args.key.endswith("/node-a-key.pem")
     assert not args.insecure and not args.dry_run
     service = manifest("30-scheduler.yaml", "Service", "scoria-scheduler")

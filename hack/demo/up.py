@@ -27,12 +27,11 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from hack.lib.processes import stop  # noqa: E402 — the repository's own helpers, as hack/bench uses them
+from hack.lib.processes import control, stop  # noqa: E402 — the repository's own helpers, as hack/bench uses them
 from hack.lib.stats import nearest_rank  # noqa: E402
 
 PY = sys.executable
@@ -61,9 +60,9 @@ def wait_file(path: Path, proc: subprocess.Popen, what: str, timeout: float = 60
     raise SystemExit(f"{what} did not start within {timeout:g}s")
 
 
-def get(api: str, path: str):
-    with urllib.request.urlopen(api + path, timeout=10) as resp:
-        return json.loads(resp.read())
+def get(api: Path, path: str):
+    """The control API's answer (a Unix socket only root can open)."""
+    return control(api, "GET", path)
 
 
 def last_json(path: Path) -> dict:
@@ -94,29 +93,30 @@ class Demo:
     def start(self) -> None:
         (self.state / "logs").mkdir(parents=True, exist_ok=True)
         with open(self.state / "logs" / "scheduler.log", "w") as log:  # the child has its own descriptor
+            # agents report on STATE/agent.sock and the CLI talks to STATE/control.sock: Unix sockets only root
+            # can open (pods run as root), in a folder only root can enter
             self.scheduler = subprocess.Popen(
                 [PY, "-m", "scheduler", "-v", "serve", "--embedded", "--state", str(self.state / "scheduler"),
                  "--agent-state", str(self.state / "agent"),
-                 "--insecure", "--listen", "127.0.0.1:0", "--port-file", str(self.state / "port"),
-                 "--api-port", "0", "--api-port-file", str(self.state / "api"), "--metrics-port", "0",
+                 "--port-file", str(self.state / "port"), "--metrics-port", "0",
                  "--config", str(CONFIG), "--schedule-interval", "0.5"],
                 cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
         self.procs.append(self.scheduler)
-        port = wait_file(self.state / "port", self.scheduler, "the scheduler")
-        self.api = f"http://127.0.0.1:{wait_file(self.state / 'api', self.scheduler, 'the scheduler')}"
+        agents = wait_file(self.state / "port", self.scheduler, "the scheduler")  # unix:STATE/scheduler/agent.sock
+        self.api = self.state / "scheduler" / "control.sock"
         with open(self.state / "logs" / "agent.log", "w") as log:
             self.agent = subprocess.Popen(
-                [PY, "-m", "agent", "-v", "run", "--embedded", "--scheduler", f"127.0.0.1:{port}", "--insecure",
+                [PY, "-m", "agent", "-v", "run", "--embedded", "--scheduler", agents,
                  "--state", str(self.state / "agent"), "--cgroup-parent", self.parent, "--metrics-port", "0",
                  "--no-devices"],
                 cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
         self.procs.append(self.agent)
-        print(f"scoria: scheduler on 127.0.0.1:{port} (control {self.api}), agent running pods under cgroup "
+        print(f"scoria: scheduler on {agents} (control API unix://{self.api}), agent running pods under cgroup "
               f"{self.parent}; state and logs in {self.state}")
         deadline = time.monotonic() + 30
         while not get(self.api, "/top/nodes") and time.monotonic() < deadline:
             time.sleep(0.2)
-        env = dict(os.environ, SCORIA_SERVER=self.api)
+        env = dict(os.environ, SCORIA_SERVER=f"unix://{self.api}")
         subprocess.run([PY, "-m", "scheduler", "apply", "-f", str(DEMO)], cwd=ROOT, env=env, check=True)
 
     # -- the live view ---------------------------------------------------------------------------------

@@ -1,9 +1,11 @@
 """Real processes for tests and benchmarks: a free port, ``python -m scheduler serve`` started and waited
 for, a process stopped gracefully (killed if it will not), Prometheus text read back, a process's CPU
-time.  (``hack/bench/`` imports this module too.)"""
+time, a request to the embedded scheduler's control socket.  (``hack/bench/`` imports this module too.)"""
 
 from __future__ import annotations
 
+import http.client
+import json
 import signal
 import socket
 import subprocess
@@ -70,6 +72,43 @@ def scrape(url: str, timeout: float = 10) -> dict[str, float]:
                 except ValueError:
                     pass
     return out
+
+
+class ControlError(OSError):
+    """The control API answered with an error status (``status``, the server's message)."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(f"{status}: {message}")
+        self.status = status
+
+
+def control(sock: Path, method: str, path: str, body: bytes | None = None, headers: dict | None = None,
+            timeout: float = 10):
+    """The JSON answer of ``serve --embedded``'s control API at Unix socket ``sock``; OSError when it cannot
+    be reached, ControlError (an OSError) when it answers with an error."""
+
+    class Connection(http.client.HTTPConnection):
+        def connect(self) -> None:
+            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.sock.settimeout(timeout)
+            self.sock.connect(str(sock))
+
+    conn = Connection("localhost", timeout=timeout)
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        resp = conn.getresponse()
+        data = resp.read()
+    except http.client.HTTPException as exc:
+        raise OSError(f"not an HTTP answer: {exc!r}") from None
+    finally:
+        conn.close()
+    if resp.status >= 400:
+        try:
+            message = json.loads(data).get("error")
+        except (ValueError, AttributeError):
+            message = data.decode(errors="replace")
+        raise ControlError(resp.status, message)
+    return json.loads(data or b"null")
 
 
 def cpu_seconds(proc: psutil.Process) -> float:

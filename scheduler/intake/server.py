@@ -31,6 +31,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from proto import codec
 from proto.errors import InputError
+from proto.localsock import check_socket_path, claim_socket_path, restrict_socket, unix_path
 from proto.scoria.v1 import agent_pb2_grpc
 from scheduler.api.nodereport import bounded
 from scheduler.intake.reports import CloseStream, ReportIntake, StreamState
@@ -168,14 +169,19 @@ class AgentServer:
 
     def __init__(self, intake: ReportIntake, *, listen: str, tls: TlsFiles | None, insecure: bool = False,
                  allow_insecure_remote: bool = False):
-        host, _ = split_address(listen)
-        if tls is None and not insecure:
-            raise ServeError("choose TLS (--tls-cert and --tls-key) or --insecure")
-        if tls is None and not is_loopback(host) and not allow_insecure_remote:
-            raise ServeError(f"--insecure on {host or 'all interfaces'} would accept node reports from anyone; "
-                             "listen on 127.0.0.1/::1, use TLS, or add --insecure-allow-remote")
+        # unix:PATH: a socket only the server's user can open (0600); the kernel is the authentication
+        self.unix_path = unix_path(listen)
+        if self.unix_path is not None:
+            check_socket_path(self.unix_path, "--listen")
+        else:
+            host, _ = split_address(listen)
+            if tls is None and not insecure:
+                raise ServeError("choose TLS (--tls-cert and --tls-key), --insecure, or a unix: socket")
+            if tls is None and not is_loopback(host) and not allow_insecure_remote:
+                raise ServeError(f"--insecure on {host or 'all interfaces'} would accept node reports from anyone; "
+                                 "listen on 127.0.0.1/::1 or a unix: socket, use TLS, or add --insecure-allow-remote")
         self.intake = intake
-        self.listen = listen
+        self.listen = f"unix:{self.unix_path}" if self.unix_path is not None else listen
         self.tls = tls
         self.server: grpc.aio.Server | None = None
         # grpc_health.v1.health.aio.HealthServicer once started (grpc-stubs has no stub for the aio servicer)
@@ -190,17 +196,22 @@ class AgentServer:
         # grpc_health-stubs lacks health.aio (grpcio-health-checking's asyncio servicer, grpc_health.v1._async)
         self.health = health.aio.HealthServicer()  # type: ignore[attr-defined]
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        if self.unix_path is not None:  # grpc would replace a live server's socket: refuse that, clear a dead one's
+            claim_socket_path(self.unix_path, "--listen")
         if self.tls:
             self.port = self.server.add_secure_port(self.listen, credentials(self.tls))
         else:
             self.port = self.server.add_insecure_port(self.listen)
         if not self.port:
             raise ServeError(f"cannot listen on {self.listen}")
+        if self.unix_path is not None:
+            restrict_socket(self.unix_path)
         await self.server.start()
         for service in ("", SERVICE):
             await self.health.set(service, health_pb2.HealthCheckResponse.SERVING)
-        log.info("agent endpoint on port %d (%s)", self.port, "mTLS" if self.tls and self.tls.client_ca else
-                 "TLS" if self.tls else "plaintext")
+        log.info("agent endpoint on %s (%s)", self.listen if self.unix_path else f"port {self.port}",
+                 "mTLS" if self.tls and self.tls.client_ca else "TLS" if self.tls else
+                 "Unix socket, its owner only" if self.unix_path else "plaintext")
         return self.port
 
     async def stop(self, grace: float = 2.0) -> None:
@@ -209,6 +220,8 @@ class AgentServer:
         for service in ("", SERVICE):
             await self.health.set(service, health_pb2.HealthCheckResponse.NOT_SERVING)
         await self.server.stop(grace)
+        if self.unix_path is not None:
+            self.unix_path.unlink(missing_ok=True)
 
 
 async def sweep_staleness(intake: ReportIntake, stop: asyncio.Event, every: float = 1.0) -> None:

@@ -7,7 +7,6 @@ cgroup) and checks at the end that neither a pod process nor a cgroup is left be
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -15,7 +14,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -24,7 +22,7 @@ import psutil
 import pytest
 import yaml
 
-from hack.lib.processes import ROOT, free_port, stop
+from hack.lib.processes import ROOT, control, stop
 from hack.lib.real_cgroups import runtime_unavailable
 
 pytestmark = pytest.mark.skipif(bool(runtime_unavailable()), reason=runtime_unavailable() or "")
@@ -75,8 +73,10 @@ class Stack:
         self.dir = tmp_path
         self.tag = uuid.uuid4().hex[:10]
         self.parent = f"scoria-e2e-{self.tag}"
-        self.port, self.api_port = free_port(), free_port()
-        self.api = f"http://127.0.0.1:{self.api_port}"
+        # the scheduler's sockets, in its state folder: agents report on one, the CLI talks to the other
+        self.socket = tmp_path / "scheduler" / "control.sock"
+        self.agent_socket = tmp_path / "scheduler" / "agent.sock"
+        self.api = f"unix://{self.socket}"
         self.profile = None
         if profile is not None:
             self.profile = tmp_path / "profile.yaml"
@@ -99,7 +99,6 @@ class Stack:
     def start_scheduler(self) -> None:
         self.scheduler = subprocess.Popen(
             [sys.executable, "-m", "scheduler", "-v", "serve", "--embedded", "--state", str(self.dir / "scheduler"),
-             "--insecure", "--listen", f"127.0.0.1:{self.port}", "--api-port", str(self.api_port),
              "--metrics-port", "0", "--config", str(self.config), "--schedule-interval", "0.3"],
             cwd=ROOT, stdout=self._log("scheduler"), stderr=subprocess.STDOUT)
         wait(lambda: self._answers() or self.scheduler.poll() is not None, 30, "the control endpoint")
@@ -107,7 +106,7 @@ class Stack:
 
     def start_agent(self) -> None:
         args = [sys.executable, "-m", "agent", "-v", "run", "--embedded", "--node-name", "e2e-node",
-                "--scheduler", f"127.0.0.1:{self.port}", "--insecure", "--state", str(self.dir / "agent"),
+                "--scheduler", f"unix:{self.agent_socket}", "--state", str(self.dir / "agent"),
                 "--cgroup-parent", self.parent, "--metrics-port", "0", "--no-devices", "--interval", "0.5",
                 "--shutdown-grace", "5"]
         if self.profile is not None:
@@ -129,18 +128,14 @@ class Stack:
 
     # -- talking to it ---------------------------------------------------------------------------------
     def get(self, path: str):
-        with urllib.request.urlopen(self.api + path, timeout=10) as resp:
-            return json.loads(resp.read())
+        return control(self.socket, "GET", path)
 
     def apply(self, *docs: dict) -> list:
-        req = urllib.request.Request(self.api + "/apply", data=yaml.safe_dump_all(docs).encode(), method="POST",
-                                     headers={"X-Source": "e2e.yaml"})
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            return json.loads(resp.read())["applied"]
+        return control(self.socket, "POST", "/apply", yaml.safe_dump_all(docs).encode(),
+                       {"X-Source": "e2e.yaml"})["applied"]
 
     def delete(self, kind: str, key: str) -> None:
-        req = urllib.request.Request(f"{self.api}/objects/{kind}/{key}", method="DELETE")
-        urllib.request.urlopen(req, timeout=10).close()
+        control(self.socket, "DELETE", f"/objects/{kind}/{key}")
 
     def pods(self) -> dict[str, dict]:
         return {p["key"]: p["status"] for p in self.get("/objects/pods")}

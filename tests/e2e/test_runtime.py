@@ -406,10 +406,11 @@ def test_the_agent_runs_what_the_scheduler_sends_and_reports_it(env, tmp_path: P
     scheduler = FakeScheduler()
     server = grpc.server(futures.ThreadPoolExecutor(4))
     agent_pb2_grpc.add_NodeAgentServicer_to_server(scheduler, server)
-    port = server.add_insecure_port("127.0.0.1:0")
+    sock = tmp_path / "agent.sock"  # as serve --embedded listens: a Unix socket, no TLS and no --insecure
+    assert server.add_insecure_port(f"unix:{sock}")
     server.start()
     agent = subprocess.Popen([sys.executable, "-m", "agent", "run", "--embedded", "--state", str(tmp_path / "state"),
-                              "--cgroup-parent", parent, "--scheduler", f"127.0.0.1:{port}", "--insecure",
+                              "--cgroup-parent", parent, "--scheduler", f"unix:{sock}",
                               "--interval", "0.2", "--metrics-port", "0", "--no-devices", "--node-name", "box"],
                              cwd=ROOT, stderr=subprocess.PIPE, text=True)
 

@@ -1,32 +1,38 @@
 """``python -m scheduler apply|get|describe|logs|delete|top``: kubectl-like commands against the embedded scheduler.
 
-They talk to ``serve --embedded``'s control endpoint (:mod:`scheduler.modes.embedded.server`,
-``--server``, default ``$SCORIA_SERVER`` or ``http://127.0.0.1:50052``).  A
-refused manifest exits with status 2 and the server's one-line reason; nothing
-of that file is stored.
+They talk to ``serve --embedded``'s control API (:mod:`scheduler.modes.embedded.server`), a Unix socket:
+``--server``, default ``$SCORIA_SERVER`` or ``unix:///var/lib/scoria/control.sock`` (the socket of
+``serve --embedded --state /var/lib/scoria``).  Only root, or members of the group the scheduler
+grants it to (``serve --api-group``), can open it; anyone else is told so in one line.  A refused
+manifest exits with status 2 and the server's one-line reason; nothing of that file is stored.
 """
 
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
+import re
 import sys
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from proto.errors import InputError
+from proto.localsock import connect_unix, is_permission_error, permission_hint, unix_path
 from proto.vocab.quantity import format_quantity
 from scheduler.api.loader import expand_paths
 from scheduler.modes.table import text_table
 
-DEFAULT_SERVER = "http://127.0.0.1:50052"
+DEFAULT_SERVER = "unix:///var/lib/scoria/control.sock"
+MAX_BODY = 4 * 2**20  # what the server takes in one apply (scheduler.modes.embedded.server.MAX_BODY)
+TIMEOUT = 30.0
 KINDS = {"pod": "pods", "pods": "pods", "po": "pods", "podgroup": "podgroups", "podgroups": "podgroups",
          "pg": "podgroups", "queue": "queues", "queues": "queues", "q": "queues", "node": "nodes", "nodes": "nodes",
          "no": "nodes", "priorityclass": "priorityclasses", "priorityclasses": "priorityclasses", "pc": "priorityclasses"}
 NAMESPACED = {"pods", "podgroups"}
+CONTAINER_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")  # a DNS-1123 label, as Kubernetes names containers
 
 
 class CtlError(Exception):
@@ -39,8 +45,9 @@ class CtlError(Exception):
 
 def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     def server(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--server", default=os.environ.get("SCORIA_SERVER", DEFAULT_SERVER),
-                       help="the embedded scheduler's control endpoint (default $SCORIA_SERVER or %(default)s)")
+        p.add_argument("--server", default=os.environ.get("SCORIA_SERVER") or DEFAULT_SERVER,
+                       metavar="unix:///PATH/control.sock",
+                       help="the embedded scheduler's control socket (default $SCORIA_SERVER or %(default)s)")
 
     p = sub.add_parser("apply", help="create or update objects from files (embedded mode)")
     p.add_argument("-f", "--filename", action="append", required=True, metavar="FILE",
@@ -83,20 +90,64 @@ def run(args: argparse.Namespace) -> int:
 
 
 # -- talking to the server ---------------------------------------------------------------------------
-def request(server: str, method: str, path: str, body: bytes | None = None, headers: dict | None = None) -> Any:
-    req = urllib.request.Request(server.rstrip("/") + path, data=body, method=method, headers=headers or {})
+class _UnixConnection(http.client.HTTPConnection):
+    """HTTP/1.1 over the control socket."""
+
+    def __init__(self, path: Path, timeout: float):
+        super().__init__("localhost", timeout=timeout)
+        self.path = path
+
+    def connect(self) -> None:
+        self.sock = connect_unix(self.path, self.timeout or TIMEOUT)
+
+
+def socket_of(server: str) -> Path:
+    """The control socket ``--server`` names (``unix:///path``, ``unix:path`` or a path)."""
     try:
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            return json.loads(resp.read() or b"null")
-    except urllib.error.HTTPError as exc:
+        path = unix_path(server) if server.startswith("unix:") else Path(server) if server.startswith("/") else None
+    except InputError as exc:
+        raise CtlError(f"--server: {exc}", 2) from None
+    if path is None:
+        raise CtlError(f"--server: expected the control socket, like {DEFAULT_SERVER}, got {server!r} (the control "
+                       "API is not served over TCP)", 2)
+    return path
+
+
+def request(server: str, method: str, path: str, body: bytes | None = None, headers: dict | None = None) -> Any:
+    """The server's JSON answer to ``method path``; CtlError with its one-line reason otherwise."""
+    sock = socket_of(server)
+    conn = _UnixConnection(sock, TIMEOUT)
+    try:
         try:
-            message = json.loads(exc.read()).get("error") or exc.reason
-        except ValueError:
-            message = exc.reason
-        raise CtlError(message, 2 if exc.code == 400 else 1) from None
-    except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
-        raise CtlError(f"cannot reach the scheduler at {server} ({getattr(exc, 'reason', exc)}); is "
-                       "`python -m scheduler serve --embedded` running?") from None
+            conn.request(method, path, body=body, headers=headers or {})
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # refused before the whole body was read (413, say): its answer is waiting
+        resp = conn.getresponse()
+        data = resp.read()
+    except OSError as exc:
+        raise _unreachable(server, sock, exc) from None
+    except http.client.HTTPException as exc:
+        raise CtlError(f"the scheduler at {server} answered something that is not HTTP ({exc!r})") from None
+    finally:
+        conn.close()
+    if resp.status >= 400:
+        try:
+            message = json.loads(data).get("error") or resp.reason
+        except (ValueError, AttributeError):
+            message = f"{resp.status} {resp.reason}"
+        raise CtlError(message, 2 if resp.status in (400, 413) else 1)
+    try:
+        return json.loads(data or b"null")
+    except ValueError:
+        raise CtlError(f"the scheduler at {server} answered something that is not JSON") from None
+
+
+def _unreachable(server: str, sock: Path, exc: OSError) -> CtlError:
+    if is_permission_error(exc):
+        return CtlError(permission_hint(sock))
+    why = exc.strerror or str(exc) or type(exc).__name__
+    return CtlError(f"cannot reach the scheduler at {server} ({why}); is `python -m scheduler serve --embedded` "
+                    f"running with its state in {sock.parent}?")
 
 
 def _kind(text: str) -> str:
@@ -107,7 +158,12 @@ def _kind(text: str) -> str:
 
 
 def _path(plural: str, name: str, namespace: str | None) -> str:
-    return f"/objects/{plural}/{(namespace or 'default') if plural in NAMESPACED else '-'}/{name}"
+    """The object's path, each name one percent-encoded segment (``web?canary`` never becomes ``web``)."""
+    ns = (namespace or "default") if plural in NAMESPACED else "-"
+    for what, text, limit in (("namespace", ns, 63), (f"{plural[:-1]} name", name, 253)):
+        if len(text) > limit:  # the server checks names; this one need not be sent to be refused
+            raise CtlError(f"invalid {what} {text[:80] + '…'!r}: at most {limit} characters", 2)
+    return f"/objects/{plural}/{quote(ns, safe='')}/{quote(name, safe='')}"
 
 
 # -- commands ---------------------------------------------------------------------------------------
@@ -117,8 +173,15 @@ def apply(args: argparse.Namespace) -> int:
     except InputError as exc:
         raise CtlError(str(exc), 2) from None
     for path in files:
-        answer = request(args.server, "POST", "/apply", Path(path).read_bytes(),
-                         {"X-Source": str(path), "Content-Type": "application/yaml"})
+        try:
+            body = Path(path).read_bytes()
+        except OSError as exc:
+            raise CtlError(f"cannot read {path}: {exc.strerror or exc}", 2) from None
+        if len(body) > MAX_BODY:
+            raise CtlError(f"{path}: {len(body)} bytes, over the limit of {MAX_BODY} bytes "
+                           f"({MAX_BODY // 2**20} MiB) of one apply: split it into several files", 2)
+        answer = request(args.server, "POST", "/apply", body,
+                         {"X-Source": quote(str(path), safe="/:._- "), "Content-Type": "application/yaml"})
         for name in answer["applied"]:
             print(f"{name} applied")
     return 0
@@ -172,6 +235,7 @@ def describe(args: argparse.Namespace) -> int:
 
 def logs(args: argparse.Namespace) -> int:
     item = request(args.server, "GET", _path("pods", args.name, args.namespace))
+    meta = item["manifest"].get("metadata") or {}
     log_dir = ((item["status"].get("runtime") or {}).get("logDir"))
     if not log_dir:
         raise CtlError(f"pod {args.namespace}/{args.name} has no logs yet (not started)")
@@ -179,16 +243,39 @@ def logs(args: argparse.Namespace) -> int:
     name = args.container or (containers[0] if len(containers) == 1 else None)
     if name is None:
         raise CtlError(f"pod {args.namespace}/{args.name} has several containers: choose one with -c "
-                       f"({', '.join(containers)})", 2)
-    path = Path(log_dir) / f"{name}.log"
+                       f"({', '.join(map(str, containers))})", 2)
+    if not isinstance(name, str) or len(name) > 63 or not CONTAINER_NAME.fullmatch(name) or name not in containers:
+        raise CtlError(f"pod {args.namespace}/{args.name} has no container {str(name)[:80]!r} "
+                       f"(it has {', '.join(map(str, containers)) or 'none'})", 2)
+    path = _log_file(Path(log_dir), name, f"{meta.get('namespace')}_{meta.get('name')}_{meta.get('uid')}")
     try:
         text = path.read_text(errors="replace")
+    except PermissionError:
+        raise CtlError(f"permission denied on {path}: the pods' logs are root's; run as root") from None
     except OSError as exc:
         raise CtlError(f"cannot read {path}: {exc.strerror}") from None
     if args.tail is not None:
         text = "".join(text.splitlines(keepends=True)[-args.tail:])
     sys.stdout.write(text)
     return 0
+
+
+def _log_file(log_dir: Path, container: str, folder: str) -> Path:
+    """``log_dir/container.log``, only where ``log_dir`` is the pod's own folder (``<ns>_<name>_<uid>``) and the
+    file, links resolved, lies inside it."""
+    if log_dir.name != folder or not log_dir.is_absolute():
+        raise CtlError(f"the pod's log folder {str(log_dir)[:200]!r} is not its own ({folder}): not reading it")
+    try:
+        root = log_dir.resolve(strict=True)
+        path = (log_dir / f"{container}.log").resolve(strict=True)
+    except PermissionError:
+        raise CtlError(f"permission denied on {log_dir}: the pods' logs are root's; run as root") from None
+    except (OSError, RuntimeError) as exc:
+        raise CtlError(f"cannot read {log_dir / f'{container}.log'}: {getattr(exc, 'strerror', None) or exc}") \
+            from None
+    if path.parent != root:
+        raise CtlError(f"{log_dir / f'{container}.log'} leads outside the pod's log folder: not reading it")
+    return path
 
 
 def delete(args: argparse.Namespace) -> int:

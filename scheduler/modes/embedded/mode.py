@@ -380,25 +380,38 @@ class EmbeddedEffects(CacheEffects):
 
 
 class EmbeddedMode(Mode):
-    """``serve --embedded``: the cluster in SQLite under ``--state``, the control endpoint for the
-    kubectl-like CLI, and pod actions telling each node's local runtime what to run."""
+    """``serve --embedded``: the cluster in SQLite under ``--state``, the control API for the kubectl-like
+    CLI on a Unix socket there, and pod actions telling each node's local runtime what to run.
+
+    Whoever reaches the control API can run commands as root, so the state folder is ``0700`` (``0710``
+    for ``api_group``), the store ``0600`` and the socket ``0600`` (``0660`` owned by ``api_group``)."""
 
     name = "embedded"
+    CONTROL_SOCKET = "control.sock"  # the control API, in the state folder
+    AGENT_SOCKET = "agent.sock"      # the agents' report stream, in the state folder (unless --listen says otherwise)
 
-    def __init__(self, state_dir: Path, *, api_port: int = 0, api_port_file: Path | None = None,
+    def __init__(self, state_dir: Path, *, api_socket: Path | None = None, api_group: int | None = None,
                  agent_state: Path | None = None) -> None:
         super().__init__(register_nodes=True)  # an agent that reports is a node
-        self.state_dir, self.api_port, self.api_port_file = state_dir, api_port, api_port_file
+        self.state_dir, self.api_group = state_dir, api_group
+        self.api_socket = api_socket or state_dir / self.CONTROL_SOCKET
         self.agent_state = agent_state  # where the agent keeps its pods' logs (None: state_dir/agent)
         self.embedded: Embedded | None = None
         self.control: ControlServer | None = None
 
     def start(self, cache: ClusterCache, stop: threading.Event, metrics: SchedulerMetrics) -> Effects | None:
+        from proto.localsock import private_dir, private_file
+
+        private_dir(self.state_dir, group=self.api_group)
+        files = [self.state_dir / f"store.sqlite{end}" for end in ("", "-wal", "-shm")]
+        for path in files:  # an earlier version's may be readable: tightened before use
+            private_file(path)
         try:
-            self.state_dir.mkdir(parents=True, exist_ok=True)
             store = Store(self.state_dir / "store.sqlite")
         except OSError as exc:
             raise StoreError(str(exc)) from None
+        for path in files:  # and new ones too (serve's umask already makes them so)
+            private_file(path)
         self.embedded = Embedded(cache, store, agent_state=self.agent_state)
         log.info("embedded store %s: %d object(s) loaded", store.path, self.embedded.load())
         return self.embedded.effects
@@ -407,11 +420,9 @@ class EmbeddedMode(Mode):
         from scheduler.modes.embedded.server import ControlServer
 
         assert self.embedded is not None, "start() first"
-        self.control = ControlServer(self.embedded, port=self.api_port)
+        self.control = ControlServer(self.embedded, socket_path=self.api_socket, group=self.api_group)
         self.control.start()
-        log.info("control endpoint on 127.0.0.1:%d", self.control.port)
-        if self.api_port_file:
-            self.api_port_file.write_text(f"{self.control.port}\n")
+        log.info("control API on %s", self.api_socket)
 
     def pod_actions(self) -> PodActions | None:
         return self.embedded.pod_actions if self.embedded is not None else None

@@ -1,30 +1,51 @@
-"""The embedded scheduler's control endpoint: what ``python -m scheduler apply|get|describe|logs|delete|top`` talk to.
+"""The embedded scheduler's control API: what ``python -m scheduler apply|get|describe|logs|delete|top`` talk to.
 
-A small JSON-over-HTTP API on loopback (``serve --embedded --api-port``):
+Pods run as root in embedded mode, so whoever may apply a pod may run
+commands as root: the API is a Unix socket in the state folder
+(``STATE/control.sock``), ``0600`` for the scheduler's user (root), or ``0660``
+for a group granted with ``serve --api-group`` — never a TCP port.  JSON over
+HTTP/1.1:
 
-* ``POST /apply`` — a YAML (or JSON) body, the file's name in ``X-Source``;
-  every document is checked (the simulator's checks and references against
-  what is stored) and stored all at once, or nothing is: 200 ``{"applied":
-  [...]}`` or 400 ``{"error": "file:line: Pod ns/name: field: problem"}``;
+* ``POST /apply`` — a YAML (or JSON) body of at most :data:`MAX_BODY` bytes, the
+  file's name in ``X-Source``; every document is checked (the simulator's checks
+  and references against what is stored) and stored all at once, or nothing is:
+  200 ``{"applied": [...]}`` or 400 ``{"error": "file:line: Pod ns/name: field: problem"}``;
 * ``GET /objects/KIND`` and ``GET /objects/KIND/NAMESPACE/NAME`` (``-`` for
   cluster-scoped): what is stored and what was decided, as
   ``{"kind", "key", "manifest", "status"}``; nodes come from the agents' reports;
 * ``DELETE /objects/KIND/NAMESPACE/NAME``;
 * ``GET /top/nodes`` — real usage, batch allocatable and the offline quota
   from each node's last report.
+
+Names in paths are percent-encoded path segments and must be Kubernetes names
+(DNS-1123), else 400; a query string is refused, so ``DELETE
+/objects/pods/default/web?canary`` cannot delete ``web``.
+
+Every request is served on its own thread, never on the scheduling loop or the
+report stream: a body is read and parsed before any lock is taken, one apply is
+parsed at a time, and what is refused is refused cheaply — a body over the
+limit is answered 413 from its headers without being read, a sender that
+stalls is cut off, and beyond :data:`MAX_CONNECTIONS` connections are answered
+503 at once.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
+import socket
+import socketserver
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
+from proto.errors import InputError
+from proto.localsock import claim_socket_path, restrict_socket
 from scheduler.api.loader import iter_text
-from scheduler.api.manifests import ManifestError
 from scheduler.modes.embedded.mode import Embedded
 from scheduler.modes.embedded.store import Stored
 
@@ -32,31 +53,75 @@ log = logging.getLogger(__name__)
 
 PLURALS = {"pods": "Pod", "podgroups": "PodGroup", "queues": "Queue", "priorityclasses": "PriorityClass",
            "nodes": "Node"}
+NAMESPACED = {"Pod", "PodGroup"}
+MAX_BODY = 4 * 2**20          # bytes of one apply (a manifest file)
+MAX_CONNECTIONS = 32          # served at once; more are answered 503
+READ_TIMEOUT = 30.0           # seconds a connection may stay silent
+BODY_DEADLINE = 60.0          # seconds to send a whole body
+_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+DNS1123_LABEL = re.compile(_LABEL)
+DNS1123_SUBDOMAIN = re.compile(rf"{_LABEL}(\.{_LABEL})*")
+
+
+class Refused(Exception):
+    """A request answered with an error status and a one-line message."""
+
+    def __init__(self, status: int, message: str, *, close: bool = False):
+        super().__init__(message)
+        self.status, self.message, self.close = status, message, close
+
+
+def check_name(kind: str, name: str, *, namespace: bool = False) -> None:
+    """Refused (400) unless ``name`` is a Kubernetes name: a DNS-1123 label for a namespace (63
+    characters), a DNS-1123 subdomain for an object (253)."""
+    if namespace:
+        what, pattern, limit, rule = "namespace", DNS1123_LABEL, 63, "label (lower-case letters, digits and '-'"
+    else:
+        what, pattern, limit = f"{kind.lower()} name", DNS1123_SUBDOMAIN, 253
+        rule = "subdomain (lower-case letters, digits, '-' and '.'"
+    if len(name) > limit or not pattern.fullmatch(name):
+        shown = name if len(name) <= 80 else name[:80] + "…"
+        raise Refused(400, f"invalid {what} {shown!r}: must be a DNS-1123 {rule}; at most {limit} characters)")
 
 
 class ControlServer:
-    def __init__(self, embedded: Embedded, *, port: int = 50052, host: str = "127.0.0.1"):
+    def __init__(self, embedded: Embedded, *, socket_path: Path, group: int | None = None,
+                 max_body: int = MAX_BODY, max_connections: int = MAX_CONNECTIONS,
+                 read_timeout: float = READ_TIMEOUT, body_deadline: float = BODY_DEADLINE):
         self.embedded = embedded
-        self.httpd = ThreadingHTTPServer((host, port), _handler(self))
-        self.httpd.daemon_threads = True
-        self.port = self.httpd.server_address[1]
+        self.socket_path = socket_path
+        self.max_body, self.read_timeout, self.body_deadline = max_body, read_timeout, body_deadline
+        self._parsing = threading.Lock()  # one apply parsed at a time: they cannot together starve the rest
+        self._serving: threading.Thread | None = None
+        claim_socket_path(socket_path, "the control socket")
+        self.httpd = _UnixHTTPServer(str(socket_path), _handler(self), max_connections)
+        try:
+            restrict_socket(socket_path, group=group)
+        except BaseException:
+            self.httpd.server_close()
+            socket_path.unlink(missing_ok=True)
+            raise
 
     def start(self) -> None:
-        threading.Thread(target=self.httpd.serve_forever, name="control", daemon=True).start()
+        self._serving = threading.Thread(target=self.httpd.serve_forever, name="control", daemon=True)
+        self._serving.start()
 
     def stop(self) -> None:
-        self.httpd.shutdown()
+        if self._serving is not None:  # shutdown() waits for serve_forever, which never ran otherwise
+            self.httpd.shutdown()
         self.httpd.server_close()
+        self.socket_path.unlink(missing_ok=True)
 
     # -- answers -----------------------------------------------------------------------------------
     def apply(self, text: str, source: str) -> tuple[int, dict]:
-        try:
-            docs = list(iter_text(text, source))
-            if not docs:
-                return 400, {"error": f"{source}: no objects in it"}
-            return 200, {"applied": self.embedded.apply(docs)}
-        except ManifestError as exc:
-            return 400, {"error": str(exc)}
+        with self._parsing:
+            try:
+                docs = list(iter_text(text, source))  # parsed here, before apply takes any lock
+                if not docs:
+                    return 400, {"error": f"{source}: no objects in it"}
+                return 200, {"applied": self.embedded.apply(docs)}
+            except InputError as exc:
+                return 400, {"error": str(exc)}
 
     def objects(self, kind: str, key: str | None = None) -> tuple[int, Any]:
         if kind == "Node":
@@ -70,15 +135,21 @@ class ControlServer:
             stored = store.get(kind, key)
             if stored is None:
                 return 404, {"error": f"{kind.lower()} {key} not found"}
-            return 200, self._view(stored)
-        return 200, [self._view(s) for s in store.load() if s.kind == kind]
+            return 200, self._view(stored, self._pods_by_key() if kind == "Pod" else {})
+        pods = self._pods_by_key() if kind == "Pod" else {}
+        return 200, [self._view(s, pods) for s in store.load() if s.kind == kind]
 
-    def _view(self, stored: Stored) -> dict:
+    def _pods_by_key(self) -> dict[str, Any]:
+        cache = self.embedded.cache
+        with cache.lock:
+            return {p.key: p for p in cache.pods.values()}
+
+    def _view(self, stored: Stored, pods: dict[str, Any]) -> dict:
         out: dict[str, Any] = {"kind": stored.kind, "key": stored.key, "manifest": stored.manifest,
                                "status": dict(stored.status)}
         cache = self.embedded.cache
         if stored.kind == "Pod":
-            pod = next((p for p in list(cache.pods.values()) if p.key == stored.key), None)
+            pod = pods.get(stored.key)
             if pod is not None:
                 out["status"].setdefault("phase", pod.phase)
                 out["status"]["reason"] = pod.reason
@@ -100,9 +171,13 @@ class ControlServer:
     def nodes(self) -> list[dict]:
         cache = self.embedded.cache
         now = time.time()
+        with cache.lock:  # a consistent copy; the rows are built without it
+            nodes = sorted(cache.nodes.items())
+            telemetry = dict(cache.telemetry)
+            pods = list(cache.pods.values())
         out = []
-        for name, node in sorted(cache.nodes.items()):
-            t = cache.telemetry.get(name)
+        for name, node in nodes:
+            t = telemetry.get(name)
             row: dict[str, Any] = {"kind": "Node", "key": name, "allocatable": dict(node.allocatable),
                                    "ready": t is not None and not t.stale(now, cache.stale_intervals)}
             if t is not None:
@@ -110,7 +185,7 @@ class ControlServer:
                            batchCpuMillis=t.batch_cpu_millis, batchMemoryBytes=t.batch_memory_bytes,
                            evicting=t.evicting, offlineQuotaMillis=t.report.colocation.offline_cpu_quota_millis,
                            reportAge=round(now - t.received, 1))
-            row["pods"] = sum(1 for p in list(cache.pods.values()) if p.node_name == name and p.active)
+            row["pods"] = sum(1 for p in pods if p.node_name == name and p.active)
             out.append(row)
         return out
 
@@ -121,52 +196,162 @@ class ControlServer:
             return 404, {"error": str(exc.args[0])}
 
 
+class _UnixHTTPServer(socketserver.ThreadingUnixStreamServer):
+    """One thread per connection, at most ``max_connections`` of them; more are answered 503 at once."""
+
+    daemon_threads = True
+
+    def __init__(self, path: str, handler: type[BaseHTTPRequestHandler], max_connections: int):
+        self.max_connections = max_connections
+        self._slots = threading.BoundedSemaphore(max_connections)
+        super().__init__(path, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            _busy(request, self.max_connections)
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+
+def _busy(request: socket.socket, connections: int) -> None:
+    body = json.dumps({"error": f"the control API is serving {connections} connections already; try again"}).encode()
+    try:
+        request.settimeout(1.0)
+        request.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                        b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+    except OSError:
+        pass
+
+
+def _route(path: str) -> tuple[str, str | None] | None:
+    """``(kind, key)`` of an ``/objects/...`` path (names unquoted and checked), None for another path."""
+    parts = [unquote(p) for p in path.strip("/").split("/")] if path.strip("/") else []
+    if len(parts) < 2 or parts[0] != "objects" or parts[1] not in PLURALS:
+        return None
+    kind = PLURALS[parts[1]]
+    if len(parts) == 2:
+        return kind, None
+    if len(parts) != 4:
+        return None
+    ns, name = parts[2], parts[3]
+    if kind in NAMESPACED:
+        check_name(kind, ns, namespace=True)
+    elif ns != "-":
+        raise Refused(400, f"{kind} is not namespaced: use /objects/{parts[1]}/-/NAME")
+    check_name(kind, name)
+    return kind, name if kind not in NAMESPACED else f"{ns}/{name}"
+
+
 def _handler(server: ControlServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        timeout = server.read_timeout  # per read: a silent connection is dropped
 
         def log_message(self, *args: Any) -> None:  # no access log on stderr
             pass
 
-        def _send(self, status: int, body: Any) -> None:
+        def address_string(self) -> str:  # a Unix socket's peer has no address
+            return "local"
+
+        def _send(self, status: int, body: Any, *, close: bool = False) -> None:
             data = json.dumps(body).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
+            if close:
+                self.send_header("Connection", "close")
+                self.close_connection = True
             self.end_headers()
             self.wfile.write(data)
 
-        def _route(self) -> tuple[str, str | None] | None:
-            parts = [p for p in self.path.split("?")[0].strip("/").split("/") if p]
-            if len(parts) >= 2 and parts[0] == "objects" and parts[1] in PLURALS:
-                kind = PLURALS[parts[1]]
-                if len(parts) == 2:
-                    return kind, None
-                if len(parts) == 4:
-                    ns, name = parts[2], parts[3]
-                    return kind, name if ns == "-" else f"{ns}/{name}"
-            return None
+        def _answer(self, work: Any) -> None:
+            """Run ``work() -> (status, body)``; a refusal is its status and message, a bug a logged 500."""
+            try:
+                status, body = work()
+            except Refused as r:
+                return self._send(r.status, {"error": r.message}, close=r.close)
+            except Exception as exc:  # a bug: keep its traceback in the log; the client gets one line
+                log.exception("control API: %s %s failed", self.command, self.path[:200])
+                return self._send(500, {"error": f"the scheduler failed on this request ({type(exc).__name__}: "
+                                                 f"{exc}); see its log"}, close=True)
+            self._send(status, body)
+
+        def _target(self) -> str:
+            url = urlsplit(self.path)
+            if url.query or url.fragment or "?" in self.path:
+                raise Refused(400, f"unexpected query string in {self.path[:200]!r}: names in paths must be "
+                                   "percent-encoded", close=self.command != "GET")
+            return url.path
 
         def do_GET(self) -> None:  # noqa: N802
-            if self.path.startswith("/top/nodes"):
-                return self._send(200, server.nodes())
-            route = self._route()
-            if route is None:
-                return self._send(404, {"error": f"no such path {self.path}"})
-            self._send(*server.objects(*route))
+            def work() -> tuple[int, Any]:
+                path = self._target()
+                if path.rstrip("/") == "/top/nodes":
+                    return 200, server.nodes()
+                route = _route(path)
+                if route is None:
+                    return 404, {"error": f"no such path {path[:200]}"}
+                return server.objects(*route)
+            self._answer(work)
 
         def do_POST(self) -> None:  # noqa: N802
-            if not self.path.startswith("/apply"):
-                return self._send(404, {"error": f"no such path {self.path}"})
-            length = int(self.headers.get("Content-Length") or 0)
-            text = self.rfile.read(length).decode("utf-8", "replace")
-            self._send(*server.apply(text, self.headers.get("X-Source") or "(request)"))
+            def work() -> tuple[int, Any]:
+                if self._target().rstrip("/") != "/apply":
+                    raise Refused(404, f"no such path {self.path[:200]}", close=True)
+                source = unquote(self.headers.get("X-Source") or "(request)")[:1024]  # the CLI quotes it
+                body = self._body()
+                try:
+                    text = body.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    return 400, {"error": f"{source}: not UTF-8 text (byte {exc.start})"}
+                return server.apply(text, source)
+            self._answer(work)
 
         def do_DELETE(self) -> None:  # noqa: N802
-            route = self._route()
-            key = route[1] if route is not None else None
-            if route is None or key is None:
-                return self._send(404, {"error": f"no such path {self.path}"})
-            self._send(*server.delete(route[0], key))
+            def work() -> tuple[int, Any]:
+                route = _route(self._target())
+                if route is None or route[1] is None:
+                    return 404, {"error": f"no such path {self.path[:200]}"}
+                return server.delete(route[0], route[1])
+            self._answer(work)
+
+        def _body(self) -> bytes:
+            """The request body, read before anything else is done with it; refused unread when too big."""
+            if self.headers.get("Transfer-Encoding"):
+                raise Refused(411, "send the body with a Content-Length (chunked bodies are not accepted)", close=True)
+            raw = self.headers.get("Content-Length")
+            if raw is None:
+                raise Refused(411, "a Content-Length is required", close=True)
+            if not raw.strip().isdigit():
+                raise Refused(400, f"invalid Content-Length {raw[:40]!r}", close=True)
+            length = int(raw)
+            if length > server.max_body:
+                raise Refused(413, f"request body of {length} bytes is over the limit of {server.max_body} bytes "
+                                   f"({server.max_body / 2**20:g} MiB): split it into several files", close=True)
+            deadline = time.monotonic() + server.body_deadline
+            chunks, got = [], 0
+            while got < length:
+                if time.monotonic() > deadline:
+                    raise Refused(408, f"the body was not sent within {server.body_deadline:g} s", close=True)
+                try:
+                    chunk = self.rfile.read1(min(65536, length - got))
+                except TimeoutError:
+                    raise Refused(408, f"the body stalled after {got} of {length} bytes", close=True) from None
+                if not chunk:
+                    raise Refused(400, f"the body ended after {got} of {length} bytes", close=True)
+                chunks.append(chunk)
+                got += len(chunk)
+            return b"".join(chunks)
 
     return Handler
