@@ -281,7 +281,12 @@ def _handler(server: ControlServer) -> type[BaseHTTPRequestHandler]:
                 status, body = work()
             except Refused as r:
                 return self._send(r.status, {"error": r.message}, close=r.close)
-            except Exception as exc:  # a bug: keep its traceback in the log; the client gets one line
+            except Exception as exc:
+                status = getattr(exc, "http_status", None)  # the store failing (a full disk: 507) says how
+                if isinstance(status, int):
+                    log.error("control API: %s %s: %s", self.command, self.path[:200], exc)
+                    return self._send(status, {"error": str(exc)})
+                # a bug: keep its traceback in the log; the client gets one line
                 log.exception("control API: %s %s failed", self.command, self.path[:200])
                 return self._send(500, {"error": f"the scheduler failed on this request ({type(exc).__name__}: "
                                                  f"{exc}); see its log"}, close=True)
