@@ -24,6 +24,7 @@ INPUT_ERRORS = {
     "scheduler.intake.server": "ServeError",
     "scheduler.modes.embedded.store": "StoreError",
     "proto.vocab.quantity": "QuantityError",
+    "proto.localsock": "LocalAccessError",
 }
 
 

@@ -126,10 +126,10 @@ def test_logs_come_from_the_agents_log_root_never_from_a_report(tmp_path: Path) 
     (secret / "main.log").write_text("a file the report pointed at\n")
     emb.pod_actions("node-a", View(runtime(web, log_dir=str(secret))))  # the pod's own node, lying about its logs
     assert emb.store.get("Pod", "default/web").status["runtime"]["logDir"] == str(real)
-    control = ControlServer(emb, port=0)
+    control = ControlServer(emb, socket_path=tmp_path / "control.sock")
     control.start()
     try:
-        server = f"http://127.0.0.1:{control.port}"
+        server = f"unix://{control.socket_path}"
         assert logs(server, "web") == "the pod's own output\n"
         # a record an older version stored with the report's path is answered with the log root's as well
         emb.store.update_status([("Pod", "default/web", {"runtime": {"phase": "Running", "logDir": str(secret)}})])

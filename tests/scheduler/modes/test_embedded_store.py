@@ -8,7 +8,6 @@ one request that met it with the cause named and keeps nothing of it; every ackn
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import sqlite3
@@ -16,15 +15,13 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
-from hack.lib.processes import ROOT
+from hack.lib.processes import ROOT, ControlError, control
 from scheduler.cluster.cache import ClusterCache
 from scheduler.modes.embedded.mode import Embedded
 from scheduler.modes.embedded.store import Store, Stored, StoreError, StoreFault
@@ -127,10 +124,12 @@ def test_only_a_missing_file_is_made_a_new_store(tmp_path: Path) -> None:
 
 
 def serve_embedded(state: Path, *extra: str, port_file: Path | None = None, **popen) -> subprocess.Popen:
-    args = [sys.executable, "-m", "scheduler", "serve", "--embedded", "--state", str(state), "--insecure",
-            "--listen", "127.0.0.1:0", "--metrics-port", "0", "--api-port", "0", "--schedule-interval", "0.2"]
+    """``serve --embedded`` on ``state``: agents on STATE/agent.sock, the control API on STATE/control.sock
+    (``port_file`` gets the agents' address once both listen)."""
+    args = [sys.executable, "-m", "scheduler", "serve", "--embedded", "--state", str(state),
+            "--metrics-port", "0", "--schedule-interval", "0.2"]
     if port_file is not None:
-        args += ["--api-port-file", str(port_file)]
+        args += ["--port-file", str(port_file)]
     return subprocess.Popen([*args, *extra], cwd=ROOT, **popen)
 
 
@@ -197,14 +196,12 @@ def test_a_full_disk_fails_the_apply_with_its_cause_and_keeps_nothing_of_it(smal
 
 
 # -- SIGKILL while applies arrive -------------------------------------------------------------------------
-def _apply(port: int, text: str, source: str) -> tuple[int, dict]:
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/apply", data=text.encode(), method="POST",
-                                 headers={"X-Source": source, "Content-Type": "application/yaml"})
+def _apply(sock: Path, text: str, source: str) -> tuple[int, dict]:
     try:
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            return resp.status, json.loads(resp.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read() or b"{}")
+        return 200, control(sock, "POST", "/apply", text.encode(),
+                            {"X-Source": source, "Content-Type": "application/yaml"})
+    except ControlError as exc:
+        return exc.status, {"error": str(exc)}
 
 
 def _wait(predicate: Callable[[], bool], timeout: float, what: str) -> None:
@@ -238,14 +235,14 @@ def test_serve_embedded_killed_during_applies_keeps_every_acknowledged_one(tmp_p
             _wait(lambda port_file=port_file, proc=proc: (port_file.exists() and port_file.read_text().strip() != "")
                   or proc.poll() is not None, 30, "the control endpoint")
             assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-            port = int(port_file.read_text())
+            sock = state / "control.sock"
             stop = threading.Event()
 
-            def applier(port: int = port, stop: threading.Event = stop) -> None:
+            def applier(sock: Path = sock, stop: threading.Event = stop) -> None:
                 while not stop.is_set():
                     n = next(counter)
                     with contextlib.suppress(OSError):
-                        status, answer = _apply(port, batch(n), f"batch{n}.yaml")
+                        status, answer = _apply(sock, batch(n), f"batch{n}.yaml")
                         assert status == 200, answer
                         acknowledged.append(n)
 
