@@ -59,6 +59,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 RESEND_START_S = 5.0  # a START not reflected in the node's runtime yet is sent again after this
+# The manifests of the STARTs in one directive, at most: with one object at most MAX_OBJECT_BYTES, a
+# directive stays well under gRPC's 4 MiB message limit however many pods a node is given at once (the
+# rest go with the answers to its next reports: pod actions are level-triggered).
+START_BUDGET_BYTES = 3 * 2**20
 FINISHED = ("Succeeded", "Failed")
 AGENT_STATE = "agent"  # the agent's --state under the scheduler's, unless serve --agent-state says otherwise
 MAX_RUNTIME_TEXT = 1024  # a runtime reason or message is kept up to this many characters
@@ -235,6 +239,7 @@ class Embedded:
         changes: list[tuple[str, str, dict]] = []
         gone: list[Pod] = []
         now = self.clock()
+        budget = START_BUDGET_BYTES
         with self._lock, self.cache.lock:
             by_uid = {p.uid: p for p in self.cache.pods.values()}
             for uid, r in runtime.items():
@@ -269,9 +274,14 @@ class Embedded:
                     changes.append(("Pod", pod.key, {"evicting": None, "evicted": True, "phase": "Failed"}))
                     self._evicted(pod, status.get("reason") or "Evicted")
                 elif pod.phase not in FINISHED and now - self._started.get(pod.uid, 0.0) >= RESEND_START_S:
+                    manifest = json.dumps(self._manifest(pod))
+                    size = len(manifest.encode())
+                    if size > budget and budget < START_BUDGET_BYTES:
+                        continue  # this directive is full: with the answer to the node's next report
+                    budget -= size
                     self._started[pod.uid] = now
                     actions.append(PodAction(PodActionKind.START, pod.uid, pod.namespace, pod.name,
-                                             pod_json=json.dumps(self._manifest(pod))))
+                                             pod_json=manifest))
             self.store.update_status(changes)
             for pod in gone:
                 self.store.delete("Pod", pod.key)

@@ -279,6 +279,26 @@ def test_the_largest_pod_accepted_starts_in_one_message(tmp_path: Path) -> None:
     assert MAX_OBJECT_BYTES - 400 < len(start.pod_json.encode()) < MAX_OBJECT_BYTES + 4096 < GRPC_MESSAGE_BYTES // 3
 
 
+def test_many_large_pods_for_one_node_start_over_several_directives(tmp_path: Path) -> None:
+    """Issue 13 item 9: five pods near the object limit bound to one node at once would make one 5 MiB
+    directive, over gRPC's 4 MiB (the agent's stream resets and none starts); they go out over two."""
+    from scheduler.api.manifests import GRPC_MESSAGE_BYTES, MAX_OBJECT_BYTES
+    from scheduler.modes.embedded.mode import START_BUDGET_BYTES
+
+    embedded, sched = cluster(tmp_path)
+    for i in range(5):
+        text = POD_TEXT.replace("name: web", f"name: web{i}") + "    args: [" + "y" * (MAX_OBJECT_BYTES - 400) + "]\n"
+        embedded.apply(list(iter_text(text, "x.yaml")))
+    sched.run_once()
+    first = embedded.pod_actions("n0", View())
+    second = embedded.pod_actions("n0", View())
+    sizes = [sum(len(a.pod_json.encode()) for a in d) for d in (first, second)]
+    assert len(first) == 3 and len(second) == 2, sizes
+    assert all(size <= START_BUDGET_BYTES < GRPC_MESSAGE_BYTES - 2**19 for size in sizes)
+    assert {a.name for a in first + second} == {f"web{i}" for i in range(5)}
+    assert embedded.pod_actions("n0", View()) == []  # each sent once until the resend interval
+
+
 def test_null_labels_and_annotations_are_stored_as_absent(tmp_path: Path) -> None:
     """Found by tests/scheduler/test_fuzz.py: stored as null, they broke the pod's START and a restart."""
     text = POD_TEXT.replace("name: web\n", "name: web\n  labels: null\n  annotations: null\n")
