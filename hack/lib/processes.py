@@ -87,13 +87,9 @@ def control(sock: Path, method: str, path: str, body: bytes | None = None, heade
     """The JSON answer of ``serve --embedded``'s control API at Unix socket ``sock``; OSError when it cannot
     be reached, ControlError (an OSError) when it answers with an error."""
 
-    class Connection(http.client.HTTPConnection):
-        def connect(self) -> None:
-            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            self.sock.settimeout(timeout)
-            self.sock.connect(str(sock))
+    from scheduler.modes.embedded.client import UnixConnection  # the CLI's own transport
 
-    conn = Connection("localhost", timeout=timeout)
+    conn = UnixConnection(sock, timeout)
     try:
         conn.request(method, path, body=body, headers=headers or {})
         resp = conn.getresponse()

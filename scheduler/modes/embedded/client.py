@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 # -- talking to the server ---------------------------------------------------------------------------
-class _UnixConnection(http.client.HTTPConnection):
+class UnixConnection(http.client.HTTPConnection):
     """HTTP/1.1 over the control socket."""
 
     def __init__(self, path: Path, timeout: float):
@@ -116,7 +116,7 @@ def socket_of(server: str) -> Path:
 def request(server: str, method: str, path: str, body: bytes | None = None, headers: dict | None = None) -> Any:
     """The server's JSON answer to ``method path``; CtlError with its one-line reason otherwise."""
     sock = socket_of(server)
-    conn = _UnixConnection(sock, TIMEOUT)
+    conn = UnixConnection(sock, TIMEOUT)
     try:
         try:
             conn.request(method, path, body=body, headers=headers or {})

@@ -69,13 +69,6 @@ MAX_RUNTIME_TEXT = 1024  # a runtime reason or message is kept up to this many c
 _KIND_OF = {Pod: "Pod", PodGroup: "PodGroup", Queue: "Queue", PriorityClass: "PriorityClass", Node: "Node"}
 
 
-def key_of(manifest: dict) -> str:
-    meta = manifest.get("metadata") or {}
-    if manifest.get("kind") in ("Pod", "PodGroup"):
-        return f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
-    return str(meta.get("name"))
-
-
 class Embedded:
     def __init__(self, cache: ClusterCache, store: Store, *, clock: Callable[[], float] = time.time,
                  agent_state: Path | None = None):
