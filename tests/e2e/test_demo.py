@@ -394,22 +394,17 @@ def test_ctrl_c_on_the_demo_leaves_no_process_or_cgroup(tmp_path: Path) -> None:
 def _remove_demo_leftovers(output: str) -> None:
     """After a failed run: kill what still runs in the demo's cgroup parent and remove it, so that the next
     demo (whose web pod listens on a fixed port) does not fail because of this one."""
+    from agent.cgroups.backend import detect_backend
+    from agent.cgroups.tree import pids_below, remove_group
+    from agent.hostpaths import HostPaths
+
     found = re.search(r"under cgroup (\S+?);", output)
     if not found:
         return
-    for controller in ("cpu", "cpuacct", "memory", "cpuset"):
-        root = CG / controller / found.group(1)
-        for procs in root.rglob("cgroup.procs") if root.exists() else ():
-            for pid in procs.read_text().split():
-                try:
-                    os.kill(int(pid), signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-    time.sleep(0.5)
-    for controller in ("cpu", "cpuacct", "memory", "cpuset"):
-        root = CG / controller / found.group(1)
-        for group in sorted(root.rglob("*"), key=lambda p: len(p.parts), reverse=True) if root.exists() else ():
-            if group.is_dir():
-                group.rmdir()
-        if root.exists():
-            root.rmdir()
+    backend = detect_backend(HostPaths())
+    for pid in pids_below(backend, found.group(1)):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    remove_group(backend, found.group(1))
