@@ -53,6 +53,7 @@ _STR, _INT, _FLOAT, _BOOL, _NULL = (_TAG + t for t in ("str", "int", "float", "b
 _SEQ, _MAP, _MERGE = _TAG + "seq", _TAG + "map", _TAG + "merge"
 _BOOLS = {"yes": True, "no": False, "true": True, "false": False, "on": True, "off": False,
           "y": True, "n": False}  # YAML 1.1, as PyYAML's resolver and go-yaml read them
+_PYYAML = yaml.constructor.SafeConstructor()  # its scalar readers, for the tags we allow
 _JSON_TYPES = "strings, numbers, true/false, null, lists and mappings"
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 
@@ -331,7 +332,7 @@ def _scalar(node: ScalarNode) -> Any:
             return _BOOLS[text.lower()]
         if tag == _INT:
             return _int(text)
-        value = _float(text)
+        value = _PYYAML.construct_yaml_float(node)  # YAML 1.1 floats exactly as PyYAML reads them
     except (KeyError, ValueError, IndexError):
         raise _fail(f"{_shown(text)} is not a valid {_short(tag)}", node.start_mark) from None
     if not math.isfinite(value):
@@ -374,20 +375,6 @@ def _int(text: str) -> int:
             total = total * 60 + int(part)
         return sign * total
     return sign * int(value)
-
-
-def _float(text: str) -> float:
-    value = text.replace("_", "").lower()
-    sign = -1.0 if value[:1] == "-" else 1.0
-    value = value.lstrip("+-")
-    if value in (".inf", ".nan"):
-        return math.inf if value == ".inf" else math.nan
-    if ":" in value:
-        total = 0.0
-        for part in value.split(":"):
-            total = total * 60 + float(part)
-        return sign * total
-    return sign * float(value)
 
 
 def _short(tag: str | None) -> str:
