@@ -127,10 +127,10 @@ class StateDir:
         self.logs = self.root / "logs"
         self.run = self.root / "run"
         # the records hold the pods' manifests (their secrets) and the logs their output: the owner's alone
-        private_dir(self.root)  # refuses a folder another user owns or a shared one (/tmp) instead of changing it
-        for d in (self.pods, self.logs, self.run):
-            d.mkdir(mode=0o700, exist_ok=True)
-            os.chmod(d, 0o700)  # an earlier version made them 0755
+        # each refused if another user owns it or it is shared (/tmp), else made or tightened to 0700 (an
+        # earlier version made them 0755)
+        for d in (self.root, self.pods, self.logs, self.run):
+            private_dir(d)
 
     def record_path(self, uid: str) -> Path:
         return self.pods / f"{uid}.json"
