@@ -224,12 +224,30 @@ class _UnixHTTPServer(socketserver.ThreadingUnixStreamServer):
             self._slots.release()
 
 
+BUSY_READ_SECONDS = 0.5  # how long a connection over the limit may take to send its request head
+
+
 def _busy(request: socket.socket, connections: int) -> None:
+    """Answer 503 and read the request head before closing.
+
+    Closing a Unix socket that still has unread input resets the peer, and the peer then loses the answer
+    too; so the head (64 KiB at most, ``BUSY_READ_SECONDS`` at most) is read and dropped first.
+    """
     body = json.dumps({"error": f"the control API is serving {connections} connections already; try again"}).encode()
     try:
-        request.settimeout(1.0)
+        request.settimeout(BUSY_READ_SECONDS)
         request.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
                         b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        request.shutdown(socket.SHUT_WR)
+        seen = b""
+        while b"\r\n\r\n" not in seen and len(seen) < 65536:
+            chunk = request.recv(65536)
+            if not chunk:
+                break
+            seen += chunk
+        request.setblocking(False)
+        while request.recv(65536):  # whatever else has already arrived
+            pass
     except OSError:
         pass
 

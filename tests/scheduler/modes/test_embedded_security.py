@@ -185,7 +185,10 @@ def raw(path: Path, data: bytes, *, timeout: float = 5.0, wait_close: bool = Tru
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(timeout)
         s.connect(str(path))
-        s.sendall(data)
+        try:
+            s.sendall(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # answered and closed before reading it all (a 503 or 413): the answer is waiting, as the CLI reads it
         got = b""
         while True:
             try:
