@@ -1,0 +1,60 @@
+"""Volcano's own scheduler unit tests, ported as data: ``tests/fixtures/volcano/**/*.yaml``.
+
+Each file is one case of a Go test in ``volcano-sh/volcano`` (``pkg/scheduler/actions/*/*_test.go``,
+``pkg/scheduler/plugins/*/*_test.go``), written as objects in and end state out and run through the
+real simulator (tests/support/scenario.py)::
+
+    source:                       # where the case comes from (required)
+      file: pkg/scheduler/actions/allocate/allocate_test.go
+      function: TestAllocate
+      case: "one Job with two Pods on one node"
+    differs: "..."                # optional: Scoria deliberately differs; why, citing the Volcano issue
+    pending: "..."                # optional: not built yet (xfail, strict: passing it fails the suite)
+    config: |                     # the scheduler configuration the Go test builds (Volcano format)
+      actions: "allocate"
+      tiers: [...]
+    cycles: 1                     # Volcano's tests run the action once
+    objects: [...]                # as in tests/fixtures/scenarios (full manifests or compact forms)
+    expect: {...}                 # as in tests/fixtures/scenarios
+
+Cases that cannot be written this way are listed, with the reason, in
+``tests/fixtures/volcano/left_out.yaml``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.support.scenario import check, run_scenario
+
+ROOT = Path(__file__).resolve().parents[1] / "fixtures" / "volcano"
+CASES = sorted(ROOT.rglob("*.yaml"))
+CASES = [p for p in CASES if p.name != "left_out.yaml"]
+
+
+def _param(path: Path) -> object:
+    case = yaml.safe_load(path.read_text())
+    marks = [pytest.mark.xfail(reason=case["pending"], strict=True)] if case.get("pending") else []
+    return pytest.param(path, marks=marks, id=str(path.relative_to(ROOT).with_suffix("")))
+
+
+@pytest.mark.parametrize("path", [_param(p) for p in CASES])
+def test_volcano_case(path: Path, tmp_path: Path) -> None:
+    case = yaml.safe_load(path.read_text())
+    source = case["source"]
+    assert {"file", "function", "case"} <= set(source), f"{path}: source must name file, function and case"
+    result = run_scenario(case, tmp_path)
+    problems = check(result, case["expect"])
+    assert not problems, f"{source['file']} {source['function']} {source['case']!r}:\n  " + "\n  ".join(problems)
+
+
+def test_left_out_cases_say_why() -> None:
+    path = ROOT / "left_out.yaml"
+    if not path.exists():
+        return
+    for entry in yaml.safe_load(path.read_text()) or []:
+        assert {"file", "function", "case", "why"} <= set(entry), entry
+        assert entry["why"].strip(), entry
