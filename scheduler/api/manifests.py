@@ -468,14 +468,51 @@ def _podgroup(doc: dict, f: _Fields, meta: dict) -> PodGroup:
     phase = f.get(status, "status", "phase", str, "Pending")
     if phase not in PODGROUP_PHASES:
         raise f.fail("status.phase", f"must be one of {', '.join(PODGROUP_PHASES)}, got {phase!r}")
-    min_resources = f.resources(spec, "spec", "minResources") if spec.get("minResources") is not None else None
+    min_resources = _min_resources(f, spec) if spec.get("minResources") is not None else None
+    min_task_member = {}
+    for role, count in f.mapping(spec, "spec", "minTaskMember").items():
+        where = f"spec.minTaskMember.{role}"
+        if not isinstance(count, int) or isinstance(count, bool) or not 0 <= count <= INT32[1]:
+            raise f.fail(where, f"must be a non-negative 32-bit integer, got {count!r}")
+        min_task_member[str(role)] = count
     return PodGroup(
         namespace=meta.get("namespace") or "default", name=meta["name"],
         queue=f.get(spec, "spec", "queue", str, "") or DEFAULT_QUEUE, min_member=min_member,
-        min_resources=min_resources, priority_class_name=f.get(spec, "spec", "priorityClassName", str, ""),
+        min_resources=min_resources, min_task_member=min_task_member,
+        priority_class_name=f.get(spec, "spec", "priorityClassName", str, ""),
         annotations=f.annotations(meta, "metadata", "annotations"), created=f.time(meta, "metadata", "creationTimestamp"),
         phase=phase, conditions=_conditions(f, status),
     )
+
+
+def _min_resources(f: _Fields, spec: dict) -> dict[str, int]:
+    """spec.minResources as the resources a job needs, read as Volcano reads it.
+
+    Volcano's controllers write it in Kubernetes quota names (``requests.cpu`` beside ``cpu``,
+    ``pods`` and ``count/pods``, sometimes ``limits.*``): ``requests.X`` is ``X`` (the larger amount
+    where both are given); limits, object counts (``pods``, ``count/*``) and other quota-only names
+    (``services``, ``persistentvolumeclaims``…) are not schedulable resources and never hold a job back.
+    Every amount must still be a valid quantity.
+    """
+    out: dict[str, int] = {}
+    for name, value in f.mapping(spec, "spec", "minResources").items():
+        if not isinstance(name, str) or (problem := names.qualified_name(name)):
+            raise f.fail("spec.minResources", f"invalid resource name: {problem or repr(name)}")
+        resource = name[len("requests."):] if name.startswith("requests.") else name
+        try:
+            amount = to_canonical(resource, value)
+        except QuantityError as exc:
+            raise f.fail(f"spec.minResources.{name}", str(exc)) from None
+        if _schedulable_resource(resource):
+            out[resource] = max(out.get(resource, 0), amount)
+    return out
+
+
+def _schedulable_resource(name: str) -> bool:
+    """A resource nodes offer (cpu, memory, hugepages, extended ``domain/name``), not a quota-only name."""
+    if name in ("cpu", "memory", "ephemeral-storage") or name.startswith("hugepages-"):
+        return True
+    return "/" in name and not name.startswith(("count/", "limits.", "requests."))
 
 
 def _conditions(f: _Fields, status: dict) -> list[Condition]:
@@ -499,8 +536,11 @@ def _queue(doc: dict, f: _Fields, meta: dict) -> Queue:
     state = f.get(status, "status", "state", str, "Open")
     if state not in QUEUE_STATES:
         raise f.fail("status.state", f"must be one of {', '.join(QUEUE_STATES)}, got {state!r}")
+    priority = f.get(spec, "spec", "priority", int, 0)
+    if not INT32[0] <= priority <= INT32[1]:
+        raise f.fail("spec.priority", f"must be a 32-bit integer, got {priority}")
     return Queue(
-        name=meta["name"], weight=weight, capability=f.resources(spec, "spec", "capability"),
+        name=meta["name"], weight=weight, priority=priority, capability=f.resources(spec, "spec", "capability"),
         guarantee=guarantee, deserved=f.resources(spec, "spec", "deserved"),
         reclaimable=f.get(spec, "spec", "reclaimable", bool, True), parent=f.get(spec, "spec", "parent", str, ""),
         state=state,

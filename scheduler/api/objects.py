@@ -14,6 +14,7 @@ from datetime import datetime
 
 GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
 QUEUE_NAME_ANNOTATION = "scheduling.volcano.sh/queue-name"
+TASK_SPEC_KEY = "volcano.sh/task-spec"  # a pod's task role in its job (annotation, else label), as Volcano Jobs write it
 DEFAULT_QUEUE = "default"
 ROOT_QUEUE = "root"
 CRITICAL_PRIORITY_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
@@ -115,6 +116,11 @@ class Pod:
         return f"{self.namespace}/{self.name}"
 
     @property
+    def task_role(self) -> str:
+        """Its role in the job (``volcano.sh/task-spec``: annotation first, then label; "" when none)."""
+        return self.annotations.get(TASK_SPEC_KEY) or self.labels.get(TASK_SPEC_KEY) or ""
+
+    @property
     def best_effort(self) -> bool:
         """No resource requests at all: such pods wait for the backfill action."""
         return not any(self.requests.values())
@@ -145,6 +151,8 @@ class PodGroup:
     queue: str = DEFAULT_QUEUE
     min_member: int = 1
     min_resources: dict[str, int] | None = None
+    # spec.minTaskMember: per task role (volcano.sh/task-spec), how many must run for the job to run
+    min_task_member: dict[str, int] = field(default_factory=dict)
     priority_class_name: str = ""
     annotations: dict[str, str] = field(default_factory=dict)
     created: datetime | None = None
@@ -161,6 +169,7 @@ class PodGroup:
 class Queue:
     name: str
     weight: int = 1
+    priority: int = 0  # spec.priority: queues with a higher one are served (and protected) first
     capability: dict[str, int] = field(default_factory=dict)
     guarantee: dict[str, int] = field(default_factory=dict)
     deserved: dict[str, int] = field(default_factory=dict)

@@ -43,7 +43,7 @@ class TaskInfo:
     """One pod as this cycle sees it."""
 
     __slots__ = ("uid", "pod", "job", "req", "cols", "status", "node", "priority", "best_effort",
-                 "sig", "fit_error", "nominated", "facts", "placement")
+                 "sig", "fit_error", "nominated", "facts", "placement", "role")
 
     def __init__(self, pod: Pod, job: JobInfo, req: np.ndarray, cols: np.ndarray, priority: int,
                  best_effort: bool, sig: tuple, facts: PodFacts):
@@ -61,6 +61,7 @@ class TaskInfo:
         self.nominated = -1  # node reserved for it by last cycle's preemption or reclaim
         self.facts = facts  # the cache's PodFacts: what scheduling derives from the pod, computed once per change
         self.placement: dict[str, str] | None = None  # annotations recording its zones/devices, written at bind
+        self.role = pod.task_role  # its task role in the job (volcano.sh/task-spec), "" when none
 
     @property
     def name(self) -> str:
@@ -75,7 +76,7 @@ class JobInfo:
 
     __slots__ = ("uid", "namespace", "name", "group", "queue", "priority", "min_member", "min_resources",
                  "created", "tasks", "counts", "allocated", "reserved", "phase", "enqueue_reason", "fit_error", "fit_count",
-                 "conditions")
+                 "conditions", "task_min", "role_counts")
 
     def __init__(self, uid: str, group: PodGroup | None, queue: str, index: ResourceIndex):
         self.uid = uid
@@ -95,6 +96,11 @@ class JobInfo:
         self.fit_error: str | None = None  # why the job as a whole did not fit (set at close)
         self.fit_count: int | None = None  # members that fitted in the last failed attempt
         self.conditions: list = []  # PodGroup conditions concluded this session
+        # spec.minTaskMember, honoured as Volcano does only while minMember covers the roles' sum (else
+        # only minMember counts); role_counts then counts tasks by role and status, kept in step below.
+        task_min = {r: n for r, n in (group.min_task_member if group else {}).items() if n > 0}
+        self.task_min = task_min if task_min and self.min_member >= sum(task_min.values()) else {}
+        self.role_counts: dict[str, list[int]] | None = {} if self.task_min else None
 
     # -- counting -----------------------------------------------------------------------
     def add_task(self, task: TaskInfo) -> None:
@@ -102,6 +108,8 @@ class JobInfo:
         self.counts[task.status] += 1
         if task.status in ALLOCATED_STATUSES:
             self.allocated += task.req
+        if self.role_counts is not None:
+            self.role_counts.setdefault(task.role, [0] * len(TaskStatus))[task.status] += 1
 
     def set_status(self, task: TaskInfo, status: TaskStatus) -> None:
         old = task.status
@@ -112,6 +120,22 @@ class JobInfo:
         self.counts[status] += 1
         if status in ALLOCATED_STATUSES:
             self.allocated += task.req
+        if self.role_counts is not None:
+            by_status = self.role_counts[task.role]
+            by_status[old] -= 1
+            by_status[status] += 1
+
+    def role_shortfall(self, statuses: tuple[TaskStatus, ...]) -> tuple[str, int, int] | None:
+        """The first task role (by name) with fewer tasks in ``statuses`` than its minTaskMember, as
+        ``(role, have, need)``; None when every role has enough, or the job has no per-role minimums."""
+        if self.role_counts is None:
+            return None
+        for role in sorted(self.task_min):
+            by_status = self.role_counts.get(role)
+            have = sum(by_status[s] for s in statuses) if by_status else 0
+            if have < self.task_min[role]:
+                return role, have, self.task_min[role]
+        return None
 
     @property
     def ready_num(self) -> int:
@@ -148,13 +172,14 @@ class JobInfo:
 class QueueInfo:
     """A queue with its limits as vectors (``inf`` where a limit is not set)."""
 
-    __slots__ = ("name", "queue", "weight", "capability", "guarantee", "deserved", "reclaimable", "parent",
-                 "children", "state")
+    __slots__ = ("name", "queue", "weight", "priority", "capability", "guarantee", "deserved", "reclaimable",
+                 "parent", "children", "state")
 
     def __init__(self, queue: Queue, index: ResourceIndex):
         self.name = queue.name
         self.queue = queue
         self.weight = queue.weight
+        self.priority = queue.priority
         self.capability = limit_vector(index, queue.capability)
         self.guarantee = index.vector(queue.guarantee).copy()
         self.deserved = limit_vector(index, queue.deserved) if queue.deserved else None

@@ -42,19 +42,30 @@ def check_transition(old: str, new: str) -> str:
 
 
 def next_phase(job: JobInfo, ready: bool) -> str:
-    """The phase a job's group should have at the end of a session."""
+    """The phase a job's group should have at the end of a session (Volcano's session.go getPodGroupPhase).
+
+    Unknown: some members run but the gang is not whole (a running gang that lost members, or one
+    still waiting for some) — except while the missing ones are only terminating on their nodes.
+    Running: minMember placed; Completed: every placed member has finished.
+    """
     c = job.counts
-    total = len(job.tasks)
-    if total and c[TaskStatus.SUCCEEDED] == total and total >= job.min_member:
-        return COMPLETED
-    placed = c[TaskStatus.ALLOCATED] + c[TaskStatus.RUNNING] + c[TaskStatus.SUCCEEDED]
-    if c[TaskStatus.RUNNING] and not ready and job.pending_num:
+    placed = c[TaskStatus.ALLOCATED] + c[TaskStatus.RUNNING] + c[TaskStatus.SUCCEEDED] + c[TaskStatus.FAILED]
+    if c[TaskStatus.RUNNING] and not ready and not _only_terminating(job, placed):
         return UNKNOWN
-    if placed >= job.min_member and (placed or total):
-        return RUNNING
+    placed += c[TaskStatus.RELEASING]  # terminating members still hold their place
+    if placed >= job.min_member and (placed or job.tasks):
+        finished = c[TaskStatus.SUCCEEDED] + c[TaskStatus.FAILED]
+        return COMPLETED if placed and finished == placed else RUNNING
     if job.phase in (INQUEUE,):
         return INQUEUE
     return PENDING
+
+
+def _only_terminating(job: JobInfo, placed: int) -> bool:
+    """Short of its gang only by members terminating on their nodes, with nothing left to place."""
+    c = job.counts
+    return bool(c[TaskStatus.RELEASING]) and not job.pending_num and not c[TaskStatus.PIPELINED] \
+        and placed + c[TaskStatus.RELEASING] >= job.min_member
 
 
 def write_status(ssn: Session) -> None:

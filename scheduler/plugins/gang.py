@@ -1,5 +1,8 @@
 """gang: a job runs only when at least minMember of its tasks can run together.
 
+With ``minTaskMember`` (per task role, ``volcano.sh/task-spec``) each role must also have that many
+placed, as long as minMember covers the roles' sum (Volcano's rule; otherwise only minMember counts).
+
 Also: never evict a running job below its minMember, schedule jobs that are
 not yet whole before those that are, and explain on the PodGroup (condition
 ``Unschedulable``) and on each pending pod how many members fitted.
@@ -16,6 +19,11 @@ from scheduler.framework.snapshot import JobInfo, TaskInfo, TaskStatus
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
 
+# What counts towards a task role's minTaskMember, as Volcano counts it (job_info.go CheckTask*).
+_READY = (TaskStatus.ALLOCATED, TaskStatus.RUNNING, TaskStatus.SUCCEEDED)
+_PIPELINED = _READY + (TaskStatus.PIPELINED,)
+_VALID = _PIPELINED + (TaskStatus.PENDING,)
+
 NOT_ENOUGH_RESOURCES = "NotEnoughResources"
 NOT_ENOUGH_TASKS = "NotEnoughTasks"
 
@@ -26,6 +34,11 @@ class Gang(Plugin):
              "evictable")
 
     def job_valid(self, job: JobInfo) -> str | None:
+        short = job.role_shortfall(_VALID)
+        if short:
+            role, have, need = short
+            return (f"pod group {job.uid} has {have} pod(s) of task {role!r}, fewer than its minTaskMember {need}; "
+                    "waiting for more pods")
         if job.valid_num < job.min_member:
             return (f"pod group {job.uid} has {job.valid_num} pod(s), fewer than its minMember "
                     f"{job.min_member}; waiting for more pods")
@@ -36,12 +49,15 @@ class Gang(Plugin):
         return 0 if ra == rb else (1 if ra else -1)
 
     def job_ready(self, job: JobInfo) -> bool:
-        return job.ready_num >= job.min_member
+        return job.ready_num >= job.min_member and job.role_shortfall(_READY) is None
 
     def job_pipelined(self, job: JobInfo) -> Vote:
-        if job.ready_num + job.waiting_num >= job.min_member:
-            return PERMIT
-        return reject(f"{job.ready_num + job.waiting_num} of minMember {job.min_member} placed")
+        if job.ready_num + job.waiting_num < job.min_member:
+            return reject(f"{job.ready_num + job.waiting_num} of minMember {job.min_member} placed")
+        short = job.role_shortfall(_PIPELINED)
+        if short:
+            return reject(f"{short[1]} of task {short[0]!r}'s minTaskMember {short[2]} placed")
+        return PERMIT
 
     def job_starving(self, job: JobInfo) -> bool:
         return job.ready_num + job.waiting_num < job.min_member
@@ -82,8 +98,9 @@ class Gang(Plugin):
         if job.ready_num >= job.min_member and job.min_member > 0 or job.phase == "Completed":
             return Condition("Scheduled", "True", "Scheduled",
                              f"{job.ready_num}/{len(job.tasks)} tasks in gang are placed (minMember {job.min_member})")
-        if job.valid_num < job.min_member:
-            return Condition("Unschedulable", "True", NOT_ENOUGH_TASKS, self.job_valid(job) or "")
+        invalid = self.job_valid(job)
+        if invalid:
+            return Condition("Unschedulable", "True", NOT_ENOUGH_TASKS, invalid)
         message = job.enqueue_reason or (self._gang_message(job) if job.fit_count is not None else job.fit_error)
         if not message:
             failed = next((t.fit_error for t in job.tasks.values() if t.fit_error), None)

@@ -119,6 +119,8 @@ class Proportion(Plugin):
             attr.share = share(attr.allocated, attr.deserved, self.mask)
 
     def queue_order(self, a: QueueInfo, b: QueueInfo) -> int:
+        if a.priority != b.priority:  # Queue spec.priority first, as Volcano orders queues
+            return -1 if a.priority > b.priority else 1
         sa, sb = self.attrs[a.name].share, self.attrs[b.name].share
         return (sa > sb) - (sa < sb)
 

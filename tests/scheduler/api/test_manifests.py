@@ -177,16 +177,29 @@ def test_podgroup_fields_and_defaults():
     assert parse_object(podgroup(spec={"queue": ""}), SRC).queue == "default"
 
 
+def test_podgroup_min_task_member_and_quota_named_min_resources():
+    """Volcano's Job controller writes minResources in quota names (pkg/controllers/job/job_controller_util_test.go
+    TestCalcPGMinResources: cpu beside requests.cpu, pods beside count/pods); only schedulable resources count."""
+    obj = parse_object(podgroup(spec={"minMember": 3, "minTaskMember": {"ps": 1, "worker": 2},
+                                      "minResources": {"cpu": "150m", "requests.cpu": "200m", "pods": 2,
+                                                       "count/pods": 2, "limits.memory": "1Gi", "requests.memory": "1Gi",
+                                                       "nvidia.com/gpu": 1, "services": 1}}), SRC)
+    assert obj.min_task_member == {"ps": 1, "worker": 2}
+    assert obj.min_resources == {"cpu": 200, "memory": GIB, "nvidia.com/gpu": 1}
+    assert parse_object(podgroup(spec={}), SRC).min_task_member == {}
+
+
 def test_queue_fields_and_defaults():
     obj = parse_object(queue(spec={"weight": 3, "capability": {"cpu": "10", "memory": "20Gi"},
                                    "guarantee": {"resource": {"cpu": "2"}}, "deserved": {"cpu": "5"},
                                    "reclaimable": False, "parent": "root"}, status={"state": "Closed"}), SRC)
     assert isinstance(obj, Queue)
     assert (obj.name, obj.weight, obj.reclaimable, obj.parent, obj.state) == ("q1", 3, False, "root", "Closed")
+    assert parse_object(queue(spec={"priority": -7}), SRC).priority == -7
     assert obj.capability == {"cpu": 10000, "memory": 20 * GIB}
     assert obj.guarantee == {"cpu": 2000} and obj.deserved == {"cpu": 5000}
     plain = parse_object(queue(), SRC)
-    assert (plain.weight, plain.reclaimable, plain.parent, plain.state) == (1, True, "", "Open")
+    assert (plain.weight, plain.reclaimable, plain.parent, plain.state, plain.priority) == (1, True, "", "Open", 0)
     assert plain.capability == plain.guarantee == plain.deserved == {}
 
 
@@ -312,6 +325,13 @@ ERROR_CASES = [
     ("restart-policy", ps(restartPolicy="Sometimes"), P, "spec.restartPolicy", "got 'Sometimes'"),
     ("taint-key-mapping", node(spec={"taints": [{"key": {"a": 1}, "effect": "NoSchedule"}]}), "Node n1",
      "spec.taints[0].key", "expected a string, got dict"),
+    ("min-task-member-negative", podgroup(spec={"minTaskMember": {"ps": -1}}), "PodGroup team-a/train",
+     "spec.minTaskMember.ps", "must be a non-negative 32-bit integer"),
+    ("min-task-member-list", podgroup(spec={"minTaskMember": [1]}), "PodGroup team-a/train", "spec.minTaskMember",
+     "expected a mapping"),
+    ("min-resources-requests-quantity", podgroup(spec={"minResources": {"requests.cpu": "lots"}}),
+     "PodGroup team-a/train", "spec.minResources.requests.cpu", "invalid quantity 'lots'"),
+    ("queue-priority", queue(spec={"priority": 2**31}), "Queue q1", "spec.priority", "must be a 32-bit integer"),
     ("kind-not-string", {"apiVersion": "v1", "kind": {}, "metadata": {"name": "a"}}, "? a", "kind",
      "expected a string, got dict"),
 ]

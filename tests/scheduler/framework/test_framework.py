@@ -105,7 +105,15 @@ def test_phase_table(old: str, new: str, ok: bool) -> None:
     ([TaskStatus.RUNNING, TaskStatus.PENDING], 2, "Running", False, "Unknown"),
     ([TaskStatus.SUCCEEDED, TaskStatus.SUCCEEDED], 2, "Running", True, "Completed"),
     ([TaskStatus.SUCCEEDED, TaskStatus.RUNNING], 2, "Running", True, "Running"),
-], ids=["all placed", "half placed", "not admitted", "broken gang", "all succeeded", "some succeeded"])
+    # Volcano session.go getPodGroupPhase: running members and a gang that is not whole is Unknown,
+    # also when the missing members are gone rather than pending (issue 14 item 9)
+    ([TaskStatus.RUNNING, TaskStatus.RUNNING], 3, "Running", False, "Unknown"),
+    ([TaskStatus.RUNNING, TaskStatus.RUNNING, TaskStatus.FAILED], 3, "Inqueue", False, "Unknown"),
+    # ... but not while they are only terminating on their nodes
+    ([TaskStatus.RUNNING, TaskStatus.RUNNING, TaskStatus.RELEASING], 3, "Running", False, "Running"),
+    ([TaskStatus.SUCCEEDED, TaskStatus.FAILED], 2, "Running", True, "Completed"),
+], ids=["all placed", "half placed", "not admitted", "broken gang", "all succeeded", "some succeeded",
+        "gang lost a member", "gang member failed", "member terminating", "all finished"])
 def test_next_phase(statuses, min_member, phase, ready, expected) -> None:
     ssn = open_session([node("n1"), podgroup("g", minMember=min_member)] +
                        [pod(f"g-{i}", group="g") for i in range(len(statuses))])
