@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -93,13 +94,15 @@ class Informer:
                     listed_at = None
 
     def stop(self) -> None:
+        """Stop now, whatever the watch is doing.
+
+        A quiet watch (PriorityClasses, Queues: a bookmark a minute at best) has the informer thread
+        blocked in ``recv`` holding the response's buffer lock, so closing the response from here would
+        wait for the next byte.  Shutting the socket down instead ends that ``recv`` at once; the
+        informer thread then closes the response itself.
+        """
         self._stop.set()
-        resp = self._resp
-        if resp is not None:  # unblock a read waiting on the stream
-            try:
-                resp.close()
-            except Exception:
-                pass
+        _shut(self._resp)
 
     def relist(self) -> None:
         """List everything and hand on only the differences from what was handed on before."""
@@ -128,6 +131,8 @@ class Informer:
                                          timeout_seconds=self.watch_timeout, allow_watch_bookmarks=True,
                                          _preload_content=False,
                                          _request_timeout=(10.0, self.watch_timeout + 30.0), **self.list_kwargs)
+        if self._stop.is_set():  # stopped while the watch was being opened: stop() saw no response yet
+            _shut(resp)
         try:
             for line in iter_resp_lines(resp):
                 if stop.is_set() or self._stop.is_set():
@@ -185,6 +190,23 @@ class Informer:
             handler(obj)
         except Exception:  # one bad object must not stop the informer
             log.exception("%s %s: handler failed", self.kind, key_of(obj))
+
+
+def _shut(resp: Any) -> None:
+    """Shut down the socket under an open watch response (urllib3's), unblocking a thread reading it."""
+    if resp is None:
+        return
+    conn = getattr(resp, "_connection", None) or getattr(resp, "connection", None)
+    sock = getattr(conn, "sock", None)
+    if sock is None:  # the connection was handed back already: reach the socket through the reader
+        reader = getattr(getattr(resp, "_fp", None), "fp", None)
+        sock = getattr(getattr(reader, "raw", None), "_sock", None)
+    if sock is None:
+        return
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # closed meanwhile: nothing is waiting on it
 
 
 def _version(obj: dict) -> str:

@@ -379,16 +379,9 @@ def test_serve_in_kubernetes_mode_binds_through_the_api_server(api, tmp_path) ->
     import signal
     import subprocess
 
-    import yaml
-
     from hack.lib.processes import start_serve, wait_port
 
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "fake",
-        "clusters": [{"name": "fake", "cluster": {"server": api.url}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}]}))
+    kubeconfig = _kubeconfig(tmp_path, api.url)
     api.put(node("n1", allocatable={"cpu": "4", "memory": "16Gi", "pods": "110"}))
     api.put(pending_pod("web-0"))
     proc = start_serve("--kubernetes", "--kubeconfig", str(kubeconfig), "--insecure", "--listen", "127.0.0.1:0",
@@ -554,6 +547,63 @@ def test_shutdown_hands_the_lease_back_only_after_the_binds_went_out(api, harnes
     released = max(i for i, c in enumerate(calls) if c[0] == "leases")
     assert calls.count(("pods", "create", "binding")) == 10
     assert max(i for i, c in enumerate(calls) if c == ("pods", "create", "binding")) < released
+
+
+def test_shutdown_does_not_wait_for_a_quiet_watch() -> None:
+    """Issue 16 item 1: on a real cluster a watch of PriorityClasses or Queues stays silent for a minute
+    or more; stopping must not wait for its next byte (it waited for the 330 s read timeout)."""
+    with FakeApiServer(watch_cap=None) as quiet:  # watches stay open and silent until their timeout
+        h = Harness(quiet)
+        assert all(quiet.wait_watching(plural) for plural in ("pods", "nodes", "priorityclasses"))
+        t0 = time.monotonic()
+        h.close()
+        took = time.monotonic() - t0
+        assert took < 2, f"stopping took {took:.1f}s"
+        wait_until(lambda: not [t for t in threading.enumerate() if t.name.startswith("informer-")], 5)
+
+
+def test_sigterm_exits_at_once_while_every_watch_is_quiet(tmp_path) -> None:
+    """The Deployment's 30 s grace period must never run out: SIGTERM with every watch silent exits 0
+    within 2 s, the lease handed back (issue 16 item 1)."""
+    import signal
+    import subprocess
+
+    from hack.lib.processes import start_serve, wait_port
+
+    with FakeApiServer(watch_cap=None) as quiet:
+        kubeconfig = _kubeconfig(tmp_path, quiet.url)
+        proc = start_serve("--kubernetes", "--kubeconfig", str(kubeconfig), "--insecure", "--listen", "127.0.0.1:0",
+                           "--metrics-port", "0", "--schedule-interval", "0.2", "--leader-elect",
+                           "--lease-namespace", "kube-system", port_file=tmp_path / "port",
+                           stderr=subprocess.PIPE, text=True)
+        try:
+            wait_port(tmp_path / "port", proc, 30)
+            wait_until(lambda: (quiet.get("leases", "scoria-scheduler", "kube-system") or {})
+                       .get("spec", {}).get("holderIdentity"), 30)
+            assert quiet.wait_watching("priorityclasses")
+            time.sleep(0.5)  # the watches are open and nothing is happening
+            t0 = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=60)
+            took = time.monotonic() - t0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == 0, err
+        assert took < 2, f"SIGTERM took {took:.1f}s to exit"
+        assert not quiet.get("leases", "scoria-scheduler", "kube-system")["spec"].get("holderIdentity")
+
+
+def _kubeconfig(tmp_path, url: str):
+    import yaml
+
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+        "clusters": [{"name": "fake", "cluster": {"server": url}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}]}))
+    return path
 
 
 def test_a_renewal_counts_from_when_it_was_asked(api) -> None:
