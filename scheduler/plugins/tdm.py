@@ -96,7 +96,7 @@ class Tdm(Plugin):
                 windows[zone] = parse_window(text)
             except ValueError as exc:
                 raise ArgError(f"argument {ZONE_PREFIX + zone!r}: {exc}") from None
-        return Args({**args.as_dict(), "windows": MappingProxyType(windows)}, args.warnings)
+        return Args({**args.as_dict(), "windows": MappingProxyType(windows)}, args.unimplemented)
 
     # -- per session: which nodes are revocable, which zones are open ---------------------------
     def open(self, ssn: Session) -> None:
