@@ -208,12 +208,6 @@ def _prefix_of(keys: Iterable[str], key: str) -> str | None:
     return None
 
 
-def accepts(spec: Mapping[str, Arg], key: str) -> bool:
-    """Whether ``key`` is an implemented argument of ``spec`` (an exact key, or a name under a prefix)."""
-    return any(arg.key == key or (arg.prefix and key.startswith(arg.key) and len(key) > len(arg.key))
-               for arg in spec.values())
-
-
 def parse_args(spec: Mapping[str, Arg], raw: Mapping[str, Any] | None,
                volcano: Mapping[str, str] | None = None) -> Args:
     """Validate ``raw`` against ``spec``.
