@@ -73,8 +73,14 @@ class Scheduler:
         self.effects = effects or CacheEffects(cache, clock=lambda: self.clock().timestamp())
         self.plugin_state: dict[str, dict] = {}  # what plugins keep from one cycle to the next (Session.state)
         self.metrics = metrics or SchedulerMetrics()
-        self.watcher = ConfigWatcher(config_path, on_result=self.metrics.config_reload) if config_path else None
+        self.watcher = ConfigWatcher(config_path, on_result=self.metrics.config_reload,
+                                     on_config=self._config_in_force) if config_path else None
         self._config = config or default_config()
+        if self.watcher is None:
+            self._config_in_force(self._config)
+
+    def _config_in_force(self, config: SchedulerConfig) -> None:
+        self.metrics.config_unimplemented(config.unimplemented)
 
     @property
     def config(self) -> SchedulerConfig:

@@ -6,9 +6,23 @@ schedulers in one process) never share counters.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Protocol
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 _CYCLE_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+
+class Setting(Protocol):
+    """A configuration setting accepted without effect (``scheduler.framework.config.Unimplemented``)."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def key(self) -> str: ...
 
 
 class SchedulerMetrics:
@@ -25,6 +39,12 @@ class SchedulerMetrics:
         self.config_reloads = Counter("scoria_scheduler_config_reloads_total",
                                       "Configuration reload attempts by result (success, refused)", ["result"],
                                       registry=r)
+        self.config_unimplemented_settings = Gauge(
+            "scoria_scheduler_config_unimplemented",
+            "Settings of the configuration in force that Volcano knows and Scoria accepts without acting on, by kind "
+            "(plugin, action, configuration, metrics), name (the plugin, action or configuration entry) and key "
+            "(the argument or option; empty for a placeholder plugin or a whole entry)",
+            ["kind", "name", "key"], registry=r)
         self.reports = Counter("scoria_scheduler_reports_total", "Node reports accepted into the cache", registry=r)
         self.reports_refused = Counter("scoria_scheduler_reports_refused_total",
                                        "Node reports refused, by reason (content, order, identity, unknown-node, undecodable)",
@@ -67,6 +87,12 @@ class SchedulerMetrics:
 
     def config_reload(self, result: str) -> None:
         self.config_reloads.labels(result).inc()
+
+    def config_unimplemented(self, settings: Iterable[Setting]) -> None:
+        """The configuration now in force: its settings without effect replace the last one's."""
+        self.config_unimplemented_settings.clear()
+        for s in settings:
+            self.config_unimplemented_settings.labels(s.kind, s.name, s.key).inc()
 
     def report_accepted(self, latency: float, evictions: int = 0) -> None:
         self.reports.inc()

@@ -3,15 +3,27 @@
 A plugin declares its arguments as :class:`Arg` entries under the names
 Volcano uses (``binpack.weight``, ``sla-waiting-time``); :func:`parse_args`
 turns the config's ``arguments`` mapping into a read-only object with every
-default filled in.  An unknown key, a wrong type or a value out of range is
-an :class:`ArgError` that names the key and what is accepted.
+default filled in.  A wrong type or a value out of range is an :class:`ArgError`
+that names the key and what is accepted.
+
+Every key is one of three things:
+
+* implemented — an :class:`Arg` of the plugin or action: converted and checked;
+* known but not implemented — a key Volcano reads that Scoria does not act on
+  (given to :func:`parse_args` as ``volcano``, or an ``Arg`` with ``ignored``
+  set to something other than its default): accepted, and listed in
+  :attr:`Args.unimplemented` so that the configuration warns about it and
+  counts it (``scheduler.framework.config``);
+* unknown — refused, with the closest known key as a suggestion
+  (``unknown argument 'binpack.wieght'; did you mean 'binpack.weight'?``).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from difflib import SequenceMatcher
 from types import MappingProxyType
 from typing import Any
 
@@ -45,17 +57,28 @@ class Arg:
     maximum: float | None = None
     choices: tuple[str, ...] | None = None
     prefix: bool = False
-    unsupported: str = ""  # accepted only at its default; any other value is refused with this reason
-    ignored: str = ""  # accepted for compatibility but without effect; a non-default value is warned about
+    # A value other than the default that Scoria does not act on (Volcano reads it), and why: accepted and listed
+    # in Args.unimplemented, so the configuration warns about it and counts it.  ``unsupported``: only the
+    # default is implemented; ``ignored``: the argument has no effect at all.
+    unsupported: str = ""
+    ignored: str = ""
     fields: tuple[str, ...] | None = None  # a nested mapping with these keys
 
 
 class Args:
-    """Parsed arguments, read by attribute (``args.weight``); ``warnings`` lists ignored settings."""
+    """Parsed arguments, read by attribute (``args.weight``).
 
-    def __init__(self, values: dict[str, Any], warnings: tuple[str, ...] = ()):
+    ``unimplemented`` lists the given keys Scoria accepts without acting on
+    them, each with the reason, in the order given; ``warnings`` says the same in words.
+    """
+
+    def __init__(self, values: dict[str, Any], unimplemented: tuple[tuple[str, str], ...] = ()):
         object.__setattr__(self, "_values", values)
-        object.__setattr__(self, "warnings", warnings)
+        object.__setattr__(self, "unimplemented", unimplemented)
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        return tuple(f"argument {key!r} has no effect: {reason}" for key, reason in self.unimplemented)
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -142,21 +165,66 @@ def _convert_one(arg: Arg, key: str, value: Any) -> Any:
         raise ArgError(f"argument {key!r}: must be at least {arg.minimum:g}, got {out!r}")
     if arg.maximum is not None and out > arg.maximum:
         raise ArgError(f"argument {key!r}: must be at most {arg.maximum:g}, got {out!r}")
-    if arg.unsupported and out != arg.default:
-        raise ArgError(f"argument {key!r}: only {arg.default!r} is supported ({arg.unsupported})")
     if arg.choices is not None and out not in arg.choices:
         raise ArgError(f"argument {key!r}: must be one of {', '.join(arg.choices)}, got {out!r}")
     return out
 
 
-def parse_args(spec: Mapping[str, Arg], raw: Mapping[str, Any] | None) -> Args:
-    """Validate ``raw`` against ``spec``; unknown keys are an error."""
+NOT_IMPLEMENTED = "Scoria does not implement it"
+
+
+_CLOSE = 0.75  # SequenceMatcher ratio from which a known name is offered as the one meant
+
+
+def closest(word: str, known: Iterable[str]) -> str | None:
+    """The known name most like ``word`` (case aside), or None when none is close.
+
+    A known name ending in ``.`` is a prefix (``binpack.resources.``): it is
+    compared with as much of ``word`` as it is long, so a misspelt prefix is
+    found whatever name follows it.
+    """
+    best, best_ratio = None, _CLOSE
+    folded = word.lower()
+    for name in known:
+        target = name.lower()
+        said = folded[:len(target)] if target.endswith(".") else folded
+        ratio = SequenceMatcher(None, said, target).ratio()
+        if ratio > best_ratio or (ratio == best_ratio and best is None):
+            best, best_ratio = name, ratio
+    return best
+
+
+def did_you_mean(word: str, known: Iterable[str]) -> str:
+    """``"; did you mean 'x'?"`` for the known name closest to ``word``, or ``""``."""
+    name = closest(word, known)
+    return f"; did you mean {name!r}?" if name is not None else ""
+
+
+def _prefix_of(keys: Iterable[str], key: str) -> str | None:
+    """The prefix among ``keys`` (those ending in ``.``) that ``key`` extends with a name, if any."""
+    for prefix in keys:
+        if prefix.endswith(".") and key.startswith(prefix) and len(key) > len(prefix):
+            return prefix
+    return None
+
+
+def parse_args(spec: Mapping[str, Arg], raw: Mapping[str, Any] | None,
+               volcano: Mapping[str, str] | None = None) -> Args:
+    """Validate ``raw`` against ``spec``.
+
+    ``volcano`` maps the keys Volcano reads for the same plugin or action to why
+    Scoria does not act on them (``""``: not implemented); a key ending in ``.``
+    there is a prefix (``tdm.revocable-zone.``).  Such a key that ``spec`` does
+    not implement is accepted and listed in ``Args.unimplemented``; a key known
+    to neither is an :class:`ArgError` naming the closest known key.
+    """
     if raw is not None and not isinstance(raw, Mapping):
         raise ArgError(f"arguments must be a mapping, got {type(raw).__name__}")
+    volcano = volcano or {}
     values: dict[str, Any] = {}
     for attr, arg in spec.items():
         values[attr] = {} if arg.prefix else arg.default
-    warnings: list[str] = []
+    unimplemented: list[tuple[str, str]] = []
     by_key = {arg.key: attr for attr, arg in spec.items() if not arg.prefix}
     prefixes = [(arg.key, attr) for attr, arg in spec.items() if arg.prefix]
     for key, value in (raw or {}).items():
@@ -164,18 +232,40 @@ def parse_args(spec: Mapping[str, Arg], raw: Mapping[str, Any] | None) -> Args:
         if key in by_key:
             attr = by_key[key]
             values[attr] = _convert(spec[attr], key, value)
-            if spec[attr].ignored and values[attr] != spec[attr].default:
-                warnings.append(f"argument {key!r} has no effect: {spec[attr].ignored}")
+            _note(spec[attr], key, values[attr], unimplemented)
             continue
         for prefix, attr in prefixes:
             if key.startswith(prefix) and len(key) > len(prefix):
                 values[attr][key[len(prefix):]] = _convert(spec[attr], key, value)
+                _note(spec[attr], key, values[attr][key[len(prefix):]], unimplemented)
                 break
         else:
-            known = sorted(by_key) + [f"{p}<name>" for p, _ in prefixes]
-            hint = f"; known: {', '.join(known)}" if known else "; it takes no arguments"
-            raise ArgError(f"unknown argument {key!r}{hint}")
+            known_as = key if key in volcano and not key.endswith(".") else _prefix_of(volcano, key)
+            if known_as is None:
+                raise ArgError(_unknown(key, spec, volcano))
+            unimplemented.append((key, volcano[known_as] or NOT_IMPLEMENTED))
     for attr, arg in spec.items():
         if arg.prefix:
             values[attr] = MappingProxyType(values[attr])
-    return Args(values, tuple(warnings))
+    return Args(values, tuple(unimplemented))
+
+
+def _note(arg: Arg, key: str, value: Any, unimplemented: list[tuple[str, str]]) -> None:
+    """List ``key`` as unimplemented when its value is one Scoria does not act on."""
+    reason = arg.unsupported or arg.ignored
+    if reason and value != arg.default:
+        if arg.unsupported:
+            reason = f"only {arg.default!r} is implemented ({reason})"
+        unimplemented.append((key, reason))
+
+
+def _unknown(key: str, spec: Mapping[str, Arg], volcano: Mapping[str, str]) -> str:
+    """``unknown argument 'x'`` with the closest known key, else every known key."""
+    keys = {arg.key for arg in spec.values()} | set(volcano)
+    if not keys:
+        return f"unknown argument {key!r}; it takes no arguments"
+    written = {k: k + "<name>" if k.endswith(".") else k for k in keys}  # a prefix as it is written
+    match = closest(key, keys)
+    if match is not None:
+        return f"unknown argument {key!r}; did you mean {written[match]!r}?"
+    return f"unknown argument {key!r}; known: {', '.join(sorted(written.values()))}"

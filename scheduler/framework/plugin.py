@@ -60,11 +60,132 @@ HOOK_FLAGS: dict[str, str | None] = {
     "evictable": None, "victim_key": None, "on_allocate": None, "on_deallocate": None,
     "victim_tasks": "enabledVictim",
 }
-# Every flag Volcano's PluginOption accepts; those without a hook here are accepted and checked as booleans.
-KNOWN_FLAGS = frozenset(f for f in HOOK_FLAGS.values() if f) | {
-    "enableNamespaceOrder", "enableHierarchy", "enableBestNode", "enableTargetJob", "enableReservedNodes",
-    "EnabledClusterOrder", "enabledClusterOrder",
+# Every option of Volcano's PluginOption (pkg/scheduler/conf/scheduler_conf.go; YAML is case-sensitive there), and
+# enableNamespaceOrder, which older Volcano releases read.  Those with a hook above turn it off; enableHierarchy and
+# enableNamespaceOrder are read by the plugins that support them (check_flags refuses them elsewhere where it
+# matters); the rest name Volcano hooks Scoria does not have (HOOKLESS_FLAGS): accepted, and warned about on a
+# plugin Scoria runs (a placeholder plugin is warned about as a whole).
+HOOKLESS_FLAGS: dict[str, str] = {
+    "enableBestNode": "bestNode", "enableTargetJob": "targetJob", "enableReservedNodes": "reservedNodes",
+    "enabledClusterOrder": "clusterOrder", "enabledHyperNodeOrder": "hyperNodeOrder",
+    "enabledSubJobReady": "subJobReady", "enabledSubJobPipelined": "subJobPipelined",
+    "enabledSubJobOrder": "subJobOrder", "enabledHyperNodeGradient": "hyperNodeGradient",
+    # Volcano's e2e helpers write this spelling (test/e2e/util/configmap.go); Volcano's scheduler ignores it
+    "EnabledClusterOrder": "clusterOrder",
 }
+KNOWN_FLAGS = frozenset(f for f in HOOK_FLAGS.values() if f) | {"enableHierarchy", "enableNamespaceOrder"} \
+    | frozenset(HOOKLESS_FLAGS)
+
+# -- what Volcano's configuration may say --------------------------------------------------------------------
+# Every argument key Volcano reads, per plugin (pkg/scheduler/plugins/*/), and keys its user guides still show
+# from older releases, each with why Scoria does not act on it ("": not implemented).  A key ending in "." is a
+# prefix.  Keys a Scoria plugin declares as an Arg are implemented and take precedence; the rest are accepted,
+# warned about and counted (scheduler.framework.config); a key in neither is refused with a suggestion.
+_GPU_MODES = "Scoria shares GPUs through volcano.sh/vgpu-* (deviceshare.VGPUEnable)"
+_DRA = "dynamic resource allocation is not implemented"
+_NODEORDER_SCORES = "Scoria's nodeorder does not implement this score"
+VOLCANO_PLUGIN_ARGUMENTS: dict[str, dict[str, str]] = {
+    "binpack": dict.fromkeys(("binpack.weight", "binpack.cpu", "binpack.memory", "binpack.resources",
+                              "binpack.resources."), ""),
+    "capacity": {"ancestorReclaimLevel": "", "capacity.DynamicResourceAllocationEnable": _DRA,
+                 "capacity.DRAConsumableCapacityEnable": _DRA},
+    "cdp": {},
+    "conformance": {},
+    "deviceshare": {
+        "deviceshare.GPUSharingEnable": _GPU_MODES, "deviceshare.GPUNumberEnable": _GPU_MODES,
+        "deviceshare.NodeLockEnable": "", "deviceshare.VGPUEnable": "",
+        "deviceshare.AscendMindClusterVNPUEnable": "Ascend NPUs are given whole",
+        "deviceshare.AscendHAMiVNPUEnable": "Ascend NPUs are given whole",
+        "deviceshare.SchedulePolicy": "", "deviceshare.ScheduleWeight": "", "deviceshare.GPUExclusiveRules": "",
+        "deviceshare.KnownGeometriesCMName": "no vNPU templates",
+        "deviceshare.KnownGeometriesCMNamespace": "no vNPU templates",
+    },
+    "drf": {},
+    "extender": dict.fromkeys(("extender.urlPrefix", "extender.httpTimeout", "extender.onSessionOpenVerb",
+                               "extender.onSessionCloseVerb", "extender.predicateVerb", "extender.prioritizeVerb",
+                               "extender.preemptableVerb", "extender.reclaimableVerb", "extender.queueOverusedVerb",
+                               "extender.jobEnqueueableVerb", "extender.jobEnqueuedVerb", "extender.jobReadyVerb",
+                               "extender.allocateFuncVerb", "extender.deallocateFuncVerb", "extender.ignorable",
+                               "extender.managedResources"), ""),
+    "gang": {},
+    "network-topology-aware": dict.fromkeys((
+        "weight", "hypernode.binpack.cpu", "hypernode.binpack.memory", "hypernode.binpack.resources",
+        "hypernode.binpack.resources.", "hypernode.binpack.normal-pod.enable", "hypernode.binpack.normal-pod.fading",
+        "hypernode.gradient.evict.max-hypernodes"), ""),
+    "nodegroup": {"strict": "", "enablePreferredOrder": ""},
+    "nodeorder": {
+        **dict.fromkeys(("nodeaffinity.weight", "leastrequested.weight", "balancedresource.weight",
+                         "mostrequested.weight", "tainttoleration.weight"), ""),
+        **dict.fromkeys(("podaffinity.weight", "imagelocality.weight", "podtopologyspread.weight",
+                         "selectorspread.weight"), _NODEORDER_SCORES),  # selectorspread: older releases
+    },
+    "numa-aware": {"weight": ""},
+    "overcommit": {"overcommit-factor": ""},
+    "pdb": {},
+    "predicates": {
+        **{f"predicate.{name}Enable": "" for name in (
+            "NodeAffinity", "NodePorts", "TaintToleration", "PodAffinity", "NodeVolumeLimits", "VolumeZone",
+            "PodTopologySpread", "VolumeBinding", "Cache")},
+        "predicate.DynamicResourceAllocationEnable": _DRA,
+        **dict.fromkeys(("volumebinding.bindTimeoutSeconds", "volumebinding.shape", "volumebinding.weight"),
+                        "Scoria does not bind volumes"),
+        "dynamicresources.filterTimeoutSeconds": _DRA,
+        # older releases: GPU sharing and proportional resources were predicates' then
+        "predicate.GPUSharingEnable": _GPU_MODES, "predicate.GPUNumberEnable": _GPU_MODES,
+        "predicate.ProportionalEnable": "", "predicate.resources": "", "predicate.resources.": "",
+    },
+    "priority": {},
+    "proportion": {},
+    "rescheduling": {"interval": "", "metricsPeriod": "", "strategies": "",
+                     # shown in Volcano's rescheduling design, read by no release
+                     "queueSelector": "", "labelSelector": ""},
+    "resource-strategy-fit": dict.fromkeys(("resourceStrategyFitWeight", "resources", "proportional", "sra"), ""),
+    "resourcequota": {},
+    "sla": {"sla-waiting-time": ""},
+    "task-topology": {"task-topology.weight": ""},
+    "tdm": {"tdm.revocable-zone.": "", "tdm.evict.period": ""},
+    "usage": {"usage.weight": "", "cpu.weight": "", "memory.weight": "", "thresholds": "",
+              "estimator": "Scoria estimates pods placed since the last report with estimatedScalingFactors"},
+}
+# Volcano plugins Scoria does not have and will not: a configuration naming one loads, and the plugin is a
+# placeholder that does nothing, named in a warning.
+PLACEHOLDER_PLUGINS: dict[str, str] = {
+    "network-topology-aware": "Scoria does not schedule by network topology (HyperNodes)",
+    "pdb": "Scoria does not consult PodDisruptionBudgets when it chooses victims",
+    "rescheduling": "Scoria does not reschedule running pods by node utilisation",
+    "resourcequota": "Scoria does not check namespace ResourceQuotas at admission",
+}
+# The argument keys Volcano's actions read (pkg/scheduler/actions/*/: configurations[].arguments), as above.
+_CACHE = {"predicateErrorCacheEnable": ""}
+VOLCANO_ACTION_ARGUMENTS: dict[str, dict[str, str]] = {
+    "enqueue": {"overcommit-factor": "older Volcano releases read it; use the overcommit plugin's"},
+    "allocate": _CACHE, "backfill": _CACHE, "reclaim": _CACHE,
+    "preempt": {**_CACHE, **dict.fromkeys(("enableTopologyAwarePreemption", "topologyAwarePreemptWorkerNum",
+                                          "minCandidateNodesPercentage", "minCandidateNodesAbsolute",
+                                          "maxCandidateNodesAbsolute"), "")},
+    "shuffle": {},
+    "gangpreempt": {"maxDomains": "", "allowWholeBundle": ""},
+    "gangreclaim": {"maxDomains": "", "allowWholeBundle": ""},
+}
+# Volcano actions Scoria does not run: refused in ``actions`` (an action that silently does nothing would leave
+# work undone), accepted with a warning in ``configurations``.
+MISSING_ACTIONS: dict[str, str] = {
+    "gangpreempt": "Volcano's gang-aware preemption by hyper-node domain is not implemented; use preempt, whose "
+                   "victims keep their jobs at their minimum",
+    "gangreclaim": "Volcano's gang-aware reclaim by hyper-node domain is not implemented; use reclaim, whose "
+                   "victims keep their jobs at their minimum",
+}
+# configurations[] entries that are not actions: (why Scoria does not read it, the keys Volcano reads there).
+VOLCANO_CONFIGURATIONS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "init-params": ("Volcano's Ascend MindCluster vNPU parameters; Scoria gives Ascend NPUs whole",
+                    ("presetVirtualDevice", "useClusterInfoManager", "self-maintain-available-card",
+                     "grace-over-time")),
+}
+# The top-level ``metrics`` block (SchedulerConfiguration.MetricsConfiguration; pkg/scheduler/metrics/source).
+VOLCANO_METRICS_KEYS: dict[str, str] = dict.fromkeys((
+    "type", "address", "interval", "tls.insecureSkipVerify", "elasticsearch.index", "elasticsearch.username",
+    "elasticsearch.password", "elasticsearch.hostnameFieldName"),
+    "Scoria reads node load from its agents' reports, not from a metrics server")
 
 
 class VoteKind(IntEnum):
@@ -105,7 +226,8 @@ class Plugin:
 
     @classmethod
     def parse(cls, raw: dict[str, Any] | None) -> Args:
-        return parse_args(cls.arguments, raw)
+        """Typed arguments; keys Volcano reads that the plugin does not implement are listed as unimplemented."""
+        return parse_args(cls.arguments, raw, VOLCANO_PLUGIN_ARGUMENTS.get(cls.name))
 
     @classmethod
     def check_flags(cls, flags: dict[str, bool]) -> None:
@@ -139,7 +261,8 @@ class Action:
 
     @classmethod
     def parse(cls, raw: dict[str, Any] | None) -> Args:
-        return parse_args(cls.arguments, raw)
+        """Typed arguments; keys Volcano reads that the action does not implement are listed as unimplemented."""
+        return parse_args(cls.arguments, raw, VOLCANO_ACTION_ARGUMENTS.get(cls.name))
 
     def execute(self, ssn: Session) -> None:
         raise NotImplementedError

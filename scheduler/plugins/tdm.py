@@ -3,7 +3,9 @@
 A node labelled ``volcano.sh/revocable-zone=<zone>`` is revocable.  Each zone
 has a daily window, ``tdm.revocable-zone.<zone>: "HH:MM-HH:MM"`` (Volcano's
 argument; it may cross midnight: ``"22:00-06:00"``), read in the timezone of
-the session's clock.  A zone with no window is never open.
+the session's clock.  Equal start and end (``"0:00-0:00"``) is the whole day,
+as Volcano reads it (the window ends at the same time the next day): the zone
+is always open.  A zone with no window is never open.
 
 * predicate — revocable nodes take only preemptable pods, and only while
   their zone is open; other nodes take anything.
@@ -66,6 +68,19 @@ JDB_MAX_UNAVAILABLE = "volcano.sh/jdb-max-unavailable"
 MAX_SCORE = 100.0  # kube-scheduler's MaxNodeScore, what Volcano's tdm gives an open revocable node
 NOT_PREEMPTABLE = f"node(s) are revocable ({REVOCABLE_ZONE_LABEL}) and the pod is not preemptable"
 
+_TIMES = re.compile(r"(\d{1,2}):(\d{2})-(\d{1,2}):(\d{2})")
+
+
+def zone_window(text: Any) -> Window:
+    """A zone's daily window; equal start and end is the whole day (``Window(s, s)`` contains every time)."""
+    match = _TIMES.fullmatch(str(text).strip())
+    if match:
+        h1, m1, h2, m2 = (int(g) for g in match.groups())
+        if (h1, m1) == (h2, m2) and h1 <= 23 and m1 <= 59:
+            return Window(h1 * 60 + m1, h2 * 60 + m2)
+    return parse_window(text)
+
+
 def parse_budget(value: str, total: int) -> int:
     """A PodGroup budget value (``2`` or ``30%`` of ``total``, rounded up, as Volcano does); ValueError if bad."""
     text = str(value).strip()
@@ -93,10 +108,10 @@ class Tdm(Plugin):
         windows = {}
         for zone, text in args.zones.items():
             try:
-                windows[zone] = parse_window(text)
+                windows[zone] = zone_window(text)
             except ValueError as exc:
                 raise ArgError(f"argument {ZONE_PREFIX + zone!r}: {exc}") from None
-        return Args({**args.as_dict(), "windows": MappingProxyType(windows)}, args.warnings)
+        return Args({**args.as_dict(), "windows": MappingProxyType(windows)}, args.unimplemented)
 
     # -- per session: which nodes are revocable, which zones are open ---------------------------
     def open(self, ssn: Session) -> None:

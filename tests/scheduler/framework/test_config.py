@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import re
 
 import pytest
 import yaml
 
+from scheduler.api.manifests import parse_object
+from scheduler.cluster.cache import ClusterCache
+from scheduler.cycle import Scheduler
 from scheduler.framework.args import Arg, ArgError, parse_args, parse_duration
 from scheduler.framework.config import (
     DEFAULT_CONFIG,
@@ -16,7 +20,17 @@ from scheduler.framework.config import (
     load_config,
     parse_config,
 )
-from scheduler.framework.plugin import PLUGINS
+from scheduler.framework.plugin import (
+    ACTIONS,
+    KNOWN_FLAGS,
+    MISSING_ACTIONS,
+    PLACEHOLDER_PLUGINS,
+    PLUGINS,
+    VOLCANO_ACTION_ARGUMENTS,
+    VOLCANO_PLUGIN_ARGUMENTS,
+)
+from tests.support.builders import node, pod, queue
+from tests.support.sessions import AT, open_session, task
 
 # --- durations ---
 
@@ -99,12 +113,14 @@ ARG_ERRORS = [
     ("float-below-minimum", {"ratio": "-0.5"}, "argument 'ratio': must be at least 0, got -0.5"),
     ("duration-negative", {"wait": -5}, "argument 'wait': must be at least 0, got -5.0"),
     ("not-a-choice", {"mode": "c"}, "argument 'mode': must be one of a, b, got 'c'"),
-    ("unsupported-value", {"fancy": True}, "argument 'fancy': only False is supported (no fancy mode)"),
+    ("unsupported-bad-value", {"fancy": "maybe"}, "argument 'fancy': expected true or false, got 'maybe'"),
     ("prefix-bad-value", {"w.gpu": "x"}, "argument 'w.gpu': expected a number, got 'x'"),
     ("prefix-below-minimum", {"w.gpu": -1}, "argument 'w.gpu': must be at least 0, got -1.0"),
     ("prefix-alone", {"w.": 1}, "unknown argument 'w.'"),
+    ("misspelt", {"ration": 1}, "unknown argument 'ration'; did you mean 'ratio'?"),
+    ("misspelt-case", {"Count": 1}, "unknown argument 'Count'; did you mean 'count'?"),
     ("unknown", {"bogus": 1},
-     "unknown argument 'bogus'; known: count, fancy, legacy, mode, names, on, ratio, wait, w.<name>"),
+     "unknown argument 'bogus'; known: count, fancy, legacy, mode, names, on, ratio, w.<name>, wait"),
 ]
 
 
@@ -148,13 +164,42 @@ def test_prefix_arguments_collect_names_and_are_read_only():
     assert dict(binpack.resource_weights) == {"nvidia.com/gpu": 5.0}
 
 
-@pytest.mark.parametrize("value, warnings", [
-    (2, ("argument 'legacy' has no effect: not implemented here",)),
-    ("0", ()),
-], ids=["non-default-warns", "default-silent"])
-def test_ignored_argument_warns_only_when_set(value, warnings):
-    args = parse_args(SPEC, {"legacy": value})
-    assert args.legacy == float(value) and args.warnings == warnings
+@pytest.mark.parametrize("raw, unimplemented", [
+    ({"legacy": 2}, (("legacy", "not implemented here"),)),
+    ({"legacy": "0"}, ()),
+    ({"fancy": True}, (("fancy", "only False is implemented (no fancy mode)"),)),
+    ({"fancy": "off"}, ()),
+], ids=["ignored-non-default", "ignored-default", "unsupported-non-default", "unsupported-default"])
+def test_ignored_or_unsupported_value_is_listed_only_when_set(raw, unimplemented):
+    """A value Scoria does not act on is accepted (Volcano reads it) and listed; at its default it changes nothing."""
+    args = parse_args(SPEC, raw)
+    assert args.unimplemented == unimplemented
+    assert args.warnings == tuple(f"argument {k!r} has no effect: {why}" for k, why in unimplemented)
+    assert args.fancy == (raw.get("fancy") is True)
+
+
+VOLCANO_KEYS = {"volcano.only": "", "volcano.why": "Scoria does it otherwise", "zone.": ""}
+
+
+def test_keys_volcano_reads_are_accepted_and_listed():
+    args = parse_args(SPEC, {"count": 2, "volcano.only": [1, 2], "zone.a": "x", "volcano.why": {"deep": 1}},
+                      VOLCANO_KEYS)
+    assert args.count == 2
+    assert args.unimplemented == (("volcano.only", "Scoria does not implement it"),
+                                  ("zone.a", "Scoria does not implement it"),
+                                  ("volcano.why", "Scoria does it otherwise"))
+
+
+@pytest.mark.parametrize("raw, message", [
+    ({"volcano.onyl": 1}, "unknown argument 'volcano.onyl'; did you mean 'volcano.only'?"),
+    ({"zone.": 1}, "unknown argument 'zone.'; did you mean 'zone.<name>'?"),
+    ({"zone": 1}, "unknown argument 'zone'; did you mean 'zone.<name>'?"),
+    ({"qqqq": 1}, "unknown argument 'qqqq'; known: count, fancy, legacy, mode, names, on, ratio, volcano.only, "
+                  "volcano.why, w.<name>, wait, zone.<name>"),
+], ids=["misspelt-volcano-key", "prefix-without-name", "prefix-without-dot", "nothing-close"])
+def test_keys_volcano_reads_are_suggested_when_misspelt(raw, message):
+    with pytest.raises(ArgError, match=f"^{re.escape(message)}$"):
+        parse_args(SPEC, raw, VOLCANO_KEYS)
 
 
 # --- parse_config ---
@@ -203,8 +248,15 @@ def test_plugin_flags_and_arguments_are_kept():
 
 
 CONFIG_ERRORS = [
-    ("unknown-action", conf(actions="enqueue, allocat"),
-     "sched.conf: actions: unknown action 'allocat'; known: allocate, backfill, enqueue, preempt, reclaim"),
+    ("misspelt-action", conf(actions="enqueue, allocat"),
+     "sched.conf: actions: unknown action 'allocat'; did you mean 'allocate'?"),
+    ("unknown-action", conf(actions="enqueue, sleep"),
+     "sched.conf: actions: unknown action 'sleep'; known: allocate, backfill, enqueue, preempt, reclaim"),
+    ("volcano-only-action", conf(actions="allocate, gangpreempt"),
+     "sched.conf: actions: Volcano's action 'gangpreempt' is not implemented in Scoria: Volcano's gang-aware "
+     "preemption"),
+    ("volcano-action-wrong-case", conf(actions="allocate, gangPreempt"),
+     "sched.conf: actions: unknown action 'gangPreempt'; did you mean 'gangpreempt'?"),
     ("duplicate-action", conf(actions="allocate, allocate"), "sched.conf: actions: an action is listed twice"),
     ("empty-actions", conf(actions=" , "), "sched.conf: actions: must name at least one action"),
     ("actions-not-string", conf(actions=3), "sched.conf: actions: expected a comma-separated string"),
@@ -212,36 +264,80 @@ CONFIG_ERRORS = [
     ("missing-tiers", "actions: allocate\n", "sched.conf: tiers: expected a list of tiers"),
     ("empty-tiers", conf(tiers=[]), "sched.conf: tiers: expected a list of tiers"),
     ("tier-extra-key", conf(tiers=[{"plugins": [], "name": "t"}]), "sched.conf: tiers[0]: expected a mapping"),
-    ("unknown-plugin", with_plugin(1, 2, name="bogus"), "sched.conf: tiers[1].plugins[2] (bogus): unknown plugin"),
+    ("unknown-plugin", with_plugin(1, 2, name="bogus"),
+     "sched.conf: tiers[1].plugins[2] (bogus): unknown plugin 'bogus'; known: binpack, capacity"),
+    ("misspelt-plugin", with_plugin(1, 2, name="binpak"),
+     "sched.conf: tiers[1].plugins[2] (binpak): unknown plugin 'binpak'; did you mean 'binpack'?"),
+    ("misspelt-placeholder", with_plugin(1, 2, name="network-topology"),
+     "sched.conf: tiers[1].plugins[2] (network-topology): unknown plugin 'network-topology'; did you mean "
+     "'network-topology-aware'?"),
     ("plugin-without-name", conf(tiers=[{"plugins": [{"arguments": {}}]}]),
      "sched.conf: tiers[0].plugins[0]: expected a mapping with a name"),
     ("unknown-flag", with_plugin(1, 2, enableFoo=True),
-     "sched.conf: tiers[1].plugins[2] (binpack): unknown option 'enableFoo'"),
+     "sched.conf: tiers[1].plugins[2] (binpack): unknown option 'enableFoo'; expected name, arguments or an "
+     "enable* flag"),
+    ("misspelt-flag", with_plugin(1, 0, enablePreemtable=False),
+     "sched.conf: tiers[1].plugins[0] (drf): unknown option 'enablePreemtable'; did you mean 'enablePreemptable'?"),
+    ("flag-in-wrong-case", with_plugin(1, 0, EnablePreemptable=False),
+     "sched.conf: tiers[1].plugins[0] (drf): unknown option 'EnablePreemptable'; did you mean 'enablePreemptable'?"),
     ("non-boolean-flag", with_plugin(0, 1, enableJobReady="yes"),
      "sched.conf: tiers[0].plugins[1] (gang): enableJobReady: expected true or false, got 'yes'"),
-    ("unknown-plugin-argument", with_plugin(1, 2, arguments={"binpack.colour": 1}),
-     "sched.conf: tiers[1].plugins[2] (binpack): unknown argument 'binpack.colour'; known: binpack.cpu"),
+    ("misspelt-plugin-argument", with_plugin(1, 2, arguments={"binpack.wieght": 1}),
+     "sched.conf: tiers[1].plugins[2] (binpack): unknown argument 'binpack.wieght'; did you mean 'binpack.weight'?"),
+    ("unknown-plugin-argument", with_plugin(1, 2, arguments={"zzz": 1}),
+     "sched.conf: tiers[1].plugins[2] (binpack): unknown argument 'zzz'; known: binpack.cpu, binpack.memory, "
+     "binpack.resources, binpack.resources.<name>, binpack.weight"),
+    ("misspelt-prefix-argument", with_plugin(1, 2, arguments={"binpack.resource.nvidia.com/gpu": 1}),
+     "sched.conf: tiers[1].plugins[2] (binpack): unknown argument 'binpack.resource.nvidia.com/gpu'; did you mean "
+     "'binpack.resources.<name>'?"),
+    ("misspelt-volcano-only-argument", with_plugin(1, 1, arguments={"volumebinding.wieght": 1}),
+     "sched.conf: tiers[1].plugins[1] (predicates): unknown argument 'volumebinding.wieght'; did you mean "
+     "'volumebinding.weight'?"),
+    ("placeholder-misspelt-argument",
+     conf(tiers=[{"plugins": [{"name": "network-topology-aware", "arguments": {"wieght": 1}}]}]),
+     "sched.conf: tiers[0].plugins[0] (network-topology-aware): unknown argument 'wieght'; did you mean 'weight'?"),
+    ("volcano-plugin-not-here", with_plugin(1, 2, name="task-topology"),
+     "sched.conf: tiers[1].plugins[2] (task-topology): Volcano's plugin 'task-topology' is not implemented in "
+     "this Scoria"),
     ("bad-plugin-argument", with_plugin(1, 2, arguments={"binpack.weight": -1}),
      "sched.conf: tiers[1].plugins[2] (binpack): argument 'binpack.weight': must be at least 0"),
     ("arguments-not-mapping", with_plugin(1, 2, arguments=["binpack.weight"]),
      "sched.conf: tiers[1].plugins[2] (binpack): arguments must be a mapping"),
-    ("unsupported-predicate", with_plugin(1, 1, arguments={"predicate.CacheEnable": True}),
-     "sched.conf: tiers[1].plugins[1] (predicates): argument 'predicate.CacheEnable': only False is supported"),
+    ("bad-value-of-an-unimplemented-argument", with_plugin(1, 1, arguments={"predicate.CacheEnable": "often"}),
+     "sched.conf: tiers[1].plugins[1] (predicates): argument 'predicate.CacheEnable': expected true or false"),
     ("flag-plugin-refuses", with_plugin(1, 0, enableHierarchy=True),
      "sched.conf: tiers[1].plugins[0] (drf): enableHierarchy is not supported by drf"),
     ("duplicate-plugin", with_plugin(1, 0, name="gang"),
      "sched.conf: tiers[1].plugins[0] (gang): plugin 'gang' is listed twice"),
-    ("proportion-and-capacity",
-     conf(tiers=[{"plugins": [{"name": "proportion"}]}, {"plugins": [{"name": "capacity"}]}]),
-     "sched.conf: plugins proportion and capacity both manage queue shares; enable only one"),
     ("configurations-unknown-action", conf(configurations=[{"name": "alloc"}]),
-     "sched.conf: configurations[0]: unknown action 'alloc'"),
+     "sched.conf: configurations[0]: unknown action 'alloc'; did you mean 'allocate'?"),
+    ("configurations-unknown-name", conf(configurations=[{"name": "zzz"}]),
+     "sched.conf: configurations[0]: unknown action 'zzz'; known: allocate, backfill, enqueue, preempt, reclaim"),
     ("configurations-unknown-argument", conf(configurations=[{"name": "allocate", "arguments": {"x": 1}}]),
-     "sched.conf: configurations[0] (allocate): unknown argument 'x'; it takes no arguments"),
+     "sched.conf: configurations[0] (allocate): unknown argument 'x'; known: predicateErrorCacheEnable"),
+    ("configurations-misspelt-argument",
+     conf(configurations=[{"name": "allocate", "arguments": {"predicateErrorCacheEnabled": True}}]),
+     "sched.conf: configurations[0] (allocate): unknown argument 'predicateErrorCacheEnabled'; did you mean "
+     "'predicateErrorCacheEnable'?"),
+    ("configurations-no-arguments", conf(configurations=[{"name": "shuffle", "arguments": {"x": 1}}]),
+     "sched.conf: configurations[0] (shuffle): unknown argument 'x'; it takes no arguments"),
+    ("configurations-volcano-only-misspelt",
+     conf(configurations=[{"name": "init-params", "arguments": {"presetVirtualDevices": "false"}}]),
+     "sched.conf: configurations[0] (init-params): unknown argument 'presetVirtualDevices'; did you mean "
+     "'presetVirtualDevice'?"),
     ("configurations-not-list", conf(configurations={"allocate": {}}), "sched.conf: configurations: expected a list"),
     ("configurations-extra-key", conf(configurations=[{"name": "allocate", "args": {}}]),
      "sched.conf: configurations[0]: expected a mapping with name and arguments"),
-    ("unknown-top-level-key", conf(plugins=[]), "sched.conf: unknown key(s) plugins; expected actions, tiers"),
+    ("unknown-top-level-key", conf(plugins=[]),
+     "sched.conf: unknown key 'plugins'; expected actions, tiers, configurations, metrics"),
+    ("misspelt-top-level-key", conf(metric={}), "sched.conf: unknown key 'metric'; did you mean 'metrics'?"),
+    ("metrics-not-mapping", conf(metrics="prometheus"), "sched.conf: metrics: expected a mapping of settings"),
+    ("metrics-misspelt-key", conf(metrics={"adress": "http://p:9090"}),
+     "sched.conf: metrics: unknown key 'adress'; did you mean 'address'?"),
+    ("metrics-nested-misspelt-key", conf(metrics={"tls": {"insecureSkipVerfy": "true"}}),
+     "sched.conf: metrics: unknown key 'tls.insecureSkipVerfy'; did you mean 'tls.insecureSkipVerify'?"),
+    ("metrics-list-value", conf(metrics={"address": ["a", "b"]}),
+     "sched.conf: metrics: address: expected a string, got ['a', 'b']"),
     ("invalid-yaml", "actions: allocate\n  tiers: [\n", "sched.conf:2:8: invalid YAML: "),
     ("not-a-mapping", "- allocate\n", "sched.conf: expected a mapping with actions and tiers"),
     ("configmap-two-entries", yaml.safe_dump({"kind": "ConfigMap", "data": {"a.conf": "x", "b.conf": "y"}}),
@@ -283,6 +379,207 @@ def test_volcano_nodeorder_with_podaffinity_weight_is_accepted_with_warning(capl
     assert len(nodeorder.args.warnings) == 1 and "'podaffinity.weight' has no effect" in nodeorder.args.warnings[0]
     logged = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert logged == [f"sched.conf: tiers[0].plugins[0] (nodeorder): {nodeorder.args.warnings[0]}"]
+
+
+# --- what Volcano knows and Scoria does not act on ---
+
+def warnings_of(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+
+
+def test_placeholder_plugin_loads_does_nothing_and_is_warned_about(caplog):
+    text = conf(tiers=[{"plugins": [{"name": "priority"}, {"name": "pdb"}]},
+                       {"plugins": [{"name": "rescheduling", "arguments": {"interval": "5m"}}]},
+                       {"plugins": [{"name": "predicates"}]}])
+    config = parse_config(text, "sched.conf")
+    assert config.plugin_names() == ["priority", "pdb", "rescheduling", "predicates"]
+    assert config.plugin("pdb").placeholder and not config.plugin("priority").placeholder
+    assert [[p.name for p in tier] for tier in config.build_tiers()] == [["priority"], ["predicates"]]
+    assert [(u.kind, u.name, u.key) for u in config.unimplemented] == [
+        ("plugin", "pdb", ""), ("plugin", "rescheduling", ""), ("plugin", "rescheduling", "interval")]
+    assert warnings_of(caplog) == [
+        "sched.conf: tiers[0].plugins[1] (pdb): plugin 'pdb' is accepted but does nothing: Scoria does not consult "
+        "PodDisruptionBudgets when it chooses victims",
+        "sched.conf: tiers[1].plugins[0] (rescheduling): plugin 'rescheduling' is accepted but does nothing: Scoria "
+        "does not reschedule running pods by node utilisation",
+        "sched.conf: tiers[1].plugins[0] (rescheduling): argument 'interval' has no effect: the rescheduling plugin "
+        "does nothing in Scoria"]
+    assert [u.message for u in config.unimplemented] == warnings_of(caplog)
+
+
+def test_volcano_argument_scoria_does_not_read_is_warned_about(caplog):
+    text = conf(tiers=[{"plugins": [{"name": "usage", "arguments": {
+        "usage.weight": 3, "estimator": {"request_ratio": 0.7}, "thresholds": {"cpu": 70}}}]},
+        {"plugins": [{"name": "predicates", "arguments": {"predicate.PodAffinityEnable": True,
+                                                           "predicate.CacheEnable": False,
+                                                           "volumebinding.weight": 2}}]}])
+    config = parse_config(text, "sched.conf")
+    usage = config.plugin("usage").args
+    assert usage.weight == 3 and usage.thresholds["cpu"] == 70  # what is implemented is used
+    assert [(u.name, u.key) for u in config.unimplemented] == [
+        ("usage", "estimator"), ("predicates", "predicate.PodAffinityEnable"), ("predicates", "volumebinding.weight")]
+    assert warnings_of(caplog) == [
+        "sched.conf: tiers[0].plugins[0] (usage): argument 'estimator' has no effect: Scoria estimates pods placed "
+        "since the last report with estimatedScalingFactors",
+        "sched.conf: tiers[1].plugins[0] (predicates): argument 'predicate.PodAffinityEnable' has no effect: only "
+        "False is implemented (Scoria's predicates do not implement it)",
+        "sched.conf: tiers[1].plugins[0] (predicates): argument 'volumebinding.weight' has no effect: Scoria does not "
+        "bind volumes"]
+
+
+def test_option_naming_a_hook_scoria_lacks_is_warned_about(caplog):
+    config = parse_config(with_plugin(1, 2, enableBestNode=False, enableNodeOrder=True), "sched.conf")
+    assert config.plugin("binpack").flags == {"enableBestNode": False, "enableNodeOrder": True}
+    assert warnings_of(caplog) == ["sched.conf: tiers[1].plugins[2] (binpack): option 'enableBestNode' has no "
+                                   "effect: Scoria has no bestNode hook"]
+    assert [(u.kind, u.name, u.key) for u in config.unimplemented] == [("plugin", "binpack", "enableBestNode")]
+
+
+# Every option of Volcano's PluginOption, by its YAML name (pkg/scheduler/conf/scheduler_conf.go).
+VOLCANO_PLUGIN_OPTIONS = [
+    "enableJobOrder", "enableHierarchy", "enableJobReady", "enableJobPipelined", "enableTaskOrder",
+    "enablePreemptable", "enableReclaimable", "enablePreemptive", "enableQueueOrder", "enabledClusterOrder",
+    "enablePredicate", "enableBestNode", "enableNodeOrder", "enableTargetJob", "enableReservedNodes",
+    "enableJobEnqueued", "enabledVictim", "enableJobStarving", "enabledOverused", "enabledAllocatable",
+    "enabledHyperNodeOrder", "enabledSubJobReady", "enabledSubJobPipelined", "enabledSubJobOrder",
+    "enabledHyperNodeGradient",
+]
+
+
+# Volcano's plugins and actions as registered (pkg/scheduler/plugins/factory.go, pkg/scheduler/actions/factory.go).
+VOLCANO_PLUGINS = ["drf", "gang", "deviceshare", "predicates", "priority", "nodeorder", "conformance", "binpack",
+                   "resource-strategy-fit", "tdm", "overcommit", "sla", "task-topology", "numa-aware", "cdp",
+                   "rescheduling", "usage", "pdb", "nodegroup", "network-topology-aware", "proportion", "capacity",
+                   "extender", "resourcequota"]
+VOLCANO_ACTIONS = ["reclaim", "allocate", "backfill", "preempt", "gangpreempt", "gangreclaim", "enqueue", "shuffle"]
+BUILT_ELSEWHERE_IN_ISSUE_14 = {"task-topology", "nodegroup", "resource-strategy-fit", "cdp", "extender"}
+
+
+@pytest.mark.parametrize("name", VOLCANO_PLUGINS)
+def test_every_volcano_plugin_is_known(name):
+    """Each is implemented, a placeholder, or being built; and its argument keys are in the table."""
+    assert name in VOLCANO_PLUGIN_ARGUMENTS
+    assert (name in PLUGINS) + (name in PLACEHOLDER_PLUGINS and name not in PLUGINS) == 1 \
+        or name in BUILT_ELSEWHERE_IN_ISSUE_14
+
+
+@pytest.mark.parametrize("name", VOLCANO_ACTIONS)
+def test_every_volcano_action_is_known(name):
+    assert (name in ACTIONS) != (name in MISSING_ACTIONS) and name in VOLCANO_ACTION_ARGUMENTS
+
+
+@pytest.mark.parametrize("flag", VOLCANO_PLUGIN_OPTIONS)
+def test_every_volcano_plugin_option_is_accepted(flag):
+    assert flag in KNOWN_FLAGS
+    config = parse_config(with_plugin(0, 0, **{flag: False}), "sched.conf")
+    assert config.plugin("priority").flags == {flag: False}
+
+
+def test_metrics_block_is_accepted_and_every_key_warned_about(caplog):
+    text = conf(metrics={"type": "elasticsearch", "address": "http://192.168.0.10:9090", "interval": "30s",
+                         "tls": {"insecureSkipVerify": "false"}, "elasticsearch.index": "custom-index-name"})
+    config = parse_config(text, "sched.conf")
+    assert [(u.kind, u.name, u.key) for u in config.unimplemented] == [
+        ("metrics", "metrics", key) for key in ("type", "address", "interval", "tls.insecureSkipVerify",
+                                                "elasticsearch.index")]
+    assert warnings_of(caplog)[1] == ("sched.conf: metrics: key 'address' has no effect: Scoria reads node load "
+                                      "from its agents' reports, not from a metrics server")
+
+
+def test_configurations_for_what_only_volcano_runs_are_warned_about(caplog):
+    text = conf(configurations=[
+        {"name": "init-params", "arguments": {"grace-over-time": "900", "presetVirtualDevice": "false"}},
+        {"name": "gangpreempt", "arguments": {"maxDomains": 4}},
+        {"name": "preempt", "arguments": {"enableTopologyAwarePreemption": True}}])
+    config = parse_config(text, "sched.conf")
+    assert [(u.kind, u.name, u.key) for u in config.unimplemented] == [
+        ("configuration", "init-params", ""), ("configuration", "init-params", "grace-over-time"),
+        ("configuration", "init-params", "presetVirtualDevice"), ("configuration", "gangpreempt", ""),
+        ("configuration", "gangpreempt", "maxDomains"), ("action", "preempt", "enableTopologyAwarePreemption")]
+    assert "gangpreempt" not in config.action_args
+    logged = warnings_of(caplog)
+    assert logged[0] == ("sched.conf: configurations[0] (init-params): configuration 'init-params' has no effect: "
+                         "Volcano's Ascend MindCluster vNPU parameters; Scoria gives Ascend NPUs whole")
+    assert logged[-1] == ("sched.conf: configurations[2] (preempt): argument 'enableTopologyAwarePreemption' has no "
+                          "effect: Scoria does not implement it")
+
+
+def test_a_refused_configuration_warns_about_nothing(caplog):
+    with pytest.raises(ConfigError, match="unknown action"):
+        parse_config(conf(actions="allocat", metrics={"type": "prometheus"}), "sched.conf")
+    assert warnings_of(caplog) == []
+
+
+# --- proportion with capacity, proportion with hierarchical drf ---
+
+def test_proportion_and_capacity_both_vote():
+    """Volcano lets both run (only hierarchical drf conflicts with proportion): a task is allocatable only if both
+    allow it.  Here proportion holds q1 to its deserved share (weight 1 of 4: one cpu) and capacity's hierarchy
+    holds q2 under its parent's capability (one cpu), which proportion does not know about; each alone lets the
+    other's task through."""
+    world = [node("n1", cpu=4), queue("q1", weight=1), queue("p", weight=1, capability={"cpu": "1"}),
+             queue("q2", weight=3, parent="p"),
+             *[pod(f"a{i}", queue="q1") for i in range(4)], *[pod(f"b{i}", queue="q2") for i in range(4)],
+             pod("a-run", queue="q1", nodeName="n1"), pod("b-run", queue="q2", nodeName="n1")]
+    tiers = [{"plugins": [{"name": "priority"}, {"name": "gang"}]},
+             {"plugins": [{"name": "predicates"}, {"name": "proportion"},
+                          {"name": "capacity", "enableHierarchy": True}]}]
+    configs = {"both": tiers, "proportion": [tiers[0], {"plugins": tiers[1]["plugins"][:2]}],
+               "capacity": [tiers[0], {"plugins": tiers[1]["plugins"][::2]}]}
+    refusals = {}
+    for name, config in configs.items():
+        ssn = open_session(world, parse_config(conf(tiers=config)))
+        refusals[name] = [ssn.allocatable(ssn.queues[q], task(ssn, f"default/{t}")) for q, t in (("q1", "a0"),
+                                                                                                  ("q2", "b0"))]
+    assert refusals["proportion"][1] is None and refusals["capacity"][0] is None
+    assert "deserved share" in refusals["proportion"][0] and "capability" in refusals["capacity"][1]
+    assert refusals["both"] == [refusals["proportion"][0], refusals["capacity"][1]]
+
+
+def test_proportion_with_hierarchical_drf_is_refused(monkeypatch):
+    """Volcano: pkg/scheduler/util.go UnmarshalSchedulerConf refuses proportion with drf's enableHierarchy."""
+    monkeypatch.setattr(PLUGINS["drf"], "check_flags", classmethod(lambda cls, flags: None))  # hdrf is built apart
+    tiers = [{"plugins": [{"name": "drf", "enableHierarchy": True}]}, {"plugins": [{"name": "proportion"}]}]
+    with pytest.raises(ConfigError, match=r"^sched.conf: proportion and drf with enableHierarchy both divide the "
+                                          r"cluster between queues; enable only one"):
+        parse_config(conf(tiers=tiers), "sched.conf")
+    tiers[0]["plugins"][0]["enableHierarchy"] = False
+    assert parse_config(conf(tiers=tiers), "sched.conf").plugin_names() == ["drf", "proportion"]
+
+
+# --- the metric ---
+
+def unimplemented_metric(metrics) -> dict[tuple[str, str, str], float]:
+    return {(s.labels["kind"], s.labels["name"], s.labels["key"]): s.value
+            for metric in metrics.registry.collect() if metric.name == "scoria_scheduler_config_unimplemented"
+            for s in metric.samples}
+
+
+NTA = conf(tiers=[{"plugins": [{"name": "predicates", "arguments": {"predicate.DynamicResourceAllocationEnable": True}},
+                               {"name": "network-topology-aware", "arguments": {"weight": 10}}]}],
+           metrics={"type": "prometheus"})
+
+
+def test_scheduler_counts_the_settings_it_does_not_act_on_and_places_pods(tmp_path):
+    path = tmp_path / "sched.conf"
+    path.write_text(NTA)
+    cache = ClusterCache()
+    for doc in [node("n1", cpu=2), pod("p", cpu="1")]:
+        cache.upsert(parse_object(doc, "test"))
+    sched = Scheduler(cache, config_path=path, clock=lambda: AT)
+    assert unimplemented_metric(sched.metrics) == {
+        ("plugin", "predicates", "predicate.DynamicResourceAllocationEnable"): 1.0,
+        ("plugin", "network-topology-aware", ""): 1.0, ("plugin", "network-topology-aware", "weight"): 1.0,
+        ("metrics", "metrics", "type"): 1.0}
+    assert sched.run_once().binds == 1  # the placeholder does nothing; the rest schedules
+    path.write_text(conf())
+    sched.run_once()
+    assert unimplemented_metric(sched.metrics) == {}  # the configuration now in force has none
+    path.write_text("actions: [")
+    sched.run_once()
+    assert unimplemented_metric(sched.metrics) == {}  # a refused file changes nothing
+    fixed = Scheduler(ClusterCache(), config=parse_config(NTA), clock=lambda: AT)
+    assert len(unimplemented_metric(fixed.metrics)) == 4
 
 
 def test_load_config(tmp_path):

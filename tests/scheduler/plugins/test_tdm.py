@@ -120,18 +120,59 @@ def test_default_evict_period_is_a_minute() -> None:
 
 @pytest.mark.parametrize("arguments,message", [
     ('tdm.revocable-zone.rz1: "25:00-06:00"', r"'tdm.revocable-zone.rz1': hour 25"),
-    ('tdm.revocable-zone.night: "22:00-22:00"', r"'tdm.revocable-zone.night': start and end are both 22:00"),
     ('tdm.revocable-zone.rz1: "22:00-06:61"', r"'tdm.revocable-zone.rz1': minute 61"),
     ("tdm.revocable-zone.rz1: 1000", r"'tdm.revocable-zone.rz1': expected a daily window"),
     ('tdm.evict.period: "1 minute"', r"'tdm.evict.period'"),
     ('tdm.evict.period: "-1m"', r"'tdm.evict.period'"),
     ("tdm.weight: 2", r"unknown argument 'tdm.weight'"),
     ('tdm.revocable-zone.: "10:00-11:00"', r"unknown argument 'tdm.revocable-zone.'"),
-], ids=["hour", "empty window", "minute", "not a window", "bad period", "negative period", "no weight (as Volcano)",
-        "no zone name"])
+    ('tdm.revocable-zone.rz1: "24:00-24:00"', r"'tdm.revocable-zone.rz1': hour 24"),
+], ids=["hour", "minute", "not a window", "bad period", "negative period", "no weight (as Volcano)",
+        "no zone name", "equal but out of range"])
 def test_argument_errors_name_the_key(arguments: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         tdm_config(arguments)
+
+
+@pytest.mark.parametrize("text", ["0:00-0:00", "00:00-00:00", " 22:00-22:00 ", "7:30-07:30"])
+def test_equal_start_and_end_is_the_whole_day(text: str) -> None:
+    """Volcano (pkg/scheduler/plugins/tdm/tdm.go parseRevocableZone) ends a window whose end is not after its start
+    on the next day, so equal times are a whole day."""
+    window = tdm_config(f'tdm.revocable-zone.rz1: "{text}"').plugin("tdm").args.windows["rz1"]
+    assert all(window.contains(at(f"{h}:{m}")) for h in range(24) for m in (0, 29, 59))
+    assert window.contains(datetime(2026, 1, 1, 23, 59, 59, 999999, tzinfo=UTC))
+
+
+def test_volcano_tdm_case_0_zone_open_all_day() -> None:
+    """Volcano pkg/scheduler/plugins/tdm/tdm_test.go Test_TDM, "case 0": rz1 "0:00-0:00" is open (n1, n2 pass and
+    score 100 for the preemptable p3), rz2 "0:00-0:01" is closed (n5 refused), regular nodes pass and score 0."""
+    objects = [node("n1", cpu=16, memory="64Gi", pods=10, labels={ZONE: "rz1"}),
+               node("n2", cpu=16, memory="64Gi", pods=10, labels={ZONE: "rz1"}),
+               node("n3", cpu=16, memory="64Gi", pods=10), node("n4", cpu=16, memory="64Gi", pods=10),
+               node("n5", cpu=16, memory="64Gi", pods=10, labels={ZONE: "rz2"}),
+               podgroup("pg1", namespace="c1"),
+               pod("p3", namespace="c1", group="pg1", cpu="1", memory="1Gi", annotations={ZONE: "*"})]
+    ssn = open_session(objects, tdm_config('tdm.revocable-zone.rz1: "0:00-0:00", tdm.revocable-zone.rz2: "0:00-0:01"'),
+                       at=at("12:00"))
+    p3 = task(ssn, "c1/p3")
+    assert mask_of(ssn, "c1/p3") == {"n1": True, "n2": True, "n3": True, "n4": True, "n5": False}
+    assert dict(zip(ssn.nodes.names, ssn.plugins["tdm"].node_order(p3, None).tolist(), strict=True)) == {
+        "n1": 100.0, "n2": 100.0, "n3": 0.0, "n4": 0.0, "n5": 0.0}
+
+
+@pytest.mark.parametrize("window,victims", [("0:00-0:00", 0), ("0:00-0:01", 1)],
+                         ids=["case 1: open all day", "case 0: closed"])
+def test_volcano_tdm_victims_all_day_window(window: str, victims: int) -> None:
+    """Volcano pkg/scheduler/plugins/tdm/tdm_test.go Test_TDM_victimsFn cases 1 ("0:00-0:00": no victims) and 0
+    ("0:00-0:01", closed: victims; Scoria evicts one pod of a job per tdm.evict.period where Volcano takes the
+    job's whole budget at once)."""
+    objects = [node("n1", cpu=16, memory="64Gi", pods=10, labels={ZONE: "rz1"}),
+               podgroup("pg1", namespace="c1", annotations={"volcano.sh/jdb-max-unavailable": "30%"})]
+    objects += [pod(f"p{i}", namespace="c1", group="pg1", nodeName="n1",
+                    annotations={"volcano.sh/preemptable": "true" if i <= 3 else "false"}) for i in range(1, 6)]
+    ssn = open_session(objects, tdm_config(f'tdm.revocable-zone.rz1: "{window}", tdm.evict.period: 100ms'),
+                       at=at("12:00"))
+    assert len(ssn.victim_tasks()) == victims
 
 
 # -- masks, reasons, scores ---------------------------------------------------------------------
