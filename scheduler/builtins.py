@@ -16,19 +16,23 @@ from scheduler.actions.shuffle import Shuffle
 from scheduler.framework.plugin import Action, Plugin, register_action, register_plugin
 from scheduler.plugins.binpack import Binpack
 from scheduler.plugins.capacity import Capacity
+from scheduler.plugins.cdp import CooldownProtection
 from scheduler.plugins.colocation import Colocation
 from scheduler.plugins.conformance import Conformance
 from scheduler.plugins.deviceshare import DeviceShare
 from scheduler.plugins.drf import DRF
 from scheduler.plugins.forecast import Forecast
 from scheduler.plugins.gang import Gang
+from scheduler.plugins.nodegroup import NodeGroup
 from scheduler.plugins.nodeorder import NodeOrder
 from scheduler.plugins.numaaware import NumaAware
 from scheduler.plugins.overcommit import Overcommit
 from scheduler.plugins.predicates import Predicates
 from scheduler.plugins.priority import Priority
 from scheduler.plugins.proportion import Proportion
+from scheduler.plugins.resourcefit import ResourceStrategyFit
 from scheduler.plugins.sla import SLA
+from scheduler.plugins.tasktopology import TaskTopology
 from scheduler.plugins.tdm import Tdm
 from scheduler.plugins.usage import Usage
 
@@ -36,6 +40,7 @@ BUILTIN_ACTIONS: tuple[type[Action], ...] = (Enqueue, Allocate, Preempt, Reclaim
 BUILTIN_PLUGINS: tuple[type[Plugin], ...] = (
     Priority, Gang, Conformance, Overcommit, DRF, Predicates, Proportion, Capacity, NodeOrder, Binpack,
     SLA, NumaAware, DeviceShare, Usage, Colocation, Tdm, Forecast,
+    TaskTopology, NodeGroup, ResourceStrategyFit, CooldownProtection,
 )
 
 

@@ -29,6 +29,7 @@ from scheduler.api.objects import (
     PodGroup,
     PriorityClass,
     Queue,
+    QueueAffinity,
     Requirement,
     SelectorTerm,
     Taint,
@@ -543,8 +544,40 @@ def _queue(doc: dict, f: _Fields, meta: dict) -> Queue:
         name=meta["name"], weight=weight, priority=priority, capability=f.resources(spec, "spec", "capability"),
         guarantee=guarantee, deserved=f.resources(spec, "spec", "deserved"),
         reclaimable=f.get(spec, "spec", "reclaimable", bool, True), parent=f.get(spec, "spec", "parent", str, ""),
-        state=state,
+        state=state, affinity=_queue_affinity(f, spec),
     )
+
+
+_AFFINITY_KINDS = ("nodeGroupAffinity", "nodeGroupAntiAffinity")
+_AFFINITY_TERMS = ("requiredDuringSchedulingIgnoredDuringExecution", "preferredDuringSchedulingIgnoredDuringExecution")
+
+
+def _queue_affinity(f: _Fields, spec: dict) -> QueueAffinity | None:
+    """``spec.affinity``: node-group names (label values of ``volcano.sh/nodegroup-name``); None when unset."""
+    raw = f.get(spec, "spec", "affinity", dict)
+    if raw is None:
+        return None
+    groups: dict[tuple[str, str], tuple[str, ...]] = {}
+    for key in raw:
+        if key not in _AFFINITY_KINDS:
+            raise f.fail(f"spec.affinity.{key}", f"unknown field; expected {' or '.join(_AFFINITY_KINDS)}")
+    for kind in _AFFINITY_KINDS:
+        path = f"spec.affinity.{kind}"
+        terms = f.get(raw, "spec.affinity", kind, dict, {})
+        for key in terms:
+            if key not in _AFFINITY_TERMS:
+                raise f.fail(f"{path}.{key}", f"unknown field; expected {' or '.join(_AFFINITY_TERMS)}")
+        for term in _AFFINITY_TERMS:
+            values = f.get(terms, path, term, list, [])
+            for i, value in enumerate(values):
+                if not isinstance(value, str):
+                    raise f.fail(f"{path}.{term}[{i}]",
+                                 f"expected a node group name (a string), got {type(value).__name__} {value!r}")
+            groups[kind, term] = tuple(values)
+    required, preferred = _AFFINITY_TERMS
+    return QueueAffinity(
+        required=groups[_AFFINITY_KINDS[0], required], preferred=groups[_AFFINITY_KINDS[0], preferred],
+        anti_required=groups[_AFFINITY_KINDS[1], required], anti_preferred=groups[_AFFINITY_KINDS[1], preferred])
 
 
 def _priority_class(doc: dict, f: _Fields, meta: dict) -> PriorityClass:

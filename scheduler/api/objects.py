@@ -165,6 +165,17 @@ class PodGroup:
         return f"{self.namespace}/{self.name}"
 
 
+@dataclass(frozen=True, slots=True)
+class QueueAffinity:
+    """A Queue's ``spec.affinity``: node groups (node label ``volcano.sh/nodegroup-name``) its pods
+    must or should run in (``nodeGroupAffinity``) and must or should avoid (``nodeGroupAntiAffinity``)."""
+
+    required: tuple[str, ...] = ()  # nodeGroupAffinity.requiredDuringSchedulingIgnoredDuringExecution
+    preferred: tuple[str, ...] = ()  # nodeGroupAffinity.preferredDuringSchedulingIgnoredDuringExecution
+    anti_required: tuple[str, ...] = ()  # nodeGroupAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution
+    anti_preferred: tuple[str, ...] = ()  # nodeGroupAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution
+
+
 @dataclass(slots=True)
 class Queue:
     name: str
@@ -178,6 +189,7 @@ class Queue:
     state: str = "Open"
     allocated: dict[str, int] = field(default_factory=dict)
     implicit: bool = False
+    affinity: QueueAffinity | None = None  # spec.affinity; None: not set (the nodegroup plugin may inherit one)
 
 
 @dataclass(slots=True)
