@@ -22,6 +22,15 @@ A scenario file (``tests/fixtures/scenarios/*.yaml``)::
       evicted_count: {"default/low-": 2}
       numa: {default/web-0: [0]}        # the NUMA zones a pod was placed in (null: not pinned)
       devices: {default/train-0: [4, 5, 6, 7]}   # indices of the devices it was given, in any order
+      binds: {default/web-0: n1}        # exactly these binds happened in the run, no others (Volcano's
+                                        # ExpectBindMap: pods that had no node before and have one after)
+      nominated: {default/big-0: n2}    # status.nominatedNodeName (room made for it; null: none)
+
+Beyond tests/support/builders.py, the compact forms take: ``pod``/``pods``: ``labels``,
+``preemptionPolicy``, ``nominatedNodeName``; ``podgroup``: ``minTaskMember`` (role -> count);
+``queue``: ``priority``; ``priorityclass``: ``preemptionPolicy``; ``node``: ``hostnameLabel: false``
+(no ``kubernetes.io/hostname`` label, as Volcano's test nodes have none).  Each goes where Kubernetes
+and Volcano keep it in the manifest.
 
 The harness writes the manifests to a file and runs the real simulator on it,
 so every scenario also exercises parsing and loading.
@@ -46,8 +55,42 @@ def load_scenario(path: Path) -> dict:
     return yaml.safe_load(path.read_text())
 
 
+# compact-form keys this harness adds to tests/support/builders.py, by kind
+_EXTRA = {"pod": ("labels", "preemptionPolicy", "nominatedNodeName"),
+          "pods": ("labels", "preemptionPolicy", "nominatedNodeName"),
+          "podgroup": ("minTaskMember",), "queue": ("priority",), "node": ("hostnameLabel",),
+          "priorityclass": ("preemptionPolicy",)}
+
+
+def _expand(item: dict) -> list[dict]:
+    """One scenario entry -> manifests: builders' compact forms plus the keys in ``_EXTRA``."""
+    if len(item) != 1 or "apiVersion" in item or "kind" in item:
+        return expand(item)
+    (kind, args), = item.items()
+    if kind not in _EXTRA or not isinstance(args, dict):
+        return expand(item)
+    extra = {k: args[k] for k in _EXTRA[kind] if k in args}
+    docs = expand({kind: {k: v for k, v in args.items() if k not in extra}})
+    for doc in docs:
+        if "labels" in extra:
+            doc["metadata"].setdefault("labels", {}).update(extra["labels"])
+        if "preemptionPolicy" in extra:
+            doc.get("spec", doc)["preemptionPolicy"] = extra["preemptionPolicy"]  # a PriorityClass has it at the top
+        if "nominatedNodeName" in extra:
+            doc.setdefault("status", {})["nominatedNodeName"] = extra["nominatedNodeName"]
+        if "minTaskMember" in extra:
+            doc["spec"]["minTaskMember"] = extra["minTaskMember"]
+        if "priority" in extra:
+            doc["spec"]["priority"] = extra["priority"]
+        if extra.get("hostnameLabel") is False:
+            doc["metadata"]["labels"].pop("kubernetes.io/hostname", None)
+    return docs
+
+
 def run_scenario(scenario: dict, tmp: Path) -> dict:
-    manifests = [m for item in scenario["objects"] for m in expand(item)]
+    manifests = [m for item in scenario["objects"] for m in _expand(item)]
+    placed_before = {f"{m['metadata'].get('namespace') or 'default'}/{m['metadata']['name']}"
+                     for m in manifests if m.get("kind") == "Pod" and (m.get("spec") or {}).get("nodeName")}
     path = tmp / "objects.yaml"
     path.write_text(yaml.safe_dump_all(manifests, sort_keys=False))
     config = parse_config(scenario["config"], "scenario config") if scenario.get("config") else None
@@ -55,7 +98,13 @@ def run_scenario(scenario: dict, tmp: Path) -> dict:
     if isinstance(at, str):
         at = datetime.fromisoformat(at)
     sim = simulate([path], config=config, at=at, cycles=scenario.get("cycles"))
-    return sim.to_dict()
+    result = sim.to_dict()
+    nominated = {f"{p.namespace}/{p.name}": p.nominated_node or None for p in sim.cache.pods.values()}
+    for pod in result["pods"]:
+        key = f"{pod['namespace']}/{pod['name']}"
+        pod["nominated"] = nominated.get(key)
+        pod["placedBefore"] = key in placed_before
+    return result
 
 
 def check(result: dict, expect: dict[str, Any]) -> list[str]:
@@ -105,6 +154,16 @@ def check(result: dict, expect: dict[str, Any]) -> list[str]:
     for key, zones in (expect.get("numa") or {}).items():
         if pods[key]["numaNodes"] != zones:
             problems.append(f"{key}: expected NUMA zones {zones}, got {pods[key]['numaNodes']} ({pods[key]['reason']})")
+    if "binds" in expect:
+        got = {k: p["node"] for k, p in pods.items() if p["node"] and not p["placedBefore"]}
+        want = expect["binds"] or {}
+        if got != want:
+            problems.append(f"binds: expected {dict(sorted(want.items()))}, got {dict(sorted(got.items()))}"
+                            + "".join(f"\n    {k} pending: {pods[k]['reason']}" for k in sorted(set(want) - set(got))
+                                      if k in pods))
+    for key, node in (expect.get("nominated") or {}).items():
+        if pods[key]["nominated"] != node:
+            problems.append(f"{key}: expected nominated node {node}, got {pods[key]['nominated']}")
     for key, indices in (expect.get("devices") or {}).items():
         got = sorted(d["index"] for d in pods[key]["devices"])
         if got != sorted(indices):
