@@ -69,16 +69,20 @@ class Args:
     """Parsed arguments, read by attribute (``args.weight``).
 
     ``unimplemented`` lists the given keys Scoria accepts without acting on
-    them, each with the reason, in the order given; ``warnings`` says the same in words.
+    them, each with the reason, in the order given; ``notes`` are other things
+    worth a warning (a value read differently from how it was written);
+    ``warnings`` says both in words.
     """
 
-    def __init__(self, values: dict[str, Any], unimplemented: tuple[tuple[str, str], ...] = ()):
+    def __init__(self, values: dict[str, Any], unimplemented: tuple[tuple[str, str], ...] = (),
+                 notes: tuple[str, ...] = ()):
         object.__setattr__(self, "_values", values)
         object.__setattr__(self, "unimplemented", unimplemented)
+        object.__setattr__(self, "notes", notes)
 
     @property
     def warnings(self) -> tuple[str, ...]:
-        return tuple(f"argument {key!r} has no effect: {reason}" for key, reason in self.unimplemented)
+        return tuple(f"argument {key!r} has no effect: {reason}" for key, reason in self.unimplemented) + self.notes
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -269,3 +273,9 @@ def _unknown(key: str, spec: Mapping[str, Arg], volcano: Mapping[str, str]) -> s
     if match is not None:
         return f"unknown argument {key!r}; did you mean {written[match]!r}?"
     return f"unknown argument {key!r}; known: {', '.join(sorted(written.values()))}"
+
+
+def acts_on(spec: Mapping[str, Arg], key: str) -> bool:
+    """Whether ``key`` is an argument of ``spec`` that takes effect (not merely accepted for compatibility)."""
+    return any((arg.key == key or (arg.prefix and key.startswith(arg.key))) and not (arg.ignored or arg.unsupported)
+               for arg in spec.values())

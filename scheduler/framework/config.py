@@ -347,9 +347,12 @@ def _volcano_only(name: str, raw_args: Any, where: str, unimplemented: list[Unim
 
 
 def _argument_notes(kind: str, name: str, where: str, args: Args) -> list[Unimplemented]:
-    """The arguments ``args`` accepted without acting on them, each with its warning."""
-    return [Unimplemented(kind, name, key, f"{where}: {message}")
-            for (key, _), message in zip(args.unimplemented, args.warnings, strict=True)]
+    """The arguments ``args`` accepted without acting on them, each with its warning; its other notes
+    (a value read differently from how it was written) are logged here."""
+    for note in args.notes:
+        log.warning("%s: %s", where, note)
+    return [Unimplemented(kind, name, key, f"{where}: argument {key!r} has no effect: {reason}")
+            for key, reason in args.unimplemented]
 
 
 def _metrics(raw: Any, source: str, unimplemented: list[Unimplemented]) -> None:

@@ -44,7 +44,7 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
-from scheduler.framework.args import Arg, Args, parse_args
+from scheduler.framework.args import Arg, Args, acts_on, parse_args
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
@@ -230,6 +230,11 @@ class Plugin:
         return parse_args(cls.arguments, raw, VOLCANO_PLUGIN_ARGUMENTS.get(cls.name))
 
     @classmethod
+    def implements(cls, key: str) -> bool:
+        """Whether the argument ``key`` takes effect here (a plugin that reads more in ``parse`` says so too)."""
+        return acts_on(cls.arguments, key)
+
+    @classmethod
     def check_flags(cls, flags: dict[str, bool]) -> None:
         """Refuse (ValueError) a flag combination the plugin cannot honour."""
 
@@ -263,6 +268,11 @@ class Action:
     def parse(cls, raw: dict[str, Any] | None) -> Args:
         """Typed arguments; keys Volcano reads that the action does not implement are listed as unimplemented."""
         return parse_args(cls.arguments, raw, VOLCANO_ACTION_ARGUMENTS.get(cls.name))
+
+    @classmethod
+    def implements(cls, key: str) -> bool:
+        """Whether the argument ``key`` takes effect here (a action that reads more in ``parse`` says so too)."""
+        return acts_on(cls.arguments, key)
 
     def execute(self, ssn: Session) -> None:
         raise NotImplementedError

@@ -133,6 +133,10 @@ class ResourceStrategyFit(Plugin):
     NESTED: ClassVar[tuple[str, ...]] = ("resources", "sra", "proportional")  # mappings, read by ``parse``
 
     @classmethod
+    def implements(cls, key: str) -> bool:
+        return key in cls.NESTED or super().implements(key)
+
+    @classmethod
     def parse(cls, raw: dict[str, Any] | None) -> Args:
         if raw is not None and not isinstance(raw, Mapping):
             raise ArgError(f"arguments must be a mapping, got {type(raw).__name__}")
@@ -142,12 +146,12 @@ class ResourceStrategyFit(Plugin):
             if key not in known:
                 raise ArgError(f"unknown argument {key!r}; known: {', '.join(sorted(known))}")
         simple = parse_args(cls.arguments, {k: v for k, v in raw.items() if k not in cls.NESTED})
-        warnings = list(simple.warnings)
+        warnings: list[str] = []
         values = simple.as_dict()
         values["resources"] = cls._resources(raw.get("resources"), warnings)
         values["sra"] = cls._sra(raw.get("sra"), warnings)
         values["proportional"] = cls._proportional(raw.get("proportional"))
-        return Args(values, tuple(warnings))
+        return Args(values, simple.unimplemented, simple.notes + tuple(warnings))
 
     @staticmethod
     def _resources(value: Any, warnings: list[str]) -> Mapping[str, Strategy]:

@@ -296,9 +296,6 @@ CONFIG_ERRORS = [
     ("placeholder-misspelt-argument",
      conf(tiers=[{"plugins": [{"name": "network-topology-aware", "arguments": {"wieght": 1}}]}]),
      "sched.conf: tiers[0].plugins[0] (network-topology-aware): unknown argument 'wieght'; did you mean 'weight'?"),
-    ("volcano-plugin-not-here", with_plugin(1, 2, name="task-topology"),
-     "sched.conf: tiers[1].plugins[2] (task-topology): Volcano's plugin 'task-topology' is not implemented in "
-     "this Scoria"),
     ("bad-plugin-argument", with_plugin(1, 2, arguments={"binpack.weight": -1}),
      "sched.conf: tiers[1].plugins[2] (binpack): argument 'binpack.weight': must be at least 0"),
     ("arguments-not-mapping", with_plugin(1, 2, arguments=["binpack.weight"]),
