@@ -10,6 +10,9 @@ Requests (read from the pod):
   ``volcano.sh/vgpu-memory`` MiB (unset: the whole memory of the GPU, as
   HAMi does) and ``volcano.sh/vgpu-cores`` percent of its cores (unset: 0, no
   core share reserved; 100: the GPU alone).
+* Volcano's older GPU sharing (``deviceshare.GPUSharingEnable`` /
+  ``GPUNumberEnable``): ``volcano.sh/gpu-memory`` MiB on one GPU that other
+  such pods share, or ``volcano.sh/gpu-number`` whole GPUs nobody else uses.
 * Expected run time — annotation ``scoria.io/expected-duration`` (``2h``).
 
 Decisions (written on the pod by the scheduler when it binds; read by the
@@ -19,6 +22,9 @@ agent and the runtimes):
 * ``scoria.io/devices`` — a JSON list, one entry per device:
   ``{"resource": "nvidia.com/gpu", "uuid": "GPU-…", "index": 3, "memoryMiB": 4096, "cores": 30}``
   (``memoryMiB``/``cores`` are what the pod may use of that device).
+* ``volcano.sh/gpu-index`` (``"0"``, ``"0,3"``) and ``volcano.sh/predicate-time``
+  (nanoseconds) — for ``volcano.sh/gpu-memory``/``gpu-number`` pods also, as
+  Volcano writes them: its GPU-share device plugin reads them on the node.
 
 Everything here validates: a bad value is a ValueError that says what is wrong,
 so manifests are refused at the edge and a corrupt annotation on a running pod
@@ -50,7 +56,17 @@ VGPU_NUMBER = "volcano.sh/vgpu-number"
 VGPU_MEMORY = "volcano.sh/vgpu-memory"
 VGPU_CORES = "volcano.sh/vgpu-cores"
 VGPU_RESOURCES = (VGPU_NUMBER, VGPU_MEMORY, VGPU_CORES)
+GPU_MEMORY = "volcano.sh/gpu-memory"  # MiB of one GPU that other such pods share (GPUSharingEnable)
+GPU_NUMBER = "volcano.sh/gpu-number"  # whole GPUs nobody else uses (GPUNumberEnable); on a node: its GPUs
+GPU_SHARE_RESOURCES = (GPU_MEMORY, GPU_NUMBER)
+GPU_INDEX_ANNOTATION = "volcano.sh/gpu-index"  # the GPUs given, "0" or "0,3": Volcano's GPU-share device plugin
+PREDICATE_TIME_ANNOTATION = "volcano.sh/predicate-time"  # when they were given (ns): the plugin matches pods by it
+GPU_UNHEALTHY_ANNOTATION = "volcano.sh/gpu-unhealthy-ids"  # on a node: GPU indices its device plugin found broken
 MAX_DEVICES_PER_POD = 64
+MAX_GPU_MEMORY_MIB = 2**20  # 1 TiB: more than any GPU has (a request in bytes, "10Gi", is caught by it)
+
+# How a pod asks for devices (DeviceRequest.mode)
+WHOLE, VGPU, SHARE_MEMORY, SHARE_NUMBER = "whole", "vgpu", "gpu-memory", "gpu-number"
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +74,9 @@ class DeviceRequest:
     """``count`` devices of kind ``resource``, each giving the pod ``memory_mib`` and ``cores`` percent.
 
     ``memory_mib`` None means the whole memory of each device; an ``exclusive``
-    request (whole devices, or ``vgpu-cores: 100``) needs devices nobody uses.
+    request (whole devices, ``vgpu-cores: 100``, ``gpu-number``) needs devices
+    nobody uses.  ``mode`` says how it was asked (WHOLE, VGPU, SHARE_MEMORY,
+    SHARE_NUMBER): a mode the configuration does not enable is not counted per device.
     """
 
     resource: str
@@ -66,9 +84,14 @@ class DeviceRequest:
     memory_mib: int | None = None
     cores: int = 100
     exclusive: bool = True
-    shared: bool = False  # asked for as a shared GPU (volcano.sh/vgpu-*): only nodes that report GPUs can give it
+    shared: bool = False  # not left to a device plugin: only nodes whose GPUs the scheduler counts can give it
+    mode: str = WHOLE
 
     def describe(self) -> str:
+        if self.mode == SHARE_MEMORY:
+            return f"a GPU with {self.memory_mib} MiB memory ({GPU_MEMORY})"
+        if self.mode == SHARE_NUMBER:
+            return f"{self.count} unused GPU(s) ({GPU_NUMBER})"
         if self.shared:
             memory = "all memory" if self.memory_mib is None else f"{self.memory_mib} MiB"
             return f"{self.count} shared GPU(s) with {memory} and {self.cores}% cores each"
@@ -82,6 +105,9 @@ def device_requests(requests: Mapping[str, int]) -> tuple[DeviceRequest, ...]:
         count = requests.get(resource, 0)
         if count:
             out.append(DeviceRequest(resource, _count(resource, count)))
+    share = _gpu_share(requests)
+    if share is not None:
+        out.append(share)
     number = requests.get(VGPU_NUMBER, 0)
     memory = requests.get(VGPU_MEMORY)
     cores = requests.get(VGPU_CORES)
@@ -91,11 +117,37 @@ def device_requests(requests: Mapping[str, int]) -> tuple[DeviceRequest, ...]:
         return tuple(out)
     if cores is not None and cores > 100:
         raise InputError(f"{VGPU_CORES}: a percentage of one GPU's cores, at most 100, got {cores}")
+    if memory:
+        _memory_mib(VGPU_MEMORY, memory)
     if requests.get(GPU):
         raise InputError(f"a pod asks for whole GPUs ({GPU}) or shared ones ({VGPU_NUMBER}), not both")
     out.append(DeviceRequest(GPU, _count(VGPU_NUMBER, number), memory_mib=memory or None, cores=cores or 0,
-                             exclusive=cores == 100, shared=True))
+                             exclusive=cores == 100, shared=True, mode=VGPU))
     return tuple(out)
+
+
+def _gpu_share(requests: Mapping[str, int]) -> DeviceRequest | None:
+    """Volcano's older sharing: ``gpu-memory`` MiB on one shared GPU, or ``gpu-number`` unused GPUs."""
+    memory, number = requests.get(GPU_MEMORY, 0), requests.get(GPU_NUMBER, 0)
+    if not (memory or number):
+        return None
+    if memory and number:
+        raise InputError(f"a pod asks for part of one GPU ({GPU_MEMORY}) or whole GPUs ({GPU_NUMBER}), not both")
+    for other in (GPU, VGPU_NUMBER):
+        if requests.get(other):
+            raise InputError(f"a pod asks for GPUs one way: {GPU_MEMORY if memory else GPU_NUMBER} "
+                             f"and {other} both name the same GPUs")
+    if memory:
+        return DeviceRequest(GPU, 1, memory_mib=_memory_mib(GPU_MEMORY, memory), cores=0, exclusive=False,
+                             shared=True, mode=SHARE_MEMORY)
+    return DeviceRequest(GPU, _count(GPU_NUMBER, number), cores=100, shared=True, mode=SHARE_NUMBER)
+
+
+def _memory_mib(resource: str, mib: int) -> int:
+    if mib > MAX_GPU_MEMORY_MIB:
+        raise InputError(f"{resource}: {mib} MiB of one GPU, more than any GPU has (at most {MAX_GPU_MEMORY_MIB}); "
+                         "the amount is in MiB, not bytes")
+    return mib
 
 
 def _count(resource: str, count: int) -> int:
@@ -154,6 +206,22 @@ def decode_devices(text: str) -> tuple[DeviceGrant, ...]:
             raise InputError(f"{where}.cores: a percentage, at most 100, got {numbers[2]}")
         out.append(DeviceGrant(resource, uuid, *numbers))
     return tuple(out)
+
+
+def encode_gpu_index(indices: tuple[int, ...] | list[int]) -> str:
+    """``volcano.sh/gpu-index`` as Volcano writes it: indices joined by commas, in the order given."""
+    return ",".join(str(i) for i in indices)
+
+
+def decode_gpu_index(text: str) -> tuple[int, ...]:
+    """Parse ``volcano.sh/gpu-index`` (``"0"``, ``"0,3"``); ValueError when it is not a list of GPU indices."""
+    parts = [p.strip() for p in text.split(",")]
+    if not all(p.isdigit() and len(p) <= 6 for p in parts):
+        raise InputError(f"{GPU_INDEX_ANNOTATION}: expected GPU indices like '0' or '0,3', got {text!r}")
+    indices = tuple(int(p) for p in parts)
+    if len(set(indices)) != len(indices):
+        raise InputError(f"{GPU_INDEX_ANNOTATION}: a GPU listed twice in {text!r}")
+    return indices
 
 
 def encode_zones(zones: tuple[int, ...] | list[int]) -> str:

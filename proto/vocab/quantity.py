@@ -17,6 +17,7 @@ import re
 from decimal import Decimal, InvalidOperation
 
 from proto.errors import InputError
+from proto.vocab.placement import GPU_SHARE_RESOURCES
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {
@@ -80,6 +81,9 @@ def to_canonical(resource: str, value: object) -> int:
     number = parse_quantity(value)
     if number < 0:
         raise QuantityError(f"invalid quantity {value!r} for {resource}: must not be negative")
+    if resource in GPU_SHARE_RESOURCES and number != number.to_integral_value():
+        raise QuantityError(f"invalid quantity {value!r} for {resource}: a whole number (Kubernetes refuses "
+                            "fractions of an extended resource)")
     if resource == "cpu":
         number = number * 1000
     return int(number.to_integral_value(rounding="ROUND_CEILING"))

@@ -25,6 +25,7 @@ from proto.model import Eviction, NodeReport, QosLevel
 from proto.vocab.placement import (
     DEVICES_ANNOTATION,
     EXPECTED_DURATION_ANNOTATION,
+    GPU_SHARE_RESOURCES,
     NUMA_NODES_ANNOTATION,
     NUMA_POLICY_ANNOTATION,
     PREEMPTABLE_ANNOTATION,
@@ -347,4 +348,4 @@ _ANNOTATION_READERS: tuple[tuple[str, Callable[[Mapping[str, str]], object], str
     (DEVICES_ANNOTATION, lambda a: decode_devices(a[DEVICES_ANNOTATION]), "grants"))
 _DECISIONS = frozenset({NUMA_NODES_ANNOTATION, DEVICES_ANNOTATION})
 _PLACEMENT_KEYS = frozenset(key for key, _, _ in _ANNOTATION_READERS)
-_DEVICE_RESOURCES = frozenset(WHOLE_DEVICE_RESOURCES + VGPU_RESOURCES)
+_DEVICE_RESOURCES = frozenset(WHOLE_DEVICE_RESOURCES + VGPU_RESOURCES + GPU_SHARE_RESOURCES)

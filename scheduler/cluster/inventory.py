@@ -3,7 +3,11 @@
 Read from the node's last report (:class:`scheduler.cluster.nodeview.NodeTelemetry`
 keeps its capacity and devices as received) as it arrives, and rebuilt only
 when the report's hardware changes (its ``inventory_key``); a cycle reuses the
-arrays until a node or an inventory changes.  :class:`StaticTopology` lays
+arrays until a node or an inventory changes.  A node without a report whose
+Node advertises Volcano's GPU-share resources (``volcano.sh/gpu-number``
+cards, ``volcano.sh/gpu-memory`` MiB in all) gets those cards as its inventory,
+counted only for the requests of those resources (:func:`advertised_inventory`).
+:class:`StaticTopology` lays
 the inventories of all nodes out as arrays once per change of the node set
 or of any inventory, for the session's :class:`scheduler.framework.ledger.Topology`.
 """
@@ -17,7 +21,14 @@ from typing import Any
 
 import numpy as np
 
-from proto.vocab.placement import GPU, NUMA_POLICIES, NUMA_POLICY_ANNOTATION
+from proto.vocab.placement import (
+    GPU,
+    GPU_MEMORY,
+    GPU_NUMBER,
+    GPU_UNHEALTHY_ANNOTATION,
+    NUMA_POLICIES,
+    NUMA_POLICY_ANNOTATION,
+)
 from proto.vocab.resources import npu_resource
 
 log = logging.getLogger(__name__)
@@ -28,6 +39,7 @@ POLICY_CODES = {"": 0, **{name: code for code, name in enumerate(NUMA_POLICIES)}
 NVLINK_COST = 1.0
 LEVEL_COSTS = (70.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0)  # by GpuTopologyLevel: UNKNOWN, INTERNAL … SYSTEM
 UNLINKED_COST = 70.0
+MAX_ADVERTISED_GPUS = 1024  # volcano.sh/gpu-number beyond this is not a node's GPUs: the node is given none
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +61,7 @@ class Inventory:
     policy: str  # the kubelet's topology manager policy; "" unknown
     devices: tuple[Device, ...]
     gpu_costs: dict[tuple[int, int], float]  # (index, index) -> cost of using the two GPUs together
+    advertised: bool = False  # no report: GPUs a device plugin advertises (volcano.sh/gpu-number), see below
 
 
 def build_inventory(capacity: Any, devices: Any) -> Inventory:
@@ -72,6 +85,34 @@ def build_inventory(capacity: Any, devices: Any) -> Inventory:
         zone_ids=tuple(z.id for z in zones), zone_cpu=tuple(len(z.cpus) * 1000 for z in zones),
         zone_memory=tuple(z.memory_bytes for z in zones), distances=tuple(tuple(z.distances) for z in zones),
         policy=getattr(capacity, "topology_policy", "") or "", devices=tuple(out_devices), gpu_costs=costs)
+
+
+def advertised_inventory(node: Any) -> Inventory | None:
+    """The GPUs of a node without a report, as Volcano's GPU-share device plugin advertises them; None if it does not.
+
+    ``volcano.sh/gpu-number`` cards (indices 0…n-1), each with an equal part of
+    ``volcano.sh/gpu-memory`` MiB (0 under the plugin's number strategy), those
+    named in the annotation ``volcano.sh/gpu-unhealthy-ids`` unhealthy; no
+    NUMA zones, no links.  Volcano counts a node's cards this way, so its
+    ``gpu-memory``/``gpu-number`` pods are placed here the same way.
+    """
+    alloc = node.allocatable
+    number = alloc.get(GPU_NUMBER, 0)
+    if number <= 0 or GPU_MEMORY not in alloc:
+        return None
+    if number > MAX_ADVERTISED_GPUS:
+        log.warning("node %s: ignoring %s=%d: more GPUs than a node has", node.name, GPU_NUMBER, number)
+        return None
+    per_card = alloc[GPU_MEMORY] // number
+    unhealthy: set[int] = set()
+    for part in (node.annotations.get(GPU_UNHEALTHY_ANNOTATION) or "").split(","):
+        if part.strip().isdigit():
+            unhealthy.add(int(part))
+        elif part.strip():
+            log.warning("node %s: %s: ignoring %r, not a GPU index", node.name, GPU_UNHEALTHY_ANNOTATION, part)
+    devices = tuple(Device(GPU, f"{GPU_NUMBER}/{i}", i, per_card, -1, i not in unhealthy) for i in range(number))
+    return Inventory(zone_ids=(), zone_cpu=(), zone_memory=(), distances=(), policy="", devices=devices,
+                     gpu_costs={}, advertised=True)
 
 
 def _level(value: int) -> int:
@@ -105,7 +146,7 @@ class InventoryMemo:
         if cached is not None and cached[0] == key:
             return cached[1]
         by_node = self._by_node
-        static = StaticTopology([by_node[n.name][1] if n.name in by_node else None for n in nodes],
+        static = StaticTopology([by_node[n.name][1] if n.name in by_node else advertised_inventory(n) for n in nodes],
                                 [label_policy(n) for n in nodes])
         self._static = (key, static)
         return static
@@ -129,6 +170,8 @@ class StaticTopology:
     Zones: ``(nodes, Z)`` arrays, ``Z`` the most zones any node has, padded
     with zero-capacity zones that do not exist.  Devices: flat arrays over every
     device of the cluster, grouped by node (``dev_start``/``dev_count``).
+    ``known``: the node reported its hardware; ``counted``: its GPUs are counted
+    here, reported or advertised (only Volcano's GPU-share requests use the latter).
     """
 
     def __init__(self, inventories: list[Inventory | None], labelled: list[str | None] | None = None):
@@ -136,7 +179,8 @@ class StaticTopology:
         self.inventories = inventories
         z = max((len(inv.zone_ids) for inv in inventories if inv is not None), default=1) or 1
         self.zones = z
-        self.known = np.array([inv is not None for inv in inventories], dtype=bool)  # reported its hardware
+        self.known = np.array([inv is not None and not inv.advertised for inv in inventories], dtype=bool)
+        self.counted = np.array([inv is not None for inv in inventories], dtype=bool)
         self.has_zones = np.zeros(n, dtype=bool)
         self.zone_exists = np.zeros((n, z), dtype=bool)
         self.zone_cpu = np.zeros((n, z))

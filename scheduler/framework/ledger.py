@@ -12,6 +12,25 @@ session places and releases through :meth:`Topology.place` and
 :meth:`Topology.release`, so a statement's rollback undoes device and zone
 choices exactly like node resources.
 
+GPUs are asked for four ways (``DeviceRequest.mode``), all counted on the same
+per-device memory, core share and holders, so no way oversells another on one
+GPU: whole devices (``nvidia.com/gpu``), HAMi's vGPUs (``volcano.sh/vgpu-*``),
+and Volcano's older sharing — ``volcano.sh/gpu-memory`` (MiB of one GPU,
+shared with other pods asking for memory or for vGPUs) and
+``volcano.sh/gpu-number`` (whole GPUs, alone).  Volcano never enables the
+older sharing together with vGPUs, nor memory together with number, so on its
+clusters modes meet on one GPU only when the configuration changed under
+running pods; here every grant counts whatever the configuration: a GPU's
+memory is never given twice, and an exclusive grant (whole, ``gpu-number``,
+``vgpu-cores: 100``) needs a GPU nobody holds.  (Volcano counts a
+``gpu-number`` pod's card as holding 0 MiB, so a ``gpu-memory`` pod could land
+on it; here it cannot.)  Requests of modes the configuration does not enable
+(:meth:`Topology.enable`) are not placed here (``deviceshare`` refuses them,
+naming the flag), but what such pods hold when running still counts: their
+``scoria.io/devices``, or ``volcano.sh/gpu-index``.  Volcano's older sharing
+also writes ``volcano.sh/gpu-index`` and ``volcano.sh/predicate-time`` at bind,
+and reads ``volcano.sh/gpu-index`` back from pods bound without Scoria's record.
+
 Three views answer "does it fit?" (``mode``):
 
 * ``now`` — what allocation may use: pods being evicted still hold theirs;
@@ -25,6 +44,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+from collections import Counter
 from dataclasses import dataclass
 from math import comb
 
@@ -32,22 +52,33 @@ import numpy as np
 
 from proto.vocab.placement import (
     DEVICES_ANNOTATION,
+    GPU_INDEX_ANNOTATION,
+    GPU_MEMORY,
+    GPU_NUMBER,
     NUMA_NODES_ANNOTATION,
+    PREDICATE_TIME_ANNOTATION,
+    SHARE_MEMORY,
+    SHARE_NUMBER,
+    WHOLE,
     DeviceGrant,
     DeviceRequest,
+    decode_gpu_index,
     encode_devices,
+    encode_gpu_index,
     encode_zones,
 )
 from proto.vocab.qos import BATCH_CPU, BATCH_MEMORY
 from scheduler.cluster.inventory import POLICY_CODES, UNLINKED_COST, StaticTopology
 from scheduler.framework.resources import EPS, ResourceIndex
 from scheduler.framework.snapshot import TaskInfo, TaskStatus
+from scheduler.framework.util import count_reason
 
 log = logging.getLogger(__name__)
 
 NONE, BEST_EFFORT, RESTRICTED, SINGLE = 0, 1, 2, 3
 NOW, FUTURE, REACH = "now", "future", "reach"
 MAX_DEVICE_SETS = 2000  # device subsets tried exhaustively for one pod; beyond, a greedy nearest-first pick
+GPU_SHARE_MODES = (SHARE_MEMORY, SHARE_NUMBER)  # Volcano's older sharing: also on GPUs a node only advertises
 _warned: set[tuple] = set()  # (pod, what) already warned about: once, not every cycle
 
 
@@ -58,6 +89,7 @@ class Assignment:
     cpu: tuple[float, ...]  # what it takes of each of those zones (millicores, batch-cpu included)
     memory: tuple[float, ...]  # bytes per zone
     devices: list[tuple[int, float, float, bool]]  # (device, memory MiB, cores %, alone on it)
+    gpu_index: tuple[int, ...] = ()  # GPU indices given to a gpu-memory/gpu-number request (volcano.sh/gpu-index)
 
 
 class Usage:
@@ -91,7 +123,10 @@ class Topology:
         self.releasing = Usage(n, z, d)  # the part of it held by pods being evicted
         self.numa = False  # numa-aware is on: policies are honoured and pods pinned
         self.devices = False  # deviceshare is on: devices are counted and chosen
+        self.modes: frozenset[str] = frozenset()  # the ways of asking for devices that are counted (enable)
         self.binpack = True  # deviceshare.SchedulePolicy
+        self.clock_ns = 0  # the session's time, for volcano.sh/predicate-time
+        self._stamps = 0
         self.assigned: dict[str, Assignment] = {}
         self._uuid_pos: dict[int, dict[str, int]] = {}
         self._min_zones: dict[tuple, np.ndarray] = {}
@@ -132,8 +167,34 @@ class Topology:
             return np.maximum(self.s.policy, own)
         return np.full(n, own, dtype=np.int8)
 
+    def enable(self, *modes: str, clock_ns: int | None = None) -> None:
+        """Count and choose devices for requests made these ways (``DeviceRequest.mode``); whole devices always.
+
+        A plugin that places devices calls it in ``open``; ``clock_ns`` (the
+        session's time) stamps ``volcano.sh/predicate-time``.
+        """
+        self.devices = True
+        self.modes = self.modes | {WHOLE, *modes}
+        if clock_ns is not None:
+            self.clock_ns = clock_ns
+
     def requests(self, task: TaskInfo) -> tuple[DeviceRequest, ...]:
-        return task.facts.devices if self.devices else ()
+        """The device requests of ``task`` that are counted: those of the enabled modes."""
+        reqs = task.facts.devices
+        if not reqs or not self.devices:
+            return ()
+        modes = self.modes
+        if all(r.mode in modes for r in reqs):
+            return reqs
+        return tuple(r for r in reqs if r.mode in modes)
+
+    def counted(self, r: DeviceRequest) -> np.ndarray:
+        """Per node: whether its devices are counted for ``r`` (elsewhere a whole device is its device plugin's).
+
+        Reported hardware for every request; GPUs a node only advertises
+        (``volcano.sh/gpu-number``) for Volcano's older sharing, as Volcano does.
+        """
+        return self.s.counted if r.mode in GPU_SHARE_MODES else self.s.known
 
     def _zone_need(self, task: TaskInfo) -> tuple[float, float]:
         return float(task.req @ self.cpu_weights), float(task.req @ self.memory_weights)
@@ -180,8 +241,24 @@ class Topology:
         for r in reqs:
             # a node that reports no hardware leaves whole devices to its device plugin (and the node's
             # allocatable, which predicates check); shared GPUs need the per-device accounting
-            mask &= np.where(s.known, self.device_counts(r, mode) >= r.count, not r.shared)
+            mask &= np.where(self.counted(r), self.device_counts(r, mode) >= r.count, not r.shared)
         return mask
+
+    def device_reasons(self, task: TaskInfo, among: np.ndarray) -> Counter:
+        """Why the nodes in ``among`` cannot give ``task`` its devices (for a plugin's ``predicate_reasons``)."""
+        reasons: Counter = Counter()
+        for r in self.requests(task):
+            counted = self.counted(r)
+            short = among & ~np.where(counted, self.device_counts(r) >= r.count, not r.shared)
+            unreported = short & ~counted
+            if r.mode in GPU_SHARE_MODES:
+                count_reason(reasons, f"node(s) had no GPUs counted for {GPU_MEMORY}/{GPU_NUMBER} (no agent "
+                             f"report, no {GPU_NUMBER} advertised)", unreported)
+            else:
+                count_reason(reasons, "node(s) reported no GPUs for shared GPU requests", unreported)
+            count_reason(reasons, f"node(s) had not {r.describe()} free", short & counted)
+            among = among & ~short
+        return reasons
 
     # -- zones -------------------------------------------------------------------------------
     def _fewest(self, task: TaskInfo, mode: str) -> np.ndarray:
@@ -247,16 +324,19 @@ class Topology:
         if policy >= BEST_EFFORT and self.s.has_zones[node]:
             zones = self._choose_zones(task, node, policy, mode)
         grants: list[tuple[int, float, float, bool]] = []
+        gpu_index: list[int] = []
         for r in self.requests(task):
-            if not self.s.known[node]:
+            if not self.counted(r)[node]:
                 continue  # no inventory: the node's device plugin picks
             chosen = self._choose_devices(node, r, zones, strict=policy >= RESTRICTED, mode=mode)
             if len(chosen) < r.count:
                 log.error("%s: no %s left on node %d after the predicate admitted it", task.name, r.describe(), node)
                 continue
             grants.extend(self._grant_of(d, r) for d in chosen)
+            if r.mode in GPU_SHARE_MODES:
+                gpu_index.extend(self.s.device(d).index for d in chosen)
         cpu, memory = self._split(task, node, zones, mode)
-        self._take(task, Assignment(node, zones, cpu, memory, grants))
+        self._take(task, Assignment(node, zones, cpu, memory, grants, tuple(gpu_index)))
 
     def _grant_of(self, d: int, r: DeviceRequest) -> tuple[int, float, float, bool]:
         memory = float(self.s.dev_memory[d]) if r.memory_mib is None else float(r.memory_mib)
@@ -287,6 +367,10 @@ class Topology:
             if a.devices:
                 placement[DEVICES_ANNOTATION] = encode_devices([self._grant(d, mem, cores)
                                                                 for d, mem, cores, _ in a.devices])
+            if a.gpu_index:  # what Volcano's GPU-share device plugin reads on the node
+                placement[GPU_INDEX_ANNOTATION] = encode_gpu_index(a.gpu_index)
+                self._stamps += 1  # distinct times: the plugin tells pods apart by them
+                placement[PREDICATE_TIME_ANNOTATION] = str(self.clock_ns + self._stamps)
             task.placement = placement
 
     def _grant(self, d: int, memory: float, cores: float) -> DeviceGrant:
@@ -352,9 +436,12 @@ class Topology:
                 cand = cand[inside]
         if cand.size < r.count:
             return []
-        _, _, memory, cores, _, _ = self._held(mode)
-        used = memory[cand] / np.maximum(s.dev_memory[cand], 1) + cores[cand] / 100
-        order = cand[np.argsort(-used if self.binpack else used, kind="stable")]
+        if r.mode in GPU_SHARE_MODES:  # Volcano's older sharing: the lowest-numbered GPUs that fit, first fit
+            order = cand[np.argsort([s.device(int(d)).index for d in cand], kind="stable")]
+        else:
+            _, _, memory, cores, _, _ = self._held(mode)
+            used = memory[cand] / np.maximum(s.dev_memory[cand], 1) + cores[cand] / 100
+            order = cand[np.argsort(-used if self.binpack else used, kind="stable")]
         if r.count == 1:
             return [int(order[0])]
         return self._connected(node, [int(d) for d in order], r.count)
@@ -398,14 +485,40 @@ class Topology:
             node, facts = task.node, task.facts
             zones = self._zone_positions(task, node, facts.zones) if facts.zones and self.s.has_zones[node] else ()
             devices = self._granted(task, node, facts.grants) if facts.grants else []
-            if not devices and self.requests(task) and self.s.known[node]:
-                guessed.append((task, zones))
-            elif zones or devices:
+            if not devices:  # Volcano's record, whatever this configuration enables; else a guess for those it does
+                devices = self._gpu_index_granted(task, node) if self.s.counted[node] else []
+                wanted = [r for r in self.requests(task) if self.counted(r)[node]]
+                if wanted and not devices:
+                    guessed.append((task, zones, wanted))
+                    continue
+            if zones or devices:
                 self._load(task, node, zones, devices)
-        for task, zones in guessed:
-            devices = [self._grant_of(d, r) for r in self.requests(task)
+        for task, zones, wanted in guessed:
+            devices = [self._grant_of(d, r) for r in wanted
                        for d in self._choose_devices(task.node, r, (), strict=False)]
             self._load(task, task.node, zones, devices)
+
+    def _gpu_index_granted(self, task: TaskInfo, node: int) -> list:
+        """The GPUs ``volcano.sh/gpu-index`` names for a gpu-memory/gpu-number pod (bound by Volcano, say)."""
+        share = next((r for r in task.facts.devices if r.mode in GPU_SHARE_MODES), None)
+        text = task.pod.annotations.get(GPU_INDEX_ANNOTATION) if share is not None else None
+        if share is None or not text:
+            return []
+        try:
+            indices = decode_gpu_index(text)
+        except ValueError as exc:
+            _warn_once(task, GPU_INDEX_ANNOTATION, "pod %s: %s; counted on the GPUs it would get now", task.name, exc)
+            return []
+        start, count = int(self.s.dev_start[node]), int(self.s.dev_count[node])
+        kinds = self.s.dev_kind
+        kind = self._kind.get(share.resource)
+        by_index = {self.s.device(d).index: d for d in range(start, start + count) if kinds[d] == kind}
+        missing = [i for i in indices if i not in by_index]
+        if missing:
+            _warn_once(task, GPU_INDEX_ANNOTATION, "pod %s: %s names GPUs %s its node does not have; counted on the "
+                       "GPUs it would get now", task.name, GPU_INDEX_ANNOTATION, missing)
+            return []
+        return [self._grant_of(by_index[i], share) for i in indices]
 
     def _load(self, task: TaskInfo, node: int, zones: tuple[int, ...], devices: list) -> None:
         if not (zones or devices):
