@@ -19,6 +19,7 @@ from proto.vocab.placement import device_requests, expected_duration, numa_polic
 from proto.vocab.qos import parse_qos_level, qos_class
 from proto.vocab.quantity import QuantityError, to_canonical
 from scheduler.api import names
+from scheduler.api.hierarchy import HIERARCHY_ANNOTATION, queue_hierarchy
 from scheduler.api.objects import (
     DEFAULT_MAX_PODS,
     DEFAULT_QUEUE,
@@ -499,11 +500,16 @@ def _queue(doc: dict, f: _Fields, meta: dict) -> Queue:
     state = f.get(status, "status", "state", str, "Open")
     if state not in QUEUE_STATES:
         raise f.fail("status.state", f"must be one of {', '.join(QUEUE_STATES)}, got {state!r}")
+    annotations = f.annotations(meta, "metadata", "annotations")
+    try:
+        queue_hierarchy(annotations)
+    except ValueError as exc:
+        raise f.fail(f"metadata.annotations[{HIERARCHY_ANNOTATION}]", str(exc)) from None
     return Queue(
         name=meta["name"], weight=weight, capability=f.resources(spec, "spec", "capability"),
         guarantee=guarantee, deserved=f.resources(spec, "spec", "deserved"),
         reclaimable=f.get(spec, "spec", "reclaimable", bool, True), parent=f.get(spec, "spec", "parent", str, ""),
-        state=state,
+        state=state, annotations=annotations,
     )
 
 
