@@ -11,6 +11,23 @@ through ``spec.parent`` (default ``root``, which owns the whole cluster):
   capability must hold for a task to be placed;
 * only leaf queues hold jobs; children's guarantees must fit in the parent's.
 
+Reclaim follows Volcano: a queue may reclaim for a task while below its deserved
+amount on at least one resource the task asks for (and within its capability);
+a victim's queue must be above its deserved amount on a resource the victim
+holds and the queue deserves — or deserve none of what it holds — and keep its
+guarantee.  ``ancestorReclaimLevel: N`` (with ``enableHierarchy``) looks up to N
+levels up the tree: a queue may reclaim when an ancestor within N levels is
+below its deserved amount; each of the victim's ancestors within N levels that
+the reclaimer does not share must be above its deserved amount too (or deserve
+none of what the victim holds); and a queue deserving none of what it holds is
+no victim for a queue under a common ancestor (within N levels) that deserves
+none of what it asks.  A negative level is refused (Volcano falls back to 0).
+
+Dynamic resource allocation is not supported: ``capacity.DynamicResourceAllocationEnable``
+and ``capacity.DRAConsumableCapacityEnable`` are accepted (with a warning when
+true), and a pod with ``spec.resourceClaims`` is refused by the queue check with
+a reason saying so.
+
 Deserved amounts, guarantees, shares and reclaim count real resources only;
 batch resources (what online work leaves idle for offline pods) are limited by
 a capability set on them, never counted against a queue's share

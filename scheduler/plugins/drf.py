@@ -105,7 +105,7 @@ class DRF(Plugin):
         return (sa > sb) - (sa < sb)
 
     def preemptable(self, preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
-        victims = []
+        victims: list[TaskInfo] = []
         if self.namespaces is not None:
             candidates, victims = self._namespace_victims(preemptor, candidates)
         mine = self._share(self.allocated[preemptor.job.uid] + preemptor.req)

@@ -227,8 +227,6 @@ CONFIG_ERRORS = [
      "sched.conf: tiers[1].plugins[2] (binpack): arguments must be a mapping"),
     ("unsupported-predicate", with_plugin(1, 1, arguments={"predicate.CacheEnable": True}),
      "sched.conf: tiers[1].plugins[1] (predicates): argument 'predicate.CacheEnable': only False is supported"),
-    ("flag-plugin-refuses", with_plugin(1, 0, enableHierarchy=True),
-     "sched.conf: tiers[1].plugins[0] (drf): enableHierarchy is not supported by drf"),
     ("duplicate-plugin", with_plugin(1, 0, name="gang"),
      "sched.conf: tiers[1].plugins[0] (gang): plugin 'gang' is listed twice"),
     ("proportion-and-capacity",
