@@ -235,18 +235,17 @@ class DRF(Plugin):
         nb: _Node | None = self.root
         depth = min(len(pa), len(pb))
         for i in range(depth):
-            if na is None or nb is None:  # a queue without jobs has no node yet: nothing allocated
-                sa = 0.0 if na is None else na.share / na.weight
-                sb = 0.0 if nb is None else nb.share / nb.weight
-                return (sa > sb) - (sa < sb)
-            if na.saturated != nb.saturated:
-                return 1 if na.saturated else -1  # demanding nodes first
-            sa, sb = na.share / na.weight, nb.share / nb.weight
+            # a level no job hangs under has no node: nothing allocated, demanding
+            sat_a, sat_b = na is not None and na.saturated, nb is not None and nb.saturated
+            if sat_a != sat_b:
+                return 1 if sat_a else -1  # demanding nodes first
+            sa = 0.0 if na is None else na.share / na.weight
+            sb = 0.0 if nb is None else nb.share / nb.weight
             if sa != sb:
                 return -1 if sa < sb else 1
             if i < depth - 1:
-                assert na.children is not None and nb.children is not None
-                na, nb = na.children.get(("q", pa[i + 1])), nb.children.get(("q", pb[i + 1]))
+                na = None if na is None or na.children is None else na.children.get(("q", pa[i + 1]))
+                nb = None if nb is None or nb.children is None else nb.children.get(("q", pb[i + 1]))
         return 0
 
     def queue_order(self, a: QueueInfo, b: QueueInfo) -> int:

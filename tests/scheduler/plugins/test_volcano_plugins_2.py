@@ -7,6 +7,7 @@ answers, one that is slow (the timeout), one that fails (HTTP 500, not JSON, too
 from __future__ import annotations
 
 import json
+import random
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -532,3 +533,38 @@ def test_a_pod_with_resource_claims_stays_pending_saying_dra_is_not_supported() 
                                 if Pod.__dataclass_fields__[f].init})
     reason = ssn.allocatable(ssn.queues["default"], claims)
     assert reason is not None and "dynamic resource allocation is not supported" in reason and "gpu-claim" in reason
+
+
+def test_hdrf_incremental_updates_match_a_full_recomputation() -> None:
+    """Placements update only the path from the job to the root (all of the tree when a resource runs out):
+    after any sequence the tree is the one a full recomputation gives."""
+    rng = random.Random(7)
+    objects = [node("n", cpu=6, memory="12Gi"), hqueue("a", "root/x/a", "1/2/1"), hqueue("b", "root/x/b", "1/2/3"),
+               hqueue("c", "root/c", "1/1"), podgroup("ja", queue="a"), podgroup("jb", queue="b"),
+               podgroup("jc", queue="c"),
+               *(pod(f"a-{i}", group="ja", cpu="1", memory="1Gi") for i in range(4)),
+               *(pod(f"b-{i}", group="jb", cpu="1", memory="3Gi") for i in range(3)),
+               *(pod(f"c-{i}", group="jc", cpu="2", memory=None) for i in range(3))]
+    ssn = open_session(objects, parse_config(HDRF.format(hierarchy="true")))
+    drf = ssn.plugins["drf"]
+    tasks = [t for job in ssn.jobs.values() for t in job.tasks.values()]
+    placed: list = []
+    for _ in range(40):
+        waiting = [t for t in tasks if t not in placed]
+        if placed and (rng.random() < 0.4 or not waiting):
+            drf.on_deallocate(placed.pop(rng.randrange(len(placed))))
+        else:
+            chosen = rng.choice(waiting)
+            drf.on_allocate(chosen)
+            placed.append(chosen)
+        assert drf.total_allocated[0] == sum(t.req[0] for t in placed)
+
+    def snapshot(node_: Any) -> list:  # every node's share and saturation
+        out: list = [(round(node_.share, 12), node_.saturated)]
+        for key in sorted(node_.children or {}):
+            out.append((key, snapshot(node_.children[key])))
+        return out
+
+    before = snapshot(drf.root)
+    drf._update(drf.root)
+    assert snapshot(drf.root) == before
