@@ -9,7 +9,9 @@ online work leaves idle for offline pods, are left out (``queueshare.share_mask`
 ``enableNamespaceOrder`` (namespace fair share) puts the namespace first: a
 namespace's share is the dominant share of everything its jobs hold, divided by
 its weight, and jobs of the namespace with the smaller share go first (within a
-queue: Scoria's allocate takes queues in turn, then jobs).  Preemption across
+queue: Scoria's allocate takes queues in turn, then jobs, and ranks a queue's jobs
+when it orders them and when a job goes back in line — Volcano v1.7's allocate
+took namespaces in turn, re-ranking them after every job).  Preemption across
 namespaces follows the namespaces' shares — a victim's namespace must keep a
 share above the preemptor's once the task moves — and falls back to the jobs'
 shares when the two are equal or the namespace is the same.  Every namespace
