@@ -21,6 +21,7 @@ from scheduler.plugins.colocation import Colocation
 from scheduler.plugins.conformance import Conformance
 from scheduler.plugins.deviceshare import DeviceShare
 from scheduler.plugins.drf import DRF
+from scheduler.plugins.extender import Extender
 from scheduler.plugins.forecast import Forecast
 from scheduler.plugins.gang import Gang
 from scheduler.plugins.nodegroup import NodeGroup
@@ -39,7 +40,7 @@ from scheduler.plugins.usage import Usage
 BUILTIN_ACTIONS: tuple[type[Action], ...] = (Enqueue, Allocate, Preempt, Reclaim, Backfill, Shuffle)
 BUILTIN_PLUGINS: tuple[type[Plugin], ...] = (
     Priority, Gang, Conformance, Overcommit, DRF, Predicates, Proportion, Capacity, NodeOrder, Binpack,
-    SLA, NumaAware, DeviceShare, Usage, Colocation, Tdm, Forecast,
+    SLA, NumaAware, DeviceShare, Usage, Colocation, Tdm, Forecast, Extender,
     TaskTopology, NodeGroup, ResourceStrategyFit, CooldownProtection,
 )
 

@@ -19,6 +19,7 @@ from proto.vocab.placement import device_requests, expected_duration, numa_polic
 from proto.vocab.qos import parse_qos_level, qos_class
 from proto.vocab.quantity import QuantityError, to_canonical
 from scheduler.api import names
+from scheduler.api.hierarchy import HIERARCHY_ANNOTATION, queue_hierarchy
 from scheduler.api.objects import (
     DEFAULT_MAX_PODS,
     DEFAULT_QUEUE,
@@ -540,11 +541,16 @@ def _queue(doc: dict, f: _Fields, meta: dict) -> Queue:
     priority = f.get(spec, "spec", "priority", int, 0)
     if not INT32[0] <= priority <= INT32[1]:
         raise f.fail("spec.priority", f"must be a 32-bit integer, got {priority}")
+    annotations = f.annotations(meta, "metadata", "annotations")
+    try:
+        queue_hierarchy(annotations)
+    except ValueError as exc:
+        raise f.fail(f"metadata.annotations[{HIERARCHY_ANNOTATION}]", str(exc)) from None
     return Queue(
         name=meta["name"], weight=weight, priority=priority, capability=f.resources(spec, "spec", "capability"),
         guarantee=guarantee, deserved=f.resources(spec, "spec", "deserved"),
         reclaimable=f.get(spec, "spec", "reclaimable", bool, True), parent=f.get(spec, "spec", "parent", str, ""),
-        state=state, affinity=_queue_affinity(f, spec),
+        state=state, affinity=_queue_affinity(f, spec), annotations=annotations,
     )
 
 

@@ -187,6 +187,7 @@ class Queue:
     reclaimable: bool = True
     parent: str = ""
     state: str = "Open"
+    annotations: dict[str, str] = field(default_factory=dict)  # drf's hierarchy reads volcano.sh/hierarchy*
     allocated: dict[str, int] = field(default_factory=dict)
     implicit: bool = False
     affinity: QueueAffinity | None = None  # spec.affinity; None: not set (the nodegroup plugin may inherit one)

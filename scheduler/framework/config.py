@@ -41,8 +41,8 @@ for any two plugins (a task must be allocatable under both, a queue is overused
 if either says so, reclaim victims are those both allow in the first tier that
 answers), so nothing is counted twice; the stricter limit wins.  Volcano refuses
 one combination, ``proportion`` with ``drf`` under ``enableHierarchy: true``
-(two hierarchies of queue shares), and so does Scoria, in any tiers (Volcano
-looks within one tier only, which lets the same conflict through across two).
+in the same tier (util.go unmarshalSchedulerConf), and so does Scoria; in two
+tiers both load, as in Volcano, and their answers combine like any others.
 
 :class:`ConfigWatcher` keeps the last good configuration when a new file is refused.
 """
@@ -245,11 +245,12 @@ def _tiers(raw: Any, source: str, unimplemented: list[Unimplemented]) -> tuple[t
                 raise ConfigError(f"{where}.plugins[{p}] ({conf.name}): plugin {conf.name!r} is listed twice")
             seen[conf.name] = conf
             plugins.append(conf)
+        names = {p.name: p for p in plugins}
+        drf = names.get("drf")
+        if "proportion" in names and drf is not None and drf.flags.get("enableHierarchy"):
+            raise ConfigError(f"{where}: proportion and drf with enableHierarchy both divide the cluster between "
+                              "queues; enable only one per tier (Volcano refuses this combination too)")
         tiers.append(tuple(plugins))
-    drf = seen.get("drf")
-    if "proportion" in seen and drf is not None and drf.flags.get("enableHierarchy"):
-        raise ConfigError(f"{source}: proportion and drf with enableHierarchy both divide the cluster between "
-                          "queues; enable only one (Volcano refuses this combination too)")
     return tuple(tiers)
 
 

@@ -11,6 +11,23 @@ through ``spec.parent`` (default ``root``, which owns the whole cluster):
   capability must hold for a task to be placed;
 * only leaf queues hold jobs; children's guarantees must fit in the parent's.
 
+Reclaim follows Volcano: a queue may reclaim for a task while below its deserved
+amount on at least one resource the task asks for (and within its capability);
+a victim's queue must be above its deserved amount on a resource the victim
+holds and the queue deserves — or deserve none of what it holds — and keep its
+guarantee.  ``ancestorReclaimLevel: N`` (with ``enableHierarchy``) looks up to N
+levels up the tree: a queue may reclaim when an ancestor within N levels is
+below its deserved amount; each of the victim's ancestors within N levels that
+the reclaimer does not share must be above its deserved amount too (or deserve
+none of what the victim holds); and a queue deserving none of what it holds is
+no victim for a queue under a common ancestor (within N levels) that deserves
+none of what it asks.  A negative level is refused (Volcano falls back to 0).
+
+Dynamic resource allocation is not supported: ``capacity.DynamicResourceAllocationEnable``
+and ``capacity.DRAConsumableCapacityEnable`` are accepted (with a warning when
+true), and a pod with ``spec.resourceClaims`` is refused by the queue check with
+a reason saying so.
+
 Deserved amounts, guarantees, shares and reclaim count real resources only;
 batch resources (what online work leaves idle for offline pods) are limited by
 a capability set on them, never counted against a queue's share
@@ -24,6 +41,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from scheduler.api.objects import ROOT_QUEUE
+from scheduler.framework.args import Arg
 from scheduler.framework.plugin import ABSTAIN, PERMIT, Plugin, Vote, reject
 from scheduler.framework.resources import EPS
 from scheduler.framework.snapshot import JobInfo, QueueInfo, TaskInfo
@@ -33,9 +51,12 @@ if TYPE_CHECKING:
     from scheduler.framework.session import Session
 
 
+_NO_DRA = "Scoria does not support dynamic resource allocation: a pod with spec.resourceClaims stays pending"
+
+
 class Attr:
     __slots__ = ("name", "parent", "children", "capability", "deserved", "guarantee", "allocated", "inqueue",
-                 "share")
+                 "share", "relevant", "ancestors")
 
     def __init__(self, name: str, parent: str, zeros: np.ndarray):
         self.name, self.parent = name, parent
@@ -46,18 +67,28 @@ class Attr:
         self.allocated = zeros.copy()
         self.inqueue = zeros.copy()
         self.share = 0.0
+        # resources the queue's deserved amount speaks about: a positive amount, or an extended resource
+        # named in deserved or guarantee even at 0 (Volcano's "relevant dimensions")
+        self.relevant = np.zeros(zeros.shape, dtype=bool)
+        self.ancestors: list[Attr] = []  # parent first, root last
 
 
 class Capacity(Plugin):
     name = "capacity"
     hooks = ("queue_order", "allocatable", "preemptive", "reclaimable", "job_enqueueable", "job_enqueued",
              "on_allocate", "on_deallocate")
+    arguments = {
+        "ancestor_reclaim_level": Arg("ancestorReclaimLevel", "int", 0, minimum=0),
+        "dra": Arg("capacity.DynamicResourceAllocationEnable", "bool", False, ignored=_NO_DRA),
+        "dra_consumable": Arg("capacity.DRAConsumableCapacityEnable", "bool", False, ignored=_NO_DRA),
+    }
 
     def open(self, ssn: Session) -> None:
         self.index = ssn.index
         self.mask = share_mask(ssn.index)
         self.limits = limit_mask(ssn.index)
         self.hierarchy = self.flags.get("enableHierarchy", False)
+        self.level = self.args.ancestor_reclaim_level if self.hierarchy else 0
         self.total = ssn.total
         zeros = ssn.index.zeros()
         self.attrs: dict[str, Attr] = {ROOT_QUEUE: Attr(ROOT_QUEUE, "", zeros)}
@@ -72,6 +103,8 @@ class Capacity(Plugin):
                 self.attrs[attr.parent].children.append(attr.name)
         self.problems: dict[str, str] = {}  # parent queue -> why its subtree cannot schedule
         self._limits(ssn, ROOT_QUEUE, ssn.total, ssn.total)
+        for attr in self.attrs.values():
+            attr.ancestors = self._path(attr.name)[1:]
         for job in ssn.jobs.values():
             if job.queue in self.attrs:
                 for attr in self._path(job.queue):
@@ -89,12 +122,17 @@ class Capacity(Plugin):
             attr.capability = ssn.total.copy() if q is None else np.minimum(q.capability, ssn.total)
             attr.deserved = attr.capability.copy()
             attr.guarantee = attr.capability.copy()
+            attr.relevant = attr.deserved > EPS
         else:
             assert q is not None  # every queue but the root is one of ssn.queues (see open)
             attr.capability = np.minimum(q.capability, parent_cap)
             attr.guarantee = q.guarantee.copy()
             own = q.deserved if q.deserved is not None else attr.guarantee.copy()
             attr.deserved = np.clip(np.where(np.isinf(own), attr.guarantee, own), attr.guarantee, attr.capability)
+            named = ~np.isinf(q.deserved) if q.deserved is not None else np.zeros(attr.deserved.shape, dtype=bool)
+            named |= attr.guarantee > EPS
+            named[:2] = False  # cpu and memory count only when positive
+            attr.relevant = (attr.deserved > EPS) | named
         sum_guarantee = self.index.zeros()
         for child in attr.children:
             self._limits(ssn, child, attr.capability, attr.guarantee)
@@ -142,16 +180,85 @@ class Capacity(Plugin):
         return None
 
     def allocatable(self, queue: QueueInfo, task: TaskInfo) -> str | None:
+        claims = getattr(task.pod, "resource_claims", ())
+        if claims:
+            return (f"dynamic resource allocation is not supported: the pod claims {', '.join(claims)} "
+                    "(spec.resourceClaims), which Scoria cannot allocate")
         return self._refusal(queue.name) or self._over_capability(queue.name, task.req)
 
+    # Volcano's comparisons, over the share mask (real resources, no pod count) and the task's resources.
+    def _within_partly(self, future: np.ndarray, deserved: np.ndarray, req: np.ndarray) -> bool:
+        """``future <= deserved`` on at least one resource the task asks for, leaving out resources that
+        neither the queue uses nor deserves.  A task asking for no shared resource (batch resources only)
+        takes nothing the queue deserves: within."""
+        cols = np.flatnonzero(self.mask & (req > EPS))
+        if not cols.size:
+            return True
+        for c in cols:
+            if future[c] <= EPS and deserved[c] <= EPS:
+                continue
+            if future[c] <= deserved[c] + EPS:
+                return True
+        return False
+
+    def _immediate(self, task: TaskInfo, attr: Attr) -> bool:
+        """Is the queue owed none of what the task holds (no resource both positive in its request and in
+        the queue's deserved amount)?  Such a task may always be reclaimed (above its guarantee)."""
+        return not bool((self.mask & (task.req > EPS) & (attr.deserved > EPS)).any())
+
+    def _exceeds(self, allocated: np.ndarray, attr: Attr, task: TaskInfo) -> bool:
+        """Is the queue above its deserved amount on a resource the task holds and the queue deserves?"""
+        cols = self.mask & (task.req > EPS) & attr.relevant
+        return bool((allocated[cols] > attr.deserved[cols] + EPS).any())
+
+    def _ancestor(self, attr: Attr, depth: int) -> Attr | None:
+        """The queue's ancestor ``depth`` levels up (1: its parent), or None."""
+        return attr.ancestors[depth - 1] if depth <= len(attr.ancestors) else None
+
+    def _shares_ancestor(self, a: Attr, b: Attr) -> bool:
+        """Do the two queues have a common ancestor other than the root within ``ancestorReclaimLevel``?"""
+        mine = {x.name for x in a.ancestors[:self.level]} - {ROOT_QUEUE}
+        return any(x.name in mine for x in b.ancestors[:self.level])
+
+    def _ancestor_to_check(self, reclaimer: Attr, victim: Attr, depth: int) -> Attr | None:
+        """The victim's ancestor at ``depth`` when it must be above its deserved amount too: not the root,
+        and not an ancestor the reclaimer shares at that depth (that subtree gains nothing)."""
+        anc = self._ancestor(victim, depth)
+        if anc is None or anc.name == ROOT_QUEUE:
+            return None
+        mine = self._ancestor(reclaimer, depth)
+        return None if mine is not None and mine.name == anc.name else anc
+
     def preemptive(self, queue: QueueInfo, task: TaskInfo) -> bool:
+        """May the queue reclaim for ``task``: within its capability, and below its deserved amount on some
+        resource the task asks for — or, with ``ancestorReclaimLevel``, an ancestor up to that many levels is."""
+        if self._refusal(queue.name):
+            return False
         attr = self.attrs[queue.name]
         future = attr.allocated + task.req
-        cols = [c for c in task.cols if self.mask[c]]
-        return all(future[c] <= attr.deserved[c] + EPS for c in cols)
+        cols = [c for c in task.cols if self.limits[c]]
+        if over_limit(future, attr.capability, self.total, cols):
+            return False
+        if self._within_partly(future, attr.deserved, task.req):
+            return True
+        for depth in range(1, self.level + 1):
+            anc = self._ancestor(attr, depth)
+            if anc is not None and anc.name != ROOT_QUEUE and \
+                    self._within_partly(anc.allocated + task.req, anc.deserved, task.req):
+                return True
+        return False
 
     def reclaimable(self, reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
-        """Victims from queues above deserved on a resource they hold, never below guarantee."""
+        """Victims from queues above their deserved amount on a resource they hold, never below their guarantee.
+
+        With ``ancestorReclaimLevel`` N (and ``enableHierarchy``) each of the victim queue's ancestors up to
+        N levels that the reclaimer's queue does not share must be above its deserved amount too, and a
+        queue deserving nothing of what it holds is no victim for a sibling (within N levels) that deserves
+        nothing of what it asks either.
+        """
+        mine = self.attrs.get(reclaimer.job.queue)
+        if mine is None or self._refusal(mine.name):
+            return []
         allocations: dict[str, np.ndarray] = {}
         victims = []
         for task in candidates:
@@ -160,12 +267,27 @@ class Capacity(Plugin):
                 continue
             allocated = allocations.setdefault(attr.name, attr.allocated.copy())
             cols = [c for c in task.cols if self.mask[c]]
-            if not any(allocated[c] > attr.deserved[c] + EPS for c in cols):
-                continue
             if any(allocated[c] - task.req[c] < attr.guarantee[c] - EPS for c in cols):
                 continue
-            allocated -= task.req
-            victims.append(task)
+            if self._immediate(task, attr):
+                if self.level and self._shares_ancestor(mine, attr) and self._immediate(reclaimer, mine):
+                    continue  # siblings deserving nothing of it: no real contention under their ancestor
+            elif not self._exceeds(allocated, attr, task):
+                continue
+            charged = []
+            for depth in range(1, self.level + 1):
+                anc = self._ancestor_to_check(mine, attr, depth)
+                if anc is None:
+                    continue
+                anc_allocated = allocations.setdefault(anc.name, anc.allocated.copy())
+                if not self._immediate(task, anc) and not self._exceeds(anc_allocated, anc, task):
+                    break
+                charged.append(anc_allocated)
+            else:
+                allocated -= task.req
+                for anc_allocated in charged:
+                    anc_allocated -= task.req
+                victims.append(task)
         return victims
 
     def job_enqueueable(self, job: JobInfo) -> Vote:

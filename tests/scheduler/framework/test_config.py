@@ -302,8 +302,6 @@ CONFIG_ERRORS = [
      "sched.conf: tiers[1].plugins[2] (binpack): arguments must be a mapping"),
     ("bad-value-of-an-unimplemented-argument", with_plugin(1, 1, arguments={"predicate.CacheEnable": "often"}),
      "sched.conf: tiers[1].plugins[1] (predicates): argument 'predicate.CacheEnable': expected true or false"),
-    ("flag-plugin-refuses", with_plugin(1, 0, enableHierarchy=True),
-     "sched.conf: tiers[1].plugins[0] (drf): enableHierarchy is not supported by drf"),
     ("duplicate-plugin", with_plugin(1, 0, name="gang"),
      "sched.conf: tiers[1].plugins[0] (gang): plugin 'gang' is listed twice"),
     ("configurations-unknown-action", conf(configurations=[{"name": "alloc"}]),
@@ -533,14 +531,14 @@ def test_proportion_and_capacity_both_vote():
     assert refusals["both"] == [refusals["proportion"][0], refusals["capacity"][1]]
 
 
-def test_proportion_with_hierarchical_drf_is_refused(monkeypatch):
-    """Volcano: pkg/scheduler/util.go UnmarshalSchedulerConf refuses proportion with drf's enableHierarchy."""
-    monkeypatch.setattr(PLUGINS["drf"], "check_flags", classmethod(lambda cls, flags: None))  # hdrf is built apart
-    tiers = [{"plugins": [{"name": "drf", "enableHierarchy": True}]}, {"plugins": [{"name": "proportion"}]}]
-    with pytest.raises(ConfigError, match=r"^sched.conf: proportion and drf with enableHierarchy both divide the "
-                                          r"cluster between queues; enable only one"):
+def test_proportion_with_hierarchical_drf_is_refused_within_one_tier():
+    """Volcano: pkg/scheduler/util.go unmarshalSchedulerConf refuses proportion with drf's enableHierarchy in one
+    tier; in two tiers Volcano loads it, and so does Scoria."""
+    tiers = [{"plugins": [{"name": "drf", "enableHierarchy": True}, {"name": "proportion"}]}]
+    with pytest.raises(ConfigError, match=r"^sched.conf: tiers\[0\]: proportion and drf with enableHierarchy both "
+                                          r"divide the cluster between queues; enable only one per tier"):
         parse_config(conf(tiers=tiers), "sched.conf")
-    tiers[0]["plugins"][0]["enableHierarchy"] = False
+    tiers = [{"plugins": [{"name": "drf", "enableHierarchy": True}]}, {"plugins": [{"name": "proportion"}]}]
     assert parse_config(conf(tiers=tiers), "sched.conf").plugin_names() == ["drf", "proportion"]
 
 

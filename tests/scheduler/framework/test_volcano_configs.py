@@ -103,7 +103,6 @@ UNIMPLEMENTED: dict[str, set[tuple[str, str, str]]] = {
 # Fixtures that need a plugin another part of issue 14 builds: expected to fail until it is registered
 # (strict, so each entry must go when its plugin lands).
 NEEDS: dict[str, str] = {
-    "user-guide-how-to-use-extender-1.yaml": "needs the extender plugin",
 }
 
 # Fixtures Scoria refuses on purpose: an action that does nothing would leave its work undone.

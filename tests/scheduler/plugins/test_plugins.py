@@ -222,11 +222,6 @@ def test_drf_orders_by_dominant_share_and_guards_preemption() -> None:
     assert [t.pod.name for t in victims] == ["r0"]  # taking from itself would never lower a share
 
 
-def test_drf_hierarchy_flag_refused() -> None:
-    with pytest.raises(ValueError, match="enableHierarchy is not supported by drf"):
-        parse_config('actions: "allocate"\ntiers:\n- plugins:\n  - {name: drf, enableHierarchy: true}\n')
-
-
 # -- sla and overcommit ---------------------------------------------------------------------------
 def test_sla_orders_by_deadline_and_permits_overdue() -> None:
     old = (AT - timedelta(hours=3)).isoformat()
