@@ -226,6 +226,8 @@ def _configurations(raw: Any, actions: tuple[str, ...], source: str) -> dict[str
             out[name] = ACTIONS[name].parse(raw_args)
         except ArgError as exc:
             raise ConfigError(f"{where} ({name}): {exc}") from None
+        for warning in out[name].warnings:
+            log.warning("%s (%s): %s", where, name, warning)
     return out
 
 

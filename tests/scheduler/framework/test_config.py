@@ -237,7 +237,7 @@ CONFIG_ERRORS = [
     ("configurations-unknown-action", conf(configurations=[{"name": "alloc"}]),
      "sched.conf: configurations[0]: unknown action 'alloc'"),
     ("configurations-unknown-argument", conf(configurations=[{"name": "allocate", "arguments": {"x": 1}}]),
-     "sched.conf: configurations[0] (allocate): unknown argument 'x'; it takes no arguments"),
+     "sched.conf: configurations[0] (allocate): unknown argument 'x'; known: predicateErrorCacheEnable"),
     ("configurations-not-list", conf(configurations={"allocate": {}}), "sched.conf: configurations: expected a list"),
     ("configurations-extra-key", conf(configurations=[{"name": "allocate", "args": {}}]),
      "sched.conf: configurations[0]: expected a mapping with name and arguments"),
