@@ -279,38 +279,33 @@ class Session:
         victims (volcano-sh/volcano#5896: plugins that must all agree belong in
         one tier).
 
-        Unlike Volcano, a candidate a plugin refuses through ``evictable`` (a
-        gang at its minMember, a critical pod) is never a victim, whatever a
-        later tier says: Volcano's fall-through lets, say, drf in tier 2 take a
-        gang below minMember after gang in tier 1 refused.
+        Unlike Volcano, the plugins that protect pods whoever asks — those with
+        an ``evictable`` hook: gang (minMember), conformance (critical pods) —
+        also filter the deciding tier's victims wherever they sit: Volcano's
+        fall-through lets, say, drf in tier 2 take a gang below minMember once
+        gang in tier 1 refused.
         """
-        candidates = [c for c in candidates if self._allowed(c, hook)]
+        guards = [p for p in self._flat[hook] if "evictable" in p.hooks]
+        candidates = [c for c in candidates if all(cast(_Evictable, g).evictable(c) for g in guards)]
         if not candidates:
             return []
         for tier in self._hooks[hook]:
-            chosen: list[TaskInfo] | None = None
-            for plugin in tier:
-                victims = getattr(plugin, hook)(task, candidates if chosen is None else chosen)
-                if victims is None:
-                    continue
-                chosen = list(victims)
-                if not chosen:
-                    break
+            chosen = _tier_victims(hook, tier, task, candidates)
+            for guard in guards:
+                if chosen and guard not in tier:
+                    chosen = _tier_victims(hook, [guard], task, chosen)
             if chosen:
                 return chosen
         return []
-
-    def _allowed(self, task: TaskInfo, hook: str) -> bool:
-        """No plugin deciding victims under ``hook`` refuses ``task`` through ``evictable``."""
-        return all("evictable" not in plugin.hooks or cast(_Evictable, plugin).evictable(task)
-                   for plugin in self._flat[hook])
 
     def evictable(self, task: TaskInfo, hook: str) -> bool:
         """Could ``task`` be a victim under ``hook`` (preemptable/reclaimable) for any preemptor?
 
         A plugin decides victims under ``hook`` and none refuses the task through ``evictable``.
         """
-        return bool(self._flat[hook]) and self._allowed(task, hook)
+        plugins = self._flat[hook]
+        return bool(plugins) and all("evictable" not in p.hooks or cast(_Evictable, p).evictable(task)
+                                     for p in plugins)
 
     def victim_key(self, preemptor: TaskInfo, hook: str) -> tuple:
         """What the plugins deciding victims under ``hook`` read of the preemptor (equal keys, equal answers)."""
@@ -478,6 +473,19 @@ class Session:
     def _commit_evict(self, task: TaskInfo, reason: str) -> None:
         self.effects.evict(task.pod, reason)
         self.evictions.append((task, reason))
+
+
+def _tier_victims(hook: str, tier: list[Plugin], task: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+    """What the plugins of one tier agree on, each filtering what the previous let through; [] for no answer."""
+    chosen: list[TaskInfo] | None = None
+    for plugin in tier:
+        victims = getattr(plugin, hook)(task, candidates if chosen is None else chosen)
+        if victims is None:
+            continue
+        chosen = list(victims)
+        if not chosen:
+            return []
+    return chosen or []
 
 
 def summarize(total: int, reasons: Counter) -> str:

@@ -233,6 +233,18 @@ def test_gang_refusal_holds_in_every_tier(running: int, expected: list[str]) -> 
     assert ssn.evictable(task(ssn, "default/v0"), "preemptable") == bool(expected)
 
 
+def test_gang_counts_the_victims_a_later_tier_chose() -> None:
+    """Priority (tier 1) refuses a job of equal priority and drf (tier 2) would take four of its five pods; gang
+    still lets only two go, so the job keeps its minMember of 3."""
+    objs = victims_world(1, 0) + [podgroup("peer", minMember=3, priorityClassName="high"),
+                                  *[pod(f"peer-{i}", group="peer", cpu="1", nodeName="n1", priorityClassName="high")
+                                    for i in range(5)]]
+    candidates = [f"default/peer-{i}" for i in range(5)]
+    assert len(victim_names(open_session(objs, tiers("priority", "drf")), "default/u", *candidates)) == 4
+    assert victim_names(open_session(objs, tiers("priority,gang", "drf")), "default/u", *candidates) == [
+        "peer-0", "peer-1"]
+
+
 def test_conformance_refusal_holds_in_every_tier() -> None:
     objs = victims_world(1, 0) + [podgroup("sys", namespace="kube-system"),
                                   *[pod(f"sys-{i}", namespace="kube-system", group="sys", cpu="1", nodeName="n1")
