@@ -49,10 +49,14 @@ class Gang(Plugin):
     def preemptable(self, preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
         """Victims that leave every gang (minMember > 1) at or above its minMember.
 
-        A job with minMember 1 (a plain pod, or an elastic job with no gang)
-        has no gang to break, so any of its tasks may go — unlike Volcano,
-        where the same rule would make plain pods impossible to preempt or
-        reclaim.
+        Volcano's gang preemptableFn: a candidate may go while its job's ready
+        tasks, less the victims already chosen before it, exceed minMember.  A
+        job with minMember 1 (a plain pod, or an elastic job with no gang) has
+        no gang to break, so any of its tasks may go — unlike Volcano, where the
+        same rule makes plain pods impossible to preempt or reclaim unless gang's
+        victim hooks are turned off (volcano-sh/volcano#3332, #2629).  Gang has
+        an ``evictable`` hook, so the session applies this rule to whichever
+        tier decides victims.
         """
         occupied: dict[str, int] = {}
         victims = []
