@@ -6,14 +6,32 @@ drops out.  A job's tasks go into one statement: if the job becomes ready
 the job records how many of its members fitted.  Once a job is ready it
 yields after each further task so that other queues get their turn — which
 is what makes weighted queues converge to their shares.
+
+As in Volcano (``allocate.go`` ``allocateResourcesForTasks``), a task its
+queue refuses is skipped and the next one tried; a task that finds no node
+is skipped too while the job could still become ready without it
+(:func:`~scheduler.actions.shared.jobs.could_become_ready`), and ends the
+job's turn otherwise.  Tasks skipped are not tried again in this action; a
+task whose role already failed in its job is skipped without a search.
 """
 
 from __future__ import annotations
 
-from scheduler.actions.shared.jobs import finish_job, place_task, schedulable_jobs
+from collections import deque
+from dataclasses import dataclass, field
+
+from scheduler.actions.shared.jobs import (
+    PREDICATE_ERROR_CACHE,
+    could_become_ready,
+    finish_job,
+    place_task,
+    placement_shape,
+    schedulable_jobs,
+    task_role,
+)
 from scheduler.framework.plugin import Action
 from scheduler.framework.session import Session
-from scheduler.framework.snapshot import JobInfo, QueueInfo
+from scheduler.framework.snapshot import JobInfo, QueueInfo, TaskInfo, TaskStatus
 from scheduler.framework.statement import Statement
 from scheduler.framework.util import PriorityQueue
 
@@ -44,14 +62,24 @@ def fulfil_nominations(ssn: Session) -> None:
             stmt.discard()
 
 
+@dataclass
+class Worksheet:
+    """A job's tasks still to try in this action, in task order, and the roles that found no node."""
+
+    tasks: deque[TaskInfo]
+    failed_roles: dict[str, str] = field(default_factory=dict)  # role -> why its task found no node
+
+
 class Allocate(Action):
     name = "allocate"
+    arguments = {"predicate_error_cache": PREDICATE_ERROR_CACHE}
 
     def execute(self, ssn: Session) -> None:
         fulfil_nominations(ssn)
         by_queue = schedulable_jobs(ssn, best_effort=False)
         jobs = {name: PriorityQueue(ssn.compare_jobs, js) for name, js in by_queue.items()}
         queues = PriorityQueue(ssn.compare_queues, [ssn.queues[name] for name in jobs])
+        sheets: dict[str, Worksheet] = {}
         while queues:
             queue = queues.pop()
             reason = ssn.overused(queue)
@@ -61,20 +89,44 @@ class Allocate(Action):
                 continue
             if not jobs[queue.name]:
                 continue
-            self.allocate_job(ssn, queue, jobs[queue.name].pop(), jobs[queue.name])
+            job = jobs[queue.name].pop()
+            sheet = sheets.get(job.uid)
+            if sheet is None:
+                sheet = sheets[job.uid] = Worksheet(deque(sorted(job.pending_tasks(), key=ssn.task_key)))
+            if self.allocate_job(ssn, queue, job, sheet):
+                jobs[queue.name].push(job)  # ready with tasks left: let other jobs and queues have a turn
             queues.push(queue)
 
-    def allocate_job(self, ssn: Session, queue: QueueInfo, job: JobInfo, rest: PriorityQueue) -> None:
+    def allocate_job(self, ssn: Session, queue: QueueInfo, job: JobInfo, sheet: Worksheet) -> bool:
+        """One turn of ``job``: place tasks until it is ready; True when it committed with tasks left to try."""
         stmt = Statement(ssn)
-        tasks = sorted(job.pending_tasks(), key=ssn.task_key)
-        for i, task in enumerate(tasks):
+        no_room: dict[tuple, str] = {}  # shapes that found no node this turn (placing only takes room)
+        tasks = sheet.tasks
+        while tasks:
+            task = tasks.popleft()
+            if task.status != TaskStatus.PENDING:
+                continue
             reason = ssn.allocatable(queue, task)
             if reason:
                 task.fit_error = reason
+                continue  # Volcano: the queue refuses this task; its others may still fit the queue
+            role = task_role(task)
+            if role and role in sheet.failed_roles:
+                task.fit_error = sheet.failed_roles[role]
+                continue
+            shape = placement_shape(task)
+            known = no_room.get(shape)
+            if known is not None:
+                task.fit_error = known
+            elif place_task(ssn, stmt, task):
+                if ssn.job_ready(job):
+                    break
+                continue
+            else:
+                no_room[shape] = task.fit_error or ""
+            sheet.failed_roles[role] = task.fit_error or ""
+            if not could_become_ready(job, sheet.failed_roles):
                 break
-            if not place_task(ssn, stmt, task):
-                break
-            if i + 1 < len(tasks) and ssn.job_ready(job):
-                rest.push(job)  # ready: let other jobs and queues have a turn
-                break
+        ready = ssn.job_ready(job)
         finish_job(ssn, stmt, job)
+        return ready and bool(tasks)

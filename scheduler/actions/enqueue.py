@@ -7,6 +7,7 @@ too few pods is admitted here and waits for its pods in allocate.
 
 from __future__ import annotations
 
+from scheduler.framework.args import Arg
 from scheduler.framework.plugin import Action, VoteKind
 from scheduler.framework.session import Session
 from scheduler.framework.status import INQUEUE, PENDING
@@ -14,6 +15,10 @@ from scheduler.framework.status import INQUEUE, PENDING
 
 class Enqueue(Action):
     name = "enqueue"
+    # Volcano's enqueue read this before v1.3 (docs/design/job-resource-reservation-design.md); it reads none now.
+    arguments = {"overcommit_factor": Arg(
+        "overcommit-factor", "float", 1.2, "how far admission may overcommit the cluster", minimum=0,
+        ignored="Volcano moved it to the overcommit plugin: set the overcommit plugin's overcommit-factor")}
 
     def execute(self, ssn: Session) -> None:
         waiting: dict[str, list] = {}

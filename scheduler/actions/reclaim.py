@@ -1,18 +1,23 @@
 """reclaim: a queue below its share takes resources back from queues above theirs.
 
 Only queues marked reclaimable give anything back, only from their running
-tasks, and only as far as the plugins allow (proportion/capacity: the victim's
-queue is over its deserved share; gang: never below a job's minMember;
-conformance: never kube-system critical pods).  A job's reclaim is one
-statement: committed only if the whole job would then run.
+tasks not marked ``volcano.sh/preemptable: "false"``, and only as far as the
+first tier of plugins with victims to offer allows (proportion/capacity: the
+victim's queue is over its deserved share; gang: never below a job's
+minMember; conformance: never kube-system critical pods).  An overused queue
+reclaims nothing.  A job's reclaim is one statement: committed only if the
+whole job would then run.  As in Volcano, the job stops reclaiming as soon as
+it no longer starves, a task its queue may not reclaim for or that finds no
+room is passed over for the next one, and a pod with ``preemptionPolicy:
+Never`` reclaims nothing.
 """
 
 from __future__ import annotations
 
 from functools import partial
 
-from scheduler.actions.shared.jobs import schedulable_jobs
-from scheduler.actions.shared.victims import RoomSearch, VictimIndex, in_queues
+from scheduler.actions.shared.jobs import PREDICATE_ERROR_CACHE, schedulable_jobs
+from scheduler.actions.shared.victims import RoomSearch, VictimIndex, in_queues, may_preempt
 from scheduler.framework.plugin import Action
 from scheduler.framework.session import Session
 from scheduler.framework.statement import Statement
@@ -20,6 +25,7 @@ from scheduler.framework.statement import Statement
 
 class Reclaim(Action):
     name = "reclaim"
+    arguments = {"predicate_error_cache": PREDICATE_ERROR_CACHE}
 
     def execute(self, ssn: Session) -> None:
         by_queue = schedulable_jobs(ssn, best_effort=False)
@@ -34,14 +40,17 @@ class Reclaim(Action):
             search = RoomSearch(ssn, "reclaimable", freeable=index.freeable(others), candidate=in_queues(set(others)),
                                 admit=partial(ssn.allocatable, queue))
             for job in sorted(by_queue[name], key=ssn.job_key):
+                if ssn.overused(queue):
+                    break  # Volcano asks before each of the queue's jobs
                 if not ssn.job_starving(job):
                     continue
                 stmt = Statement(ssn)
                 for task in sorted(job.pending_tasks(), key=ssn.task_key):
-                    if not ssn.preemptive(queue, task):
-                        break
-                    if not search.make_room(stmt, task, f"reclaimed by queue {name} for {task.pod.key}"):
-                        break
+                    if not ssn.job_starving(job):
+                        break  # Volcano re-checks after each task: a job that no longer starves takes no more
+                    if not may_preempt(task) or not ssn.preemptive(queue, task):
+                        continue
+                    search.make_room(stmt, task, f"reclaimed by queue {name} for {task.pod.key}")
                 if stmt.evictions and ssn.job_pipelined(job):
                     stmt.commit()
                     job.fit_error = None

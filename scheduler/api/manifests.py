@@ -15,7 +15,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from proto.errors import InputError
-from proto.vocab.placement import device_requests, expected_duration, numa_policy, preemptable
+from proto.vocab.placement import (
+    PREEMPTABLE_ANNOTATION,
+    device_requests,
+    expected_duration,
+    numa_policy,
+    preemptable,
+)
 from proto.vocab.qos import parse_qos_level, qos_class
 from proto.vocab.quantity import QuantityError, to_canonical
 from scheduler.api import names
@@ -52,6 +58,7 @@ QUEUE_STATES = ("Open", "Closed", "Closing", "Unknown")
 PODGROUP_PHASES = ("Pending", "Inqueue", "Running", "Unknown", "Completed")
 POD_PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
 RESTART_POLICIES = ("Always", "OnFailure", "Never")
+PREEMPTION_POLICIES = ("PreemptLowerPriority", "Never")
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _ONE_LINE = re.compile(r"\s*\n\s*")
 INT32 = (-(2**31), 2**31 - 1)  # spec.priority and PriorityClass value are int32 in Kubernetes
@@ -297,7 +304,14 @@ def _pod(doc: dict, f: _Fields, meta: dict) -> Pod:
     if phase not in POD_PHASES:
         raise f.fail("status.phase", f"must be one of {', '.join(POD_PHASES)}, got {phase!r}")
     annotations = f.annotations(meta, "metadata", "annotations")
+    labels = f.labels(meta, "metadata", "labels")
     node_name = f.get(spec, "spec", "nodeName", str, "")
+    may_preempt = _preemptable(f, annotations, labels, bound=bool(node_name))
+    preemption_policy = f.get(spec, "spec", "preemptionPolicy", str, "PreemptLowerPriority")
+    if preemption_policy not in PREEMPTION_POLICIES:
+        raise f.fail("spec.preemptionPolicy", f"must be one of {', '.join(PREEMPTION_POLICIES)}, "
+                                              f"got {preemption_policy!r}")
+    claims = _resource_claims(f, spec)
     if not node_name:  # what a bound pod asked of the scheduler no longer matters: it must still be counted
         _check_scheduling_requests(f, annotations, requests)
     _check_container_names(f, spec)
@@ -316,7 +330,7 @@ def _pod(doc: dict, f: _Fields, meta: dict) -> Pod:
         raise f.fail("spec.priority", f"must be a 32-bit integer, got {priority}")
     return Pod(
         namespace=namespace, name=meta["name"], uid=uid or f"{namespace}/{meta['name']}",
-        requests=requests, labels=f.labels(meta, "metadata", "labels"), annotations=annotations,
+        requests=requests, labels=labels, annotations=annotations,
         node_selector=f.labels(spec, "spec", "nodeSelector"), affinity_terms=terms,
         preferred_terms=tuple(preferred), tolerations=_tolerations(f, spec),
         priority_class_name=f.get(spec, "spec", "priorityClassName", str, ""),
@@ -327,7 +341,41 @@ def _pod(doc: dict, f: _Fields, meta: dict) -> Pod:
         qos_class=_qos_class(f, containers),
         nominated_node=f.get(status, "status", "nominatedNodeName", str, ""),
         resource_version=str(meta.get("resourceVersion") or ""),
+        preemptable=may_preempt, preemption_policy=preemption_policy, resource_claims=claims,
     )
+
+
+def _preemptable(f: _Fields, annotations: dict[str, str], labels: dict[str, str], *, bound: bool) -> bool:
+    """``volcano.sh/preemptable`` as Volcano reads it (GetPodPreemptable): the annotation, else the label, else true.
+
+    A value other than true/false refuses a pending pod; a bound pod must still be
+    counted, so there it reads as false, as Volcano reads a value it cannot parse.
+    """
+    for path, values in (("metadata.annotations", annotations), ("metadata.labels", labels)):
+        raw = values.get(PREEMPTABLE_ANNOTATION, "")
+        text = raw.strip().lower()
+        if not text:
+            continue
+        if text in ("true", "false"):
+            return text == "true"
+        if bound:
+            return False
+        raise f.fail(f"{path}[{PREEMPTABLE_ANNOTATION}]", f'must be "true" or "false", got {raw!r}')
+    return True
+
+
+def _resource_claims(f: _Fields, spec: dict) -> tuple[str, ...]:
+    """The names of ``spec.resourceClaims`` (dynamic resource allocation)."""
+    out = []
+    for i, claim in enumerate(f.get(spec, "spec", "resourceClaims", list, [])):
+        path = f"spec.resourceClaims[{i}]"
+        if not isinstance(claim, dict):
+            raise f.fail(path, "expected a mapping with a name")
+        name = f.get(claim, path, "name", str, "")
+        if not name:
+            raise f.fail(f"{path}.name", "must be set")
+        out.append(name)
+    return tuple(out)
 
 
 def _check_container_names(f: _Fields, spec: dict) -> None:

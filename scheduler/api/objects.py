@@ -100,6 +100,10 @@ class Pod:
     terminating: bool = False
     qos_class: str = "Burstable"  # Kubernetes' QoS class: Guaranteed, Burstable or BestEffort
     resource_version: str = ""  # metadata.resourceVersion as last seen (Kubernetes mode: write preconditions)
+    # volcano.sh/preemptable (annotation, else label): False means never a victim of preempt or reclaim.
+    preemptable: bool = True
+    preemption_policy: str = "PreemptLowerPriority"  # spec.preemptionPolicy: Never never evicts anyone
+    resource_claims: tuple[str, ...] = ()  # spec.resourceClaims[].name (dynamic resource allocation)
     # Written by the scheduler.
     nominated_node: str = ""  # where preemption/reclaim made room for it (status.nominatedNodeName)
     reason: str | None = None

@@ -84,15 +84,19 @@ tiers:
   - name: priority
   - name: gang
   - name: conformance
-- plugins:
   - name: overcommit
+  - name: proportion
+- plugins:
   - name: drf
     enablePreemptable: false
   - name: predicates
-  - name: proportion
   - name: nodeorder
   - name: binpack
 """
+# Volcano's default, but with overcommit and proportion in the first tier: victims come from the first tier
+# that names any (Volcano's rule), so a queue-share plugin in a later tier would never be asked and reclaim
+# could take a queue below its deserved share (volcano-sh/volcano#5896).  Enqueue votes the same either way
+# (overcommit and proportion still vote together, before anything else that votes).
 
 _TOP_LEVEL = ("actions", "tiers", "configurations", "metrics")  # Volcano's SchedulerConfiguration
 

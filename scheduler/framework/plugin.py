@@ -17,17 +17,19 @@ job_pipelined      (job) -> Vote                               Volcano's vote pe
 job_starving       (job) -> bool                               all must agree
 job_enqueueable    (job) -> Vote                               Volcano's vote per tier
 job_enqueued       (job) -> None                               event
-predicate          (task, avail) -> bool mask over nodes       AND
+predicate          (task, avail) -> bool mask over nodes       AND (and the session's own resource
+                                                               fit, whatever plugins are configured)
 predicate_reasons  (task, avail, among) -> Counter             explains the predicate's refusals
 node_order         (task, nodes: index array | None) -> scores sum (None: all nodes; a node's
                    (None: no opinion on this task)              score may depend on that node only;
                                                                optional ``score_key(task)`` lets
                                                                the session cache scores per shape)
-preemptable        (preemptor, candidates) -> list | None      intersect within the first tier
-reclaimable        (reclaimer, candidates) -> list | None        (None abstains)
-evictable          (task) -> bool: could it be a victim at all   AND, over plugins whose preemptable/
-                   (a cheap necessary condition of the hooks      reclaimable hook is enabled: lets
-                   above, for the vectorised prefilter)           actions skip nodes with no victims
+preemptable        (preemptor, candidates) -> list | None      intersect within a tier; the first
+reclaimable        (reclaimer, candidates) -> list | None        tier with victims decides (None
+                                                                 abstains; none: next tier)
+evictable          (task) -> bool: could it be a victim at all   some tier with the preemptable/
+                   (a cheap necessary condition of the hooks      reclaimable hook has none refusing:
+                   above, for the vectorised prefilter)           lets actions skip nodes with no victims
 victim_key         (preemptor) -> hashable: what the plugin's     combined per hook, like evictable;
                    victim answer reads of the preemptor           keys the "no room" memo
 overused           (queue) -> str | None (reason)              any

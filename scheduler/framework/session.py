@@ -24,9 +24,11 @@ from scheduler.framework.config import SchedulerConfig
 from scheduler.framework.ledger import Topology
 from scheduler.framework.nodeindex import NodeIndex
 from scheduler.framework.plugin import HOOK_FLAGS, Plugin, Vote, VoteKind
+from scheduler.framework.resources import EPS, PODS
 from scheduler.framework.scores import ScoreCache, Scorer
 from scheduler.framework.snapshot import JobInfo, QueueInfo, Snapshot, TaskInfo, TaskStatus
 from scheduler.framework.status import write_status
+from scheduler.framework.util import count_reason
 
 log = logging.getLogger(__name__)
 
@@ -262,27 +264,48 @@ class Session:
         return self.overused(queue) is None
 
     def _victims(self, hook: str, task: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
-        """Each plugin with an opinion filters what the previous ones let through.
+        """Volcano's rule (session_plugins.go Preemptable/Reclaimable): the first tier with victims decides.
 
-        Stricter than Volcano, which stops at the first tier with an opinion:
-        here every enabled plugin must accept a victim, so a queue-share plugin
-        in a later tier still protects queues at or below their share.  No
-        opinion at all means no victims.
+        Tier by tier, each plugin with an opinion filters what the previous ones
+        in its tier let through (Volcano intersects the answers; a filter in turn
+        gives the same set, and lets a counting plugin such as gang count only
+        victims that will really go).  A plugin answering none ends its tier
+        with no answer and the next tier is asked; None abstains; no opinion at
+        all means no victims.  So a later tier is heard only when no earlier one
+        offers victims — drf in tier 2 judges jobs of equal priority, which
+        priority in tier 1 refuses — and is not heard otherwise: in the default
+        layout, proportion (tier 2) is not asked whether a reclaim victim's queue
+        stays above its share once gang and conformance (tier 1) agreed on
+        victims (volcano-sh/volcano#5896: plugins that must all agree belong in
+        one tier).
+
+        Unlike Volcano, the plugins that protect pods whoever asks — those with
+        an ``evictable`` hook: gang (minMember), conformance (critical pods) —
+        also filter the deciding tier's victims wherever they sit: Volcano's
+        fall-through lets, say, drf in tier 2 take a gang below minMember once
+        gang in tier 1 refused.
         """
-        chosen: list[TaskInfo] | None = None
-        for plugin in self._flat[hook]:
-            victims = getattr(plugin, hook)(task, candidates if chosen is None else chosen)
-            if victims is None:
-                continue
-            chosen = list(victims)
-            if not chosen:
-                return []
-        return chosen or []
+        guards = [p for p in self._flat[hook] if "evictable" in p.hooks]
+        candidates = [c for c in candidates if all(cast(_Evictable, g).evictable(c) for g in guards)]
+        if not candidates:
+            return []
+        for tier in self._hooks[hook]:
+            chosen = _tier_victims(hook, tier, task, candidates)
+            for guard in guards:
+                if chosen and guard not in tier:
+                    chosen = _tier_victims(hook, [guard], task, chosen)
+            if chosen:
+                return chosen
+        return []
 
     def evictable(self, task: TaskInfo, hook: str) -> bool:
-        """Could ``task`` be a victim under ``hook`` (preemptable/reclaimable) for any preemptor?"""
-        return all(not ("evictable" in plugin.hooks and not cast(_Evictable, plugin).evictable(task))
-                   for plugin in self._flat[hook])
+        """Could ``task`` be a victim under ``hook`` (preemptable/reclaimable) for any preemptor?
+
+        A plugin decides victims under ``hook`` and none refuses the task through ``evictable``.
+        """
+        plugins = self._flat[hook]
+        return bool(plugins) and all("evictable" not in p.hooks or cast(_Evictable, p).evictable(task)
+                                     for p in plugins)
 
     def victim_key(self, preemptor: TaskInfo, hook: str) -> tuple:
         """What the plugins deciding victims under ``hook`` read of the preemptor (equal keys, equal answers)."""
@@ -307,20 +330,34 @@ class Session:
         return self._victims("reclaimable", reclaimer, candidates)
 
     # -- nodes ----------------------------------------------------------------------------
+    @staticmethod
+    def fit(task: TaskInfo, avail: np.ndarray) -> np.ndarray:
+        """Boolean mask of nodes whose ``avail`` holds ``task``'s request in every resource it asks for (pods too).
+
+        The session checks this itself, whatever plugins are configured, as
+        Volcano's actions compare a request with the node's idle (allocate) or
+        future idle (pipelining, preempt, reclaim) before asking any plugin.
+        Unknown (NaN) capacity is not refused here: the plugin that set it decides.
+        """
+        req, cols = task.req, task.cols
+        short = avail[cols[0]] + EPS < req[cols[0]]
+        for col in cols[1:]:
+            short |= avail[col] + EPS < req[col]
+        return ~short
+
     def feasible(self, task: TaskInfo, avail: np.ndarray, mode: str = "now") -> np.ndarray:
-        """Boolean mask of nodes where every predicate admits ``task`` given ``avail``.
+        """Boolean mask of nodes where ``avail`` holds ``task`` (:meth:`fit`) and every predicate admits it.
 
         ``mode`` says what ``avail`` is, for plugins that count resources of
         their own (NUMA zones, devices): ``now`` what allocation may use,
         ``future`` once evictions under way finish, ``reach`` an upper bound
         (``avail`` includes what evicting possible victims would free).
         """
-        mask = None
+        mask = self.fit(task, avail)
         for plugin in self._flat["predicate"]:
-            m = (cast(_ModalPredicate, plugin).predicate(task, avail, mode=mode) if plugin.predicate_modes
-                 else cast(_Predicate, plugin).predicate(task, avail))
-            mask = m if mask is None else mask & m
-        return np.ones(self.nodes.count, dtype=bool) if mask is None else mask
+            mask &= (cast(_ModalPredicate, plugin).predicate(task, avail, mode=mode) if plugin.predicate_modes
+                     else cast(_Predicate, plugin).predicate(task, avail))
+        return mask
 
     def fits_after_evictions(self, task: TaskInfo, node: int) -> bool:
         """Do the plugins counting resources of their own admit ``task`` on ``node`` once evictions finish?"""
@@ -328,13 +365,22 @@ class Session:
                    for p in self._flat["predicate"] if p.predicate_modes)
 
     def explain(self, task: TaskInfo, avail: np.ndarray) -> str:
-        """Why no node fits, kube-scheduler style: ``0/5 nodes are available: 3 Insufficient cpu, …``."""
+        """Why no node fits, kube-scheduler style: ``0/5 nodes are available: 3 Insufficient cpu, …``.
+
+        A node is counted under the first predicate plugin that refuses it; one
+        they all admit, under every resource it lacks (kube-scheduler checks
+        resources after the node's own filters).
+        """
         remaining = np.ones(self.nodes.count, dtype=bool)
         reasons: Counter = Counter()
         for plugin in self._flat["predicate"]:
             if "predicate_reasons" in plugin.hooks:
                 reasons.update(cast(_PredicateReasons, plugin).predicate_reasons(task, avail, remaining))
             remaining &= cast(_Predicate, plugin).predicate(task, avail)
+        names = self.index.names
+        for col in task.cols:
+            label = "Too many pods" if col == PODS else f"Insufficient {names[col]}"
+            count_reason(reasons, label, remaining & (avail[col] + EPS < task.req[col]))
         return summarize(self.nodes.count, reasons)
 
     def node_scores(self, task: TaskInfo) -> np.ndarray | None:
@@ -427,6 +473,19 @@ class Session:
     def _commit_evict(self, task: TaskInfo, reason: str) -> None:
         self.effects.evict(task.pod, reason)
         self.evictions.append((task, reason))
+
+
+def _tier_victims(hook: str, tier: list[Plugin], task: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+    """What the plugins of one tier agree on, each filtering what the previous let through; [] for no answer."""
+    chosen: list[TaskInfo] | None = None
+    for plugin in tier:
+        victims = getattr(plugin, hook)(task, candidates if chosen is None else chosen)
+        if victims is None:
+            continue
+        chosen = list(victims)
+        if not chosen:
+            return []
+    return chosen or []
 
 
 def summarize(total: int, reasons: Counter) -> str:

@@ -184,6 +184,8 @@ class Capacity(Plugin):
         if claims:
             return (f"dynamic resource allocation is not supported: the pod claims {', '.join(claims)} "
                     "(spec.resourceClaims), which Scoria cannot allocate")
+        if queue.state != "Open":  # Volcano's queueAllocatable: a Closing or Closed queue places nothing new
+            return f"queue {queue.name} is {queue.state}: it places no new pods"
         return self._refusal(queue.name) or self._over_capability(queue.name, task.req)
 
     # Volcano's comparisons, over the share mask (real resources, no pod count) and the task's resources.

@@ -1,4 +1,8 @@
-"""conformance: never evict critical pods (kube-system, system-*-critical classes)."""
+"""conformance: never evict critical pods (kube-system, system-*-critical classes).
+
+It has an ``evictable`` hook, so the session applies its refusal to whichever
+tier decides victims (in Volcano a later tier may take a pod it refused).
+"""
 
 from __future__ import annotations
 

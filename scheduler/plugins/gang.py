@@ -65,10 +65,14 @@ class Gang(Plugin):
     def preemptable(self, preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
         """Victims that leave every gang (minMember > 1) at or above its minMember.
 
-        A job with minMember 1 (a plain pod, or an elastic job with no gang)
-        has no gang to break, so any of its tasks may go — unlike Volcano,
-        where the same rule would make plain pods impossible to preempt or
-        reclaim.
+        Volcano's gang preemptableFn: a candidate may go while its job's ready
+        tasks, less the victims already chosen before it, exceed minMember.  A
+        job with minMember 1 (a plain pod, or an elastic job with no gang) has
+        no gang to break, so any of its tasks may go — unlike Volcano, where the
+        same rule makes plain pods impossible to preempt or reclaim unless gang's
+        victim hooks are turned off (volcano-sh/volcano#3332, #2629).  Gang has
+        an ``evictable`` hook, so the session applies this rule to whichever
+        tier decides victims.
         """
         occupied: dict[str, int] = {}
         victims = []
@@ -112,4 +116,8 @@ class Gang(Plugin):
     def _gang_message(job: JobInfo) -> str:
         failed = next((t for t in job.tasks.values() if t.status == TaskStatus.PENDING and t.fit_error), None)
         detail = f"; {failed.pod.key}: {failed.fit_error}" if failed else ""
+        if job.fit_count is not None and job.fit_count >= job.min_member and job.task_min:
+            role = next((r for r in sorted(job.task_min) if failed is None or failed.role == r), "")
+            return (f"gang {job.uid}: {job.fit_count} of {job.min_member} required members fit, but not the "
+                    f"minTaskMember {job.task_min.get(role, 0)} of task {role!r}{detail}")
         return f"gang {job.uid}: {job.fit_count} of {job.min_member} required members fit{detail}"

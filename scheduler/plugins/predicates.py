@@ -1,14 +1,14 @@
 """predicates: the node filters every pod must pass.
 
-Cordoned nodes, untolerated ``NoSchedule``/``NoExecute`` taints, ``nodeSelector``
-and required node affinity, the node's pod count, and resource fit for every
-resource the pod requests (extended resources included).  The first four do
-not depend on placements and are computed once per pod signature; resource
-fit is one comparison per requested resource across all nodes.
+Cordoned nodes, untolerated ``NoSchedule``/``NoExecute`` taints, and
+``nodeSelector`` and required node affinity.  They do not depend on
+placements and are computed once per pod signature.  Resource fit — every
+resource the pod requests, the node's pod count included — is not here: the
+session checks it whatever plugins are configured (``Session.fit``), after
+these filters, as kube-scheduler does.
 
 Refusals are explained the way kube-scheduler does, in the same order it
-runs its filters: a node is counted under the first filter that rejects it,
-and under every resource it lacks.
+runs its filters: a node is counted under the first filter that rejects it.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import numpy as np
 
 from scheduler.framework.args import Arg
 from scheduler.framework.plugin import Plugin
-from scheduler.framework.resources import EPS, PODS
 from scheduler.framework.snapshot import TaskInfo
 from scheduler.framework.util import count_reason
 
@@ -46,7 +45,6 @@ class Predicates(Plugin):
     def open(self, ssn: Session) -> None:
         self.index = ssn.node_index
         self.count = ssn.nodes.count
-        self.names = ssn.index.names
         self._static: dict[tuple, np.ndarray] = {}
 
     # -- the filter -----------------------------------------------------------------------
@@ -63,14 +61,7 @@ class Predicates(Plugin):
         return mask
 
     def predicate(self, task: TaskInfo, avail: np.ndarray | None) -> np.ndarray:
-        mask = self.static_mask(task)
-        if avail is None:
-            return mask
-        req = task.req
-        mask = mask.copy()
-        for col in task.cols:  # unknown (NaN) capacity is not refused here: the plugin that set it decides
-            mask &= ~(avail[col] + EPS < req[col])
-        return mask
+        return self.static_mask(task)
 
     # -- the explanation ---------------------------------------------------------------------
     def predicate_reasons(self, task: TaskInfo, avail: np.ndarray | None, among: np.ndarray) -> Counter:
@@ -87,12 +78,6 @@ class Predicates(Plugin):
         if self.args.node_affinity:
             matched = self.index.affinity_mask(selector, terms)
             count_reason(reasons, "node(s) didn't match Pod's node affinity/selector", left & ~matched)
-            left &= matched
-        if avail is not None:
-            for col in task.cols:
-                short = left & (avail[col] + EPS < task.req[col])
-                label = "Too many pods" if col == PODS else f"Insufficient {self.names[col]}"
-                count_reason(reasons, label, short)
         return reasons
 
     def close(self, ssn: Session) -> None:

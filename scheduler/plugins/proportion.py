@@ -141,6 +141,8 @@ class Proportion(Plugin):
         the predicates explain it better, so only limits below the cluster's
         total are checked here.
         """
+        if queue.state != "Open":  # Volcano's queueAllocatable: a Closing or Closed queue places nothing new
+            return f"queue {queue.name} is {queue.state}: it places no new pods"
         attr = self.attrs[queue.name]
         total = self.ssn.total
         future = attr.allocated + task.req

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from proto.errors import InputError
 from scheduler.framework.args import Arg
 from scheduler.framework.plugin import Plugin
 from scheduler.framework.resources import CPU, EPS, MEMORY, PODS
@@ -66,7 +67,7 @@ SELF_ANTI_AFFINITY, INTER_AFFINITY, SELF_AFFINITY, INTER_ANTI_AFFINITY = 4, 3, 2
 _warned: dict[tuple[str, str], None] = {}
 
 
-class TopologyError(ValueError):
+class TopologyError(InputError):
     pass
 
 

@@ -3,11 +3,67 @@ allocate, backfill, preempt and reclaim."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
+from typing import Any
+
+from proto.vocab.placement import REVOCABLE_ZONE_LABEL
+from scheduler.framework.args import Arg
 from scheduler.framework.session import Session
-from scheduler.framework.snapshot import JobInfo, TaskInfo
+from scheduler.framework.snapshot import JobInfo, TaskInfo, TaskStatus
 from scheduler.framework.statement import Statement
 
 SCHEDULABLE_PHASES = ("Inqueue", "Running", "Unknown")
+# Volcano's allocate, backfill, preempt and reclaim read it (conf.EnablePredicateErrCacheKey).
+PREDICATE_ERROR_CACHE = Arg(
+    "predicateErrorCacheEnable", "bool", True, "reuse a task role's predicate failures per node",
+    ignored="Scoria checks a task against every node at once and remembers a task shape that found no node "
+            "within the action whatever this says; there is no per-node error cache to turn off")
+# A task's role in its job (Volcano Job task name): the pod's annotation, else its label (Volcano's getTaskRole).
+TASK_SPEC_KEY = "volcano.sh/task-spec"
+
+
+def task_role(task: TaskInfo) -> str:
+    """The task's role in its job, "" when it has none."""
+    pod = task.pod
+    return pod.annotations.get(TASK_SPEC_KEY) or pod.labels.get(TASK_SPEC_KEY) or ""
+
+
+def min_task_members(job: JobInfo) -> dict[str, int]:
+    """Per-role minimums (PodGroup ``spec.minTaskMember``), empty while jobs do not carry them."""
+    members: Any = getattr(job, "min_task_member", None)
+    return dict(members) if members else {}
+
+
+def could_become_ready(job: JobInfo, failed_roles: Collection[str]) -> bool:
+    """After one of ``job``'s tasks found no node, may allocation go on with its other tasks?
+
+    Volcano's ``JobInfo.NeedContinueAllocating``: not when every member must run
+    (minMember is the job's size); with per-role minimums summing to more than
+    minMember, only while the tasks of roles that have not failed could still
+    make minMember; otherwise unless a failed role is below its own minimum.
+    ``failed_roles`` are the roles whose tasks found no node ("" for tasks with
+    no role).  Per-role minimums come from :func:`min_task_members`.
+    """
+    if job.min_member >= len(job.tasks):
+        return False
+    minimums = min_task_members(job)
+    if job.min_member < sum(minimums.values()):
+        left = sum(1 for t in job.pending_tasks() if task_role(t) not in failed_roles)
+        return job.ready_num + left >= job.min_member
+    placed = _placed_by_role(job)
+    return all(placed.get(role, 0) >= minimums.get(role, 0) for role in failed_roles)
+
+
+def _placed_by_role(job: JobInfo) -> dict[str, int]:
+    """Tasks holding a place (allocated, running, succeeded, or pending with nothing to place) per role."""
+    out: dict[str, int] = {}
+    for task in job.tasks.values():
+        status = task.status
+        if status in (TaskStatus.ALLOCATED, TaskStatus.RUNNING, TaskStatus.SUCCEEDED) or (
+                status == TaskStatus.PENDING and task.best_effort):
+            role = task_role(task)
+            out[role] = out.get(role, 0) + 1
+    return out
 
 
 def schedulable_jobs(ssn: Session, *, best_effort: bool) -> dict[str, list[JobInfo]]:
@@ -30,6 +86,15 @@ def schedulable_jobs(ssn: Session, *, best_effort: bool) -> dict[str, list[JobIn
             continue
         by_queue.setdefault(job.queue, []).append(job)
     return by_queue
+
+
+def placement_shape(task: TaskInfo) -> tuple:
+    """What the session and the shipped predicate plugins read of a task to find it a node: tasks of equal
+    shape in one job fit the same nodes, in one session state."""
+    facts, pod = task.facts, task.pod
+    return (id(task.req), task.sig, pod.qos_class, task.nominated, facts.offline, facts.numa_policy,
+            facts.devices, facts.duration, facts.preemptable, pod.annotations.get(REVOCABLE_ZONE_LABEL),
+            task.job.uid)
 
 
 def place_task(ssn: Session, stmt: Statement, task: TaskInfo) -> bool:

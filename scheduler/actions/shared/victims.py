@@ -5,12 +5,22 @@ priority, or another queue over its share) — the ``candidate`` filter and
 the session's ``preemptable``/``reclaimable`` answer.  Everything else is
 here: which nodes could possibly work (a vectorised upper bound), trying
 them best-score first, evicting the fewest victims lowest-priority first,
-and pipelining the task onto the node being freed.
+and pipelining the task onto the node being freed.  With topology-aware
+preemption (:class:`CandidateLimits`) candidate nodes are dry-run instead and
+the least disruptive one is chosen.
+
+Whatever the plugins say, a pod that says ``volcano.sh/preemptable: "false"``
+is never a victim and a pod with ``preemptionPolicy: Never`` evicts nobody:
+these are the pod's own statements, and Volcano checks them in its actions
+(the victim filters of ``preempt.go`` and ``reclaim.go``,
+``taskEligibleToPreempt``), not in a plugin.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Container
+from dataclasses import dataclass
+from datetime import datetime
 
 import numpy as np
 
@@ -29,6 +39,29 @@ def in_queues(queues: Container[str]) -> Candidate:
     return lambda v: v.job.queue in queues
 
 
+def may_be_victim(task: TaskInfo) -> bool:
+    """Running, and its pod does not say ``volcano.sh/preemptable: "false"`` (annotation or label)."""
+    return task.status == TaskStatus.RUNNING and task.pod.preemptable
+
+
+def may_preempt(task: TaskInfo) -> bool:
+    """Whether ``task`` may have others evicted for it: not with ``preemptionPolicy: Never``."""
+    return task.pod.preemption_policy != "Never"
+
+
+@dataclass(frozen=True)
+class CandidateLimits:
+    """Topology-aware preemption: how many candidate nodes to dry-run (Volcano's calculateNumCandidates)."""
+
+    percentage: int = 10  # of the nodes where the task could fit after evictions
+    minimum: int = 1
+    maximum: int = 100
+
+    def count(self, nodes: int) -> int:
+        n = max(nodes * self.percentage // 100, self.minimum)
+        return min(n, self.maximum, nodes)
+
+
 class VictimIndex:
     """Per-node resources of running tasks that could be victims: an upper bound of what eviction frees.
 
@@ -43,7 +76,7 @@ class VictimIndex:
         self.by_group: dict[str, np.ndarray] = {}
         for node, tasks in enumerate(ssn.nodes.tasks):
             for task in tasks.values():
-                if task.status == TaskStatus.RUNNING and ssn.evictable(task, hook):
+                if may_be_victim(task) and ssn.evictable(task, hook):
                     group = group_of(task)
                     arr = self.by_group.get(group)
                     if arr is None:
@@ -75,13 +108,14 @@ class RoomSearch:
     """
 
     def __init__(self, ssn: Session, hook: str, *, freeable: np.ndarray, candidate: Candidate,
-                 admit: Admit | None = None):
+                 admit: Admit | None = None, topology: CandidateLimits | None = None):
         self.ssn = ssn
         self.hook = hook  # "preemptable" or "reclaimable": the session hook that picks victims
         self.freeable = freeable
         self.candidate = candidate
         self.select: Select = getattr(ssn, hook)
         self.admit = admit
+        self.topology = topology  # set: dry-run candidate nodes and take the least disruptive
         self._failed: dict[tuple, int] = {}
 
     def _shape(self, task: TaskInfo) -> tuple:
@@ -97,6 +131,8 @@ class RoomSearch:
         node's evictions and the next node is tried.
         """
         ssn, admit = self.ssn, self.admit
+        if not may_preempt(task):
+            return False
         fresh = not len(stmt)
         if fresh and self._failed.get(self._shape(task)) == ssn.commits:
             return False
@@ -107,15 +143,85 @@ class RoomSearch:
             stmt.pipeline(task, ssn.best_node(task, mask))
             return True
         reachable = ssn.feasible(task, future + self.freeable, mode="reach")
-        for node in _by_score(ssn, task, reachable):
-            mark = stmt.mark()
-            if _evict_on(ssn, stmt, task, int(node), self.candidate, self.select, reason, admit):
-                stmt.pipeline(task, int(node))
+        if self.topology is not None:
+            if self._least_disruptive(stmt, task, reachable, reason):
                 return True
-            stmt.rollback(mark)
+        else:
+            for node in _by_score(ssn, task, reachable):
+                mark = stmt.mark()
+                if _evict_on(ssn, stmt, task, int(node), self.candidate, self.select, reason, admit) is not None:
+                    stmt.pipeline(task, int(node))
+                    return True
+                stmt.rollback(mark)
         if fresh:
             self._failed[self._shape(task)] = ssn.commits
         return False
+
+    def _least_disruptive(self, stmt: Statement, task: TaskInfo, reachable: np.ndarray, reason: str) -> bool:
+        """Volcano's topology-aware preemption: dry-run victim selection on candidate nodes, then evict on the
+        one whose victims disrupt least (:func:`disruption`).
+
+        Candidates are taken in node order until :class:`CandidateLimits` says
+        enough (Volcano starts at a random node and checks them in parallel;
+        here the search is deterministic).
+        """
+        assert self.topology is not None
+        nodes = np.flatnonzero(reachable)
+        want = self.topology.count(int(nodes.size))
+        found: list[tuple[int, list[TaskInfo]]] = []
+        for node in nodes.tolist():
+            victims = self._dry_run(stmt, task, node)
+            if victims:
+                found.append((node, victims))
+                if len(found) >= want:
+                    break
+        if not found:
+            return False
+        best, chosen = min(found, key=lambda nv: disruption(nv[1], self.ssn.now))
+        for victim in chosen:
+            stmt.evict(victim, reason)
+        stmt.pipeline(task, best)
+        return True
+
+    def _dry_run(self, stmt: Statement, task: TaskInfo, node: int) -> list[TaskInfo] | None:
+        """The victims ``node`` needs for ``task`` (Volcano's SelectVictimsOnNode), leaving ``stmt`` as it was.
+
+        Victims go least important first until the task fits; then, most
+        important first, each is spared if the task still fits without it.
+        """
+        ssn = self.ssn
+        mark = stmt.mark()
+        evicted = _evict_on(ssn, stmt, task, node, self.candidate, self.select, "", self.admit)
+        if evicted is None:
+            stmt.rollback(mark)
+            return None
+        kept = evicted
+        for spared in reversed(evicted):
+            trial = [v for v in kept if v is not spared]
+            stmt.rollback(mark)
+            for victim in trial:
+                stmt.evict(victim, "")
+            if _room(ssn, task, node, self.admit):
+                kept = trial
+        stmt.rollback(mark)
+        return kept
+
+
+def disruption(victims: list[TaskInfo], now: datetime) -> tuple:
+    """How much evicting ``victims`` disrupts, smaller first (Volcano's pickOneNodeForPreemption, whose
+    PDB criterion it leaves out too): the highest victim priority, the sum of priorities, the number of
+    victims, then the latest start among the highest-priority victims preferred."""
+    top = max(v.priority for v in victims)
+    started = min(_started(v, now) for v in victims if v.priority == top)
+    return (top, sum(v.priority + 2**31 for v in victims), len(victims), -started)
+
+
+def _started(task: TaskInfo, now: datetime) -> float:
+    """When the task's pod started, as Unix seconds: bound by this scheduler, else created, else now."""
+    pod = task.pod
+    if pod.bound_at is not None:
+        return pod.bound_at
+    return (pod.created or now).timestamp()
 
 
 def _by_score(ssn: Session, task: TaskInfo, mask: np.ndarray) -> np.ndarray:
@@ -126,26 +232,32 @@ def _by_score(ssn: Session, task: TaskInfo, mask: np.ndarray) -> np.ndarray:
     return cand if scores is None else cand[np.argsort(-scores[cand], kind="stable")]
 
 
+def _room(ssn: Session, task: TaskInfo, node: int, admit: Admit | None) -> bool:
+    """Does ``task`` fit on ``node`` once the evictions so far finish, and does its queue admit it?"""
+    return (fits(ssn.nodes.future_idle_at(node, task), task) and ssn.fits_after_evictions(task, node)
+            and not (admit and admit(task)))
+
+
 def _evict_on(ssn: Session, stmt: Statement, task: TaskInfo, node: int, candidate: Candidate, select: Select,
-              reason: str, admit: Admit | None) -> bool:
-    """Evict victims on ``node`` until the task fits there and its queue admits it."""
+              reason: str, admit: Admit | None) -> list[TaskInfo] | None:
+    """Evict victims on ``node`` until the task fits there and its queue admits it; the victims, or None."""
     nodes = ssn.nodes
-    preemptees = [t for t in nodes.tasks[node].values() if t.status == TaskStatus.RUNNING and candidate(t)]
+    preemptees = [t for t in nodes.tasks[node].values() if may_be_victim(t) and candidate(t)]
     if not preemptees:
-        return False
+        return None
     # Plugins approve victims in the order given, each assuming the ones before it go (a queue stays
     # above its share, a gang above its minMember); so give them the eviction order — least
     # important first — and evict a prefix of what they approve.
     preemptees.sort(key=ssn.task_key, reverse=True)
     victims = select(task, preemptees)
     if not victims:
-        return False
+        return None
     avail = nodes.future_idle_at(node, task)
     if not fits(avail + sum(v.req for v in victims), task):
-        return False
-    for victim in victims:
+        return None
+    for i, victim in enumerate(victims):
         stmt.evict(victim, reason)
         avail = avail + victim.req
         if fits(avail, task) and ssn.fits_after_evictions(task, node) and not (admit and admit(task)):
-            return True
-    return False
+            return victims[:i + 1]
+    return None

@@ -220,9 +220,9 @@ def with_plugin(tier: int, index: int, **options) -> str:
 def test_default_config():
     config = parse_config(DEFAULT_CONFIG, "<default>")
     assert config.actions == ("enqueue", "allocate", "preempt", "reclaim", "backfill")
-    assert config.plugin_names() == ["priority", "gang", "conformance", "overcommit", "drf", "predicates",
-                                     "proportion", "nodeorder", "binpack"]
-    assert [len(t) for t in config.tiers] == [3, 6]
+    assert config.plugin_names() == ["priority", "gang", "conformance", "overcommit", "proportion", "drf",
+                                     "predicates", "nodeorder", "binpack"]
+    assert [len(t) for t in config.tiers] == [5, 4]
     assert config.plugin("drf").flags == {"enablePreemptable": False}
     assert config.plugin("capacity") is None
     assert set(config.action_args) == set(config.actions)
@@ -485,18 +485,18 @@ def test_configurations_for_what_only_volcano_runs_are_warned_about(caplog):
     text = conf(configurations=[
         {"name": "init-params", "arguments": {"grace-over-time": "900", "presetVirtualDevice": "false"}},
         {"name": "gangpreempt", "arguments": {"maxDomains": 4}},
-        {"name": "preempt", "arguments": {"enableTopologyAwarePreemption": True}}])
+        {"name": "preempt", "arguments": {"topologyAwarePreemptWorkerNum": 8}}])
     config = parse_config(text, "sched.conf")
     assert [(u.kind, u.name, u.key) for u in config.unimplemented] == [
         ("configuration", "init-params", ""), ("configuration", "init-params", "grace-over-time"),
         ("configuration", "init-params", "presetVirtualDevice"), ("configuration", "gangpreempt", ""),
-        ("configuration", "gangpreempt", "maxDomains"), ("action", "preempt", "enableTopologyAwarePreemption")]
+        ("configuration", "gangpreempt", "maxDomains"), ("action", "preempt", "topologyAwarePreemptWorkerNum")]
     assert "gangpreempt" not in config.action_args
     logged = warnings_of(caplog)
     assert logged[0] == ("sched.conf: configurations[0] (init-params): configuration 'init-params' has no effect: "
                          "Volcano's Ascend MindCluster vNPU parameters; Scoria gives Ascend NPUs whole")
-    assert logged[-1] == ("sched.conf: configurations[2] (preempt): argument 'enableTopologyAwarePreemption' has no "
-                          "effect: Scoria does not implement it")
+    assert logged[-1].startswith("sched.conf: configurations[2] (preempt): argument 'topologyAwarePreemptWorkerNum' "
+                                 "has no effect: ")
 
 
 def test_a_refused_configuration_warns_about_nothing(caplog):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from scheduler.api.objects import Queue
-from scheduler.framework.config import parse_config
+from scheduler.framework.config import SchedulerConfig, parse_config
 from scheduler.framework.plugin import VoteKind
 from scheduler.framework.resources import ResourceIndex
 from scheduler.framework.snapshot import QueueInfo
@@ -195,14 +195,64 @@ def test_conformance_spares_critical_pods() -> None:
     assert [t.pod.name for t in ssn.reclaimable(task(ssn, "default/p"), candidates)] == ["normal"]
 
 
-def test_every_plugin_with_an_opinion_filters_victims() -> None:
-    config = parse_config('actions: "preempt"\ntiers:\n- plugins: [{name: priority}]\n'
-                          '- plugins: [{name: conformance}]\n')
-    objs = victims_world(1, 1) + [pod("sys", namespace="kube-system", priority=0, nodeName="n1")]
-    ssn = open_session(objs, config)
-    candidates = [task(ssn, "default/v0"), task(ssn, "kube-system/sys")]
-    # priority (tier 1) accepts both; conformance (tier 2) still removes the kube-system pod.
-    assert [t.pod.name for t in ssn.preemptable(task(ssn, "default/u"), candidates)] == ["v0"]
+def tiers(*groups: str) -> SchedulerConfig:
+    """A preempt config with one tier per group of comma-separated plugin names."""
+    lines = "".join("- plugins: [" + ", ".join("{name: " + n + "}" for n in g.split(",")) + "]\n" for g in groups)
+    return parse_config('actions: "preempt"\ntiers:\n' + lines)
+
+
+def victim_names(ssn, preemptor: str, *candidates: str) -> list[str]:
+    return [t.pod.name for t in ssn.preemptable(task(ssn, preemptor), [task(ssn, c) for c in candidates])]
+
+
+def test_the_first_tier_with_victims_decides() -> None:
+    """Volcano's session_plugins.go Preemptable: conformance (tier 1) offers v0, so drf (tier 2), which would
+    refuse it (taking v0's only pod leaves its job a smaller share than the preemptor's), is not asked; in one
+    tier their answers are intersected."""
+    objs = victims_world(1, 1)
+    assert victim_names(open_session(objs, tiers("conformance", "drf")), "default/u", "default/v0") == ["v0"]
+    assert victim_names(open_session(objs, tiers("conformance,drf")), "default/u", "default/v0") == []
+
+
+def test_a_tier_with_no_victims_hands_over_to_the_next() -> None:
+    """Priority (tier 1) refuses a job of equal priority, so drf (tier 2) decides by share (Volcano's
+    TestUnifiedEvictable_EmptyCandidatesBlocksTier: an empty answer passes to the next tier); with both in one
+    tier, priority's empty answer ends it."""
+    objs = victims_world(1, 0) + [podgroup("peer", priorityClassName="high"),
+                                  *[pod(f"peer-{i}", group="peer", cpu="1", nodeName="n1", priorityClassName="high")
+                                    for i in range(3)]]
+    assert victim_names(open_session(objs, tiers("priority", "drf")), "default/u", "default/peer-0") == ["peer-0"]
+    assert victim_names(open_session(objs, tiers("priority,drf")), "default/u", "default/peer-0") == []
+
+
+@pytest.mark.parametrize("running,expected", [(3, []), (4, ["v0"])], ids=["at minMember", "one above"])
+def test_gang_refusal_holds_in_every_tier(running: int, expected: list[str]) -> None:
+    """Unlike Volcano's fall-through, drf in tier 2 cannot take a gang below minMember once gang refused."""
+    ssn = open_session(victims_world(3, running), tiers("gang", "drf"))
+    assert victim_names(ssn, "default/u", "default/v0") == expected
+    assert ssn.evictable(task(ssn, "default/v0"), "preemptable") == bool(expected)
+
+
+def test_gang_counts_the_victims_a_later_tier_chose() -> None:
+    """Priority (tier 1) refuses a job of equal priority and drf (tier 2) would take four of its five pods; gang
+    still lets only two go, so the job keeps its minMember of 3."""
+    objs = victims_world(1, 0) + [podgroup("peer", minMember=3, priorityClassName="high"),
+                                  *[pod(f"peer-{i}", group="peer", cpu="1", nodeName="n1", priorityClassName="high")
+                                    for i in range(5)]]
+    candidates = [f"default/peer-{i}" for i in range(5)]
+    assert len(victim_names(open_session(objs, tiers("priority", "drf")), "default/u", *candidates)) == 4
+    assert victim_names(open_session(objs, tiers("priority,gang", "drf")), "default/u", *candidates) == [
+        "peer-0", "peer-1"]
+
+
+def test_conformance_refusal_holds_in_every_tier() -> None:
+    objs = victims_world(1, 0) + [podgroup("sys", namespace="kube-system"),
+                                  *[pod(f"sys-{i}", namespace="kube-system", group="sys", cpu="1", nodeName="n1")
+                                    for i in range(3)]]
+    ssn = open_session(objs, tiers("conformance", "drf"))
+    assert victim_names(ssn, "default/u", "kube-system/sys-0") == []
+    ssn = open_session(objs, tiers("drf"))
+    assert victim_names(ssn, "default/u", "kube-system/sys-0") == ["sys-0"]  # drf alone would take it
 
 
 def test_no_opinion_means_no_victims() -> None:
@@ -283,7 +333,8 @@ def test_gang_evictable_prefilter(min_member: int, running: int, evictable: bool
 
 
 def test_evictable_ignores_plugins_whose_victim_hook_is_off() -> None:
-    config = parse_config('actions: "preempt"\ntiers:\n- plugins:\n  - {name: gang, enablePreemptable: false}\n')
+    config = parse_config('actions: "preempt"\ntiers:\n- plugins:\n  - {name: gang, enablePreemptable: false}\n'
+                          '  - {name: priority}\n')
     ssn = open_session(victims_world(3, 3), config)
     assert ssn.evictable(task(ssn, "default/v0"), "preemptable") is True
     assert ssn.evictable(task(ssn, "default/v0"), "reclaimable") is False

@@ -80,10 +80,22 @@ def test_proportion_still_limits_batch_by_an_explicit_capability() -> None:
                                                                                     task(ssn, "default/more"))
 
 
+# The built-in plugins, with proportion in the tier of gang and conformance: the first tier with reclaim victims
+# decides (Volcano's rule), so in the built-in layout proportion (tier 2) is not asked whether a victim's queue
+# stays above its share (volcano-sh/volcano#5896).
+SHARES_DECIDE = """
+actions: "enqueue, allocate, preempt, reclaim, backfill"
+tiers:
+- plugins: [{name: priority}, {name: gang}, {name: conformance}, {name: proportion}]
+- plugins: [{name: overcommit}, {name: drf, enablePreemptable: false}, {name: predicates}, {name: nodeorder},
+            {name: binpack}]
+"""
+
+
 def test_reclaim_takes_no_online_pod_from_a_queue_at_its_share(tmp_path: Path) -> None:
-    """End to end with the built-in configuration: b's fourth online pod does not get a's online pod evicted
-    because a's offline pods hold the node's batch CPU."""
-    result = run_scenario({"objects": SHARED_SCENARIO}, tmp_path)
+    """End to end with the built-in plugins, proportion deciding reclaim victims: b's fourth online pod does not
+    get a's online pod evicted because a's offline pods hold the node's batch CPU."""
+    result = run_scenario({"objects": SHARED_SCENARIO, "config": SHARES_DECIDE}, tmp_path)
     pods = {p["name"]: p for p in result["pods"]}
     assert not pods["a-web"]["evicted"] and pods["a-web"]["node"] == "n1"
     assert sum(1 for i in range(4) if pods[f"b-web-{i}"]["node"]) == 3

@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 
 from scheduler.api.manifests import ManifestError, parse_object
-from scheduler.api.objects import Pod
 from scheduler.framework.config import ConfigError, parse_config
 from scheduler.framework.plugin import VoteKind
 from scheduler.plugins.extender import MAX_BODY
@@ -521,19 +520,12 @@ def test_bad_capacity_arguments_are_located_errors(key: str, value: Any) -> None
 
 
 def test_a_pod_with_resource_claims_stays_pending_saying_dra_is_not_supported() -> None:
-    ssn = open_session([node("n1"), pod("claims"), pod("plain")],
+    claiming = pod("claims")
+    claiming["spec"]["resourceClaims"] = [{"name": "gpu-claim", "resourceClaimName": "c"}]
+    ssn = open_session([node("n1"), claiming, pod("plain")],
                        parse_config('actions: "allocate"\ntiers:\n- plugins:\n  - name: capacity\n'))
-    plain = task(ssn, "default/plain")
-    assert ssn.allocatable(ssn.queues["default"], plain) is None
-
-    class ClaimingPod(Pod):  # until Pod has its resource_claims field (spec.resourceClaims)
-        resource_claims = ("gpu-claim",)
-
-    claims = task(ssn, "default/claims")
-    original = claims.pod
-    claims.pod = ClaimingPod(**{f: getattr(original, f) for f in Pod.__dataclass_fields__
-                                if Pod.__dataclass_fields__[f].init})
-    reason = ssn.allocatable(ssn.queues["default"], claims)
+    assert ssn.allocatable(ssn.queues["default"], task(ssn, "default/plain")) is None
+    reason = ssn.allocatable(ssn.queues["default"], task(ssn, "default/claims"))
     assert reason is not None and "dynamic resource allocation is not supported" in reason and "gpu-claim" in reason
 
 
