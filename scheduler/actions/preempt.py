@@ -44,7 +44,7 @@ class Preempt(Action):
     }
 
     def execute(self, ssn: Session) -> None:
-        by_queue = schedulable_jobs(ssn, best_effort=False)
+        by_queue = schedulable_jobs(ssn, best_effort=None)
         if not by_queue:
             return
         args = self.args

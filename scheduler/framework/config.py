@@ -188,6 +188,11 @@ def parse_config(text: str, source: str = "<config>") -> SchedulerConfig:
                            tuple(unimplemented))
 
 
+def _shown(name: str) -> str:
+    """A name as it goes into a one-line message: as written, or quoted when it holds a newline or the like."""
+    return name if name.isprintable() else repr(name)
+
+
 def _unwrap_configmap(doc: Any, source: str) -> Any:
     if isinstance(doc, dict) and doc.get("kind") == "ConfigMap":
         data = doc.get("data")
@@ -262,7 +267,7 @@ def _plugin(opt: Any, where: str, unimplemented: list[Unimplemented]) -> PluginC
     if not isinstance(opt, dict) or not isinstance(opt.get("name"), str):
         raise ConfigError(f"{where}: expected a mapping with a name")
     name = opt["name"]
-    where = f"{where} ({name})"
+    where = f"{where} ({_shown(name)})"
     placeholder = name not in PLUGINS and name in PLACEHOLDER_PLUGINS
     if name not in PLUGINS and not placeholder:
         if name in VOLCANO_PLUGIN_ARGUMENTS:
@@ -317,9 +322,9 @@ def _configurations(raw: Any, actions: tuple[str, ...], source: str,
                 raise ConfigError(f"{where}: expected a mapping with name and arguments")
             name = item["name"]
             if name in ACTIONS:
-                given[name] = (f"{where} ({name})", item.get("arguments") or {})
+                given[name] = (f"{where} ({_shown(name)})", item.get("arguments") or {})
             elif name in VOLCANO_ACTION_ARGUMENTS or name in VOLCANO_CONFIGURATIONS:
-                _volcano_only(name, item.get("arguments") or {}, f"{where} ({name})", unimplemented)
+                _volcano_only(name, item.get("arguments") or {}, f"{where} ({_shown(name)})", unimplemented)
             else:
                 known = [*ACTIONS, *VOLCANO_ACTION_ARGUMENTS, *VOLCANO_CONFIGURATIONS]
                 hint = did_you_mean(name, known) or f"; known: {', '.join(sorted(ACTIONS))}"

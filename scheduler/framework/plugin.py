@@ -36,6 +36,8 @@ overused           (queue) -> str | None (reason)              any
 allocatable        (queue, task) -> str | None (reason)        first refusal
 preemptive         (queue, task) -> bool                       all must agree (default: not overused)
 victim_tasks       (session) -> [(task, reason)]               union (the shuffle action evicts them)
+victim_queue_order (a, b, preemptor queue) -> int: <0 when     first non-zero; else the reverse of
+                   a's tasks are evicted before b's             queue order (Volcano's VictimQueueOrderFn)
 on_allocate        (task) -> None                              event (task placed or pipelined)
 on_deallocate      (task) -> None                              event (placement undone or evicted)
 =================  ==========================================  ================================
@@ -60,7 +62,7 @@ HOOK_FLAGS: dict[str, str | None] = {
     "node_order": "enableNodeOrder", "preemptable": "enablePreemptable", "reclaimable": "enableReclaimable",
     "overused": "enabledOverused", "allocatable": "enabledAllocatable", "preemptive": "enablePreemptive",
     "evictable": None, "victim_key": None, "on_allocate": None, "on_deallocate": None,
-    "victim_tasks": "enabledVictim",
+    "victim_tasks": "enabledVictim", "victim_queue_order": None,
 }
 # Every option of Volcano's PluginOption (pkg/scheduler/conf/scheduler_conf.go; YAML is case-sensitive there), and
 # enableNamespaceOrder, which older Volcano releases read.  Those with a hook above turn it off; enableHierarchy and
@@ -84,6 +86,9 @@ KNOWN_FLAGS = frozenset(f for f in HOOK_FLAGS.values() if f) | {"enableHierarchy
 # prefix.  Keys a Scoria plugin declares as an Arg are implemented and take precedence; the rest are accepted,
 # warned about and counted (scheduler.framework.config); a key in neither is refused with a suggestion.
 _GPU_MODES = "Scoria shares GPUs through volcano.sh/vgpu-* (deviceshare.VGPUEnable)"
+_OLD_GPU_KEYS = ("Volcano ≤1.8's spelling, which Volcano no longer reads: set deviceshare.GPUSharingEnable or "
+                 "deviceshare.GPUNumberEnable (a pod asking for volcano.sh/gpu-memory or gpu-number without it "
+                 "stays pending saying so)")
 _DRA = "dynamic resource allocation is not implemented"
 _NODEORDER_SCORES = "Scoria's nodeorder does not implement this score"
 VOLCANO_PLUGIN_ARGUMENTS: dict[str, dict[str, str]] = {
@@ -133,7 +138,7 @@ VOLCANO_PLUGIN_ARGUMENTS: dict[str, dict[str, str]] = {
                         "Scoria does not bind volumes"),
         "dynamicresources.filterTimeoutSeconds": _DRA,
         # older releases: GPU sharing and proportional resources were predicates' then
-        "predicate.GPUSharingEnable": _GPU_MODES, "predicate.GPUNumberEnable": _GPU_MODES,
+        "predicate.GPUSharingEnable": _OLD_GPU_KEYS, "predicate.GPUNumberEnable": _OLD_GPU_KEYS,
         "predicate.ProportionalEnable": "", "predicate.resources": "", "predicate.resources.": "",
     },
     "priority": {},

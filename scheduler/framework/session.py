@@ -72,6 +72,10 @@ class _VictimKey(Protocol):
     def victim_key(self, preemptor: TaskInfo) -> Hashable: ...
 
 
+class _VictimQueueOrder(Protocol):
+    def victim_queue_order(self, a: QueueInfo, b: QueueInfo, preemptor: QueueInfo) -> int: ...
+
+
 class _VictimTasks(Protocol):
     def victim_tasks(self, ssn: Session) -> list[tuple[TaskInfo, str]]: ...
 
@@ -196,6 +200,16 @@ class Session:
         if r:
             return r
         return -1 if a.pod.name < b.pod.name else (1 if a.pod.name > b.pod.name else 0)
+
+    def compare_victim_queues(self, a: QueueInfo, b: QueueInfo, preemptor: QueueInfo) -> int:
+        """Negative when ``a``'s tasks are evicted before ``b``'s for a preemptor of queue ``preemptor``:
+        the plugins' say first (capacity: queues nearer the preemptor's in the tree), then the queue
+        served last goes first (Volcano's VictimQueueOrderFn)."""
+        for plugin in cast("list[_VictimQueueOrder]", self._flat["victim_queue_order"]):
+            r = plugin.victim_queue_order(a, b, preemptor)
+            if r:
+                return r
+        return -self.compare_queues(a, b)
 
     def compare_queues(self, a: QueueInfo, b: QueueInfo) -> int:
         r = self._compare("queue_order", a, b)
@@ -339,6 +353,8 @@ class Session:
         future idle (pipelining, preempt, reclaim) before asking any plugin.
         Unknown (NaN) capacity is not refused here: the plugin that set it decides.
         """
+        if task.pod.resource_claims:  # dynamic resource allocation: nothing here can allocate a claim
+            return np.zeros(avail.shape[1], dtype=bool)
         req, cols = task.req, task.cols
         short = avail[cols[0]] + EPS < req[cols[0]]
         for col in cols[1:]:
@@ -371,6 +387,9 @@ class Session:
         they all admit, under every resource it lacks (kube-scheduler checks
         resources after the node's own filters).
         """
+        if task.pod.resource_claims:
+            return (f"dynamic resource allocation is not supported: the pod claims "
+                    f"{', '.join(task.pod.resource_claims)} (spec.resourceClaims), which Scoria cannot allocate")
         remaining = np.ones(self.nodes.count, dtype=bool)
         reasons: Counter = Counter()
         for plugin in self._flat["predicate"]:

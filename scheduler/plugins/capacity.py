@@ -75,7 +75,7 @@ class Attr:
 
 class Capacity(Plugin):
     name = "capacity"
-    hooks = ("queue_order", "allocatable", "preemptive", "reclaimable", "job_enqueueable", "job_enqueued",
+    hooks = ("queue_order", "victim_queue_order", "allocatable", "preemptive", "reclaimable", "job_enqueueable", "job_enqueued",
              "on_allocate", "on_deallocate")
     arguments = {
         "ancestor_reclaim_level": Arg("ancestorReclaimLevel", "int", 0, minimum=0),
@@ -158,6 +158,24 @@ class Capacity(Plugin):
         sa, sb = self.attrs[a.name].share, self.attrs[b.name].share
         return (sa > sb) - (sa < sb)
 
+    def victim_queue_order(self, a: QueueInfo, b: QueueInfo, preemptor: QueueInfo) -> int:
+        """With the hierarchy, victims from queues sharing a deeper ancestor with the preemptor's go first
+        (Volcano's capacity VictimQueueOrderFn: its siblings before its cousins)."""
+        if not self.hierarchy:
+            return 0
+        home = [attr.name for attr in reversed(self._path(preemptor.name))]  # root first
+        la, lb = self._shared_depth(a.name, home), self._shared_depth(b.name, home)
+        return 0 if la == lb else (-1 if la > lb else 1)
+
+    def _shared_depth(self, name: str, home: list[str]) -> int:
+        """How deep the ancestors of ``name`` (root first) run alongside ``home``'s, as Volcano's getQueueLevel."""
+        level = 0
+        for i, (mine, theirs) in enumerate(zip(reversed([a.name for a in self._path(name)]), home, strict=False)):
+            if mine != theirs:
+                break
+            level = i
+        return level
+
     def _refusal(self, name: str) -> str | None:
         if self.problems:  # fixed at open; usually none, so no walk up the tree per task
             for attr in self._path(name)[1:]:
@@ -180,10 +198,6 @@ class Capacity(Plugin):
         return None
 
     def allocatable(self, queue: QueueInfo, task: TaskInfo) -> str | None:
-        claims = getattr(task.pod, "resource_claims", ())
-        if claims:
-            return (f"dynamic resource allocation is not supported: the pod claims {', '.join(claims)} "
-                    "(spec.resourceClaims), which Scoria cannot allocate")
         if queue.state != "Open":  # Volcano's queueAllocatable: a Closing or Closed queue places nothing new
             return f"queue {queue.name} is {queue.state}: it places no new pods"
         return self._refusal(queue.name) or self._over_capability(queue.name, task.req)

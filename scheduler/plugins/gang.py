@@ -34,7 +34,7 @@ class Gang(Plugin):
              "evictable")
 
     def job_valid(self, job: JobInfo) -> str | None:
-        short = job.role_shortfall(_VALID)
+        short = job.role_counts is not None and job.role_shortfall(_VALID)
         if short:
             role, have, need = short
             return (f"pod group {job.uid} has {have} pod(s) of task {role!r}, fewer than its minTaskMember {need}; "
@@ -49,12 +49,12 @@ class Gang(Plugin):
         return 0 if ra == rb else (1 if ra else -1)
 
     def job_ready(self, job: JobInfo) -> bool:
-        return job.ready_num >= job.min_member and job.role_shortfall(_READY) is None
+        return job.ready_num >= job.min_member and (job.role_counts is None or job.role_shortfall(_READY) is None)
 
     def job_pipelined(self, job: JobInfo) -> Vote:
         if job.ready_num + job.waiting_num < job.min_member:
             return reject(f"{job.ready_num + job.waiting_num} of minMember {job.min_member} placed")
-        short = job.role_shortfall(_PIPELINED)
+        short = job.role_counts is not None and job.role_shortfall(_PIPELINED)
         if short:
             return reject(f"{short[1]} of task {short[0]!r}'s minTaskMember {short[2]} placed")
         return PERMIT

@@ -13,8 +13,9 @@ is always open.  A zone with no window is never open.
   open, as Volcano does (no weight argument: Volcano has none), so lent
   capacity is used before regular capacity.
 * victim_tasks — once a configured zone closes, its running preemptable pods
-  are handed to the ``shuffle`` action: at most one pod per job per
-  ``tdm.evict.period`` (default 1m), the lowest-priority first, and never
+  are handed to the ``shuffle`` action: per job and ``tdm.evict.period``
+  (default 1m), as many as its disruption budget allows (one when it states
+  none, as Volcano's maxVictims), the lowest-priority first, and never
   one that takes the job below its minimum.
 
 A pod is preemptable when its annotation ``volcano.sh/preemptable`` says so
@@ -98,7 +99,7 @@ class Tdm(Plugin):
     arguments = {
         "zones": Arg(ZONE_PREFIX, "str", None, 'daily window "HH:MM-HH:MM" of revocable zone <name>', prefix=True),
         "evict_period": Arg("tdm.evict.period", "duration", 60.0,
-                            "at most one pod of a job is evicted per period once its zone closes", minimum=0),
+                            "how often a job loses pods (as many as its budget allows) once its zone closes", minimum=0),
     }
 
     @classmethod
@@ -212,10 +213,12 @@ class Tdm(Plugin):
             if previous is not None and ssn.now < previous + period:
                 log.debug("tdm: job %s next eviction at %s", job.uid, (previous + period).isoformat())
                 continue
-            victim = max(tasks, key=ssn.task_key)  # the last in task order: the least important
-            zone = self.zones[self.zone_of[victim.node]]
-            out.append((victim, f"revocable zone {zone} closed at {self.windows[zone].closes} (tdm)"))
-            self._offered.add(victim.uid)
+            # Volcano's maxVictims: as many as the job's budget allows, one when it states none
+            count = min(allowed if self._budgeted(job) else 1, len(tasks))
+            for victim in sorted(tasks, key=ssn.task_key, reverse=True)[:count]:  # the least important first
+                zone = self.zones[self.zone_of[victim.node]]
+                out.append((victim, f"revocable zone {zone} closed at {self.windows[zone].closes} (tdm)"))
+                self._offered.add(victim.uid)
             self._offered_jobs.add(job.uid)
         self._note_holds(held)
         return out
@@ -230,6 +233,19 @@ class Tdm(Plugin):
                 if task.status == TaskStatus.RUNNING and self.preemptable(task):
                     by_job.setdefault(task.job, []).append(task)
         return by_job
+
+    def _budgeted(self, job: JobInfo) -> bool:
+        """Whether the job states a disruption budget (jdb-min-available or jdb-max-unavailable) tdm can read."""
+        annotations = job.group.annotations if job.group is not None else {}
+        for key in (JDB_MIN_AVAILABLE, JDB_MAX_UNAVAILABLE):
+            raw = annotations.get(key)
+            if raw is not None:
+                try:
+                    parse_budget(raw, len(job.tasks))
+                except ValueError:
+                    continue
+                return True
+        return False
 
     def evictable_count(self, job: JobInfo) -> tuple[int, str]:
         """How many of ``job``'s pods may go now without going below its minimum, and what that minimum is."""

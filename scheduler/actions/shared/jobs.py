@@ -66,8 +66,12 @@ def _placed_by_role(job: JobInfo) -> dict[str, int]:
     return out
 
 
-def schedulable_jobs(ssn: Session, *, best_effort: bool) -> dict[str, list[JobInfo]]:
-    """Admitted, valid jobs with pending work, by queue; invalid ones get their reason."""
+def schedulable_jobs(ssn: Session, *, best_effort: bool | None) -> dict[str, list[JobInfo]]:
+    """Admitted, valid jobs with pending work, by queue; invalid ones get their reason.
+
+    ``best_effort``: only jobs whose pending tasks all request nothing (True: backfill's), only the
+    others (False: allocate's), or both (None: preempt's — a best-effort pod blocked by a node's pod
+    limit may preempt, as in Volcano)."""
     by_queue: dict[str, list[JobInfo]] = {}
     # Without an enqueue action nothing admits groups, so (as in Volcano) allocate takes Pending ones too.
     phases = SCHEDULABLE_PHASES if ssn.has_action("enqueue") else SCHEDULABLE_PHASES + ("Pending",)
@@ -75,7 +79,7 @@ def schedulable_jobs(ssn: Session, *, best_effort: bool) -> dict[str, list[JobIn
         if job.group is None or job.phase not in phases or not job.pending_num:
             continue
         pending = job.pending_tasks()
-        if all(t.best_effort for t in pending) != best_effort:
+        if best_effort is not None and all(t.best_effort for t in pending) != best_effort:
             continue  # pure best-effort jobs are backfill's; the rest are allocate's
         reason = ssn.job_valid(job)
         if reason:

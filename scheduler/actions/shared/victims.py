@@ -21,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Callable, Container
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cmp_to_key
+from typing import Any
 
 import numpy as np
 
@@ -238,6 +240,27 @@ def _room(ssn: Session, task: TaskInfo, node: int, admit: Admit | None) -> bool:
             and not (admit and admit(task)))
 
 
+def eviction_order(ssn: Session, preemptor: TaskInfo) -> Callable[[TaskInfo], Any]:
+    """A sort key putting victims in Volcano's order (BuildVictimsPriorityQueue), first to go first:
+    by queue (``Session.compare_victim_queues``: orphaned tasks first), then within a queue the job
+    served last, then within a job the task placed last."""
+    home = ssn.queues.get(preemptor.job.queue)
+
+    def compare(a: TaskInfo, b: TaskInfo) -> int:
+        if a.job is b.job:
+            return -ssn.compare_tasks(a, b)
+        qa, qb = ssn.queues.get(a.job.queue), ssn.queues.get(b.job.queue)
+        if qa is None or qb is None:
+            return (qb is None) - (qa is None)
+        if qa is not qb and home is not None:
+            r = ssn.compare_victim_queues(qa, qb, home)
+            if r:
+                return r
+        return -ssn.compare_jobs(a.job, b.job) or -ssn.compare_tasks(a, b)
+
+    return cmp_to_key(compare)
+
+
 def _evict_on(ssn: Session, stmt: Statement, task: TaskInfo, node: int, candidate: Candidate, select: Select,
               reason: str, admit: Admit | None) -> list[TaskInfo] | None:
     """Evict victims on ``node`` until the task fits there and its queue admits it; the victims, or None."""
@@ -248,7 +271,7 @@ def _evict_on(ssn: Session, stmt: Statement, task: TaskInfo, node: int, candidat
     # Plugins approve victims in the order given, each assuming the ones before it go (a queue stays
     # above its share, a gang above its minMember); so give them the eviction order — least
     # important first — and evict a prefix of what they approve.
-    preemptees.sort(key=ssn.task_key, reverse=True)
+    preemptees.sort(key=eviction_order(ssn, task))
     victims = select(task, preemptees)
     if not victims:
         return None

@@ -150,7 +150,7 @@ def test_the_worlds_exercise_preemption() -> None:
     evicted sit where an eviction happened."""
     seen = {"evicted": 0}
 
-    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None, derandomize=True)
     @given(worlds())
     def count(world) -> None:
         cache = settle_checking(world, DEFAULT_CONFIG)

@@ -160,12 +160,11 @@ def test_volcano_tdm_case_0_zone_open_all_day() -> None:
         "n1": 100.0, "n2": 100.0, "n3": 0.0, "n4": 0.0, "n5": 0.0}
 
 
-@pytest.mark.parametrize("window,victims", [("0:00-0:00", 0), ("0:00-0:01", 1)],
+@pytest.mark.parametrize("window,victims", [("0:00-0:00", 0), ("0:00-0:01", 2)],
                          ids=["case 1: open all day", "case 0: closed"])
 def test_volcano_tdm_victims_all_day_window(window: str, victims: int) -> None:
     """Volcano pkg/scheduler/plugins/tdm/tdm_test.go Test_TDM_victimsFn cases 1 ("0:00-0:00": no victims) and 0
-    ("0:00-0:01", closed: victims; Scoria evicts one pod of a job per tdm.evict.period where Volcano takes the
-    job's whole budget at once)."""
+    ("0:00-0:01", closed: want 2, the job's jdb-max-unavailable 30% of 5 pods rounded up, taken at once)."""
     objects = [node("n1", cpu=16, memory="64Gi", pods=10, labels={ZONE: "rz1"}),
                podgroup("pg1", namespace="c1", annotations={"volcano.sh/jdb-max-unavailable": "30%"})]
     objects += [pod(f"p{i}", namespace="c1", group="pg1", nodeName="n1",

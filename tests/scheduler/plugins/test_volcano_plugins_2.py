@@ -519,14 +519,17 @@ def test_bad_capacity_arguments_are_located_errors(key: str, value: Any) -> None
                      f"      {key}: {json.dumps(value)}\n")
 
 
-def test_a_pod_with_resource_claims_stays_pending_saying_dra_is_not_supported() -> None:
+@pytest.mark.parametrize("plugins", ["capacity", "predicates", "proportion"])
+def test_a_pod_with_resource_claims_stays_pending_saying_dra_is_not_supported(tmp_path: Path, plugins: str) -> None:
+    """Whatever the configuration (capacity.DynamicResourceAllocationEnable or not): the session refuses it."""
     claiming = pod("claims")
     claiming["spec"]["resourceClaims"] = [{"name": "gpu-claim", "resourceClaimName": "c"}]
-    ssn = open_session([node("n1"), claiming, pod("plain")],
-                       parse_config('actions: "allocate"\ntiers:\n- plugins:\n  - name: capacity\n'))
-    assert ssn.allocatable(ssn.queues["default"], task(ssn, "default/plain")) is None
-    reason = ssn.allocatable(ssn.queues["default"], task(ssn, "default/claims"))
-    assert reason is not None and "dynamic resource allocation is not supported" in reason and "gpu-claim" in reason
+    config = f'actions: "allocate"\ntiers:\n- plugins:\n  - name: {plugins}\n'
+    result = run_scenario({"config": config, "objects": [node("n1"), claiming, pod("plain")], "cycles": 1}, tmp_path)
+    pods = {p["name"]: p for p in result["pods"]}
+    assert pods["plain"]["node"] == "n1" and pods["claims"]["node"] is None
+    assert "dynamic resource allocation is not supported" in pods["claims"]["reason"]
+    assert "gpu-claim" in pods["claims"]["reason"]
 
 
 def test_hdrf_incremental_updates_match_a_full_recomputation() -> None:
