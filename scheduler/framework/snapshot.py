@@ -61,7 +61,7 @@ class TaskInfo:
         self.nominated = -1  # node reserved for it by last cycle's preemption or reclaim
         self.facts = facts  # the cache's PodFacts: what scheduling derives from the pod, computed once per change
         self.placement: dict[str, str] | None = None  # annotations recording its zones/devices, written at bind
-        self.role = pod.task_role  # its task role in the job (volcano.sh/task-spec), "" when none
+        self.role = ""  # its task role (volcano.sh/task-spec): read by JobInfo.add_task only for jobs with minTaskMember
 
     @property
     def name(self) -> str:
@@ -109,6 +109,7 @@ class JobInfo:
         if task.status in ALLOCATED_STATUSES:
             self.allocated += task.req
         if self.role_counts is not None:
+            task.role = task.pod.task_role
             self.role_counts.setdefault(task.role, [0] * len(TaskStatus))[task.status] += 1
 
     def set_status(self, task: TaskInfo, status: TaskStatus) -> None:

@@ -116,8 +116,9 @@ class Gang(Plugin):
     def _gang_message(job: JobInfo) -> str:
         failed = next((t for t in job.tasks.values() if t.status == TaskStatus.PENDING and t.fit_error), None)
         detail = f"; {failed.pod.key}: {failed.fit_error}" if failed else ""
-        if job.fit_count is not None and job.fit_count >= job.min_member and job.task_min:
-            role = next((r for r in sorted(job.task_min) if failed is None or failed.role == r), "")
-            return (f"gang {job.uid}: {job.fit_count} of {job.min_member} required members fit, but not the "
-                    f"minTaskMember {job.task_min.get(role, 0)} of task {role!r}{detail}")
+        short = job.role_counts is not None and job.role_shortfall(_PIPELINED)
+        if short:
+            role, have, need = short
+            return (f"gang {job.uid}: {job.fit_count} of {job.min_member} required members fit; task {role!r} has "
+                    f"{have} of its minTaskMember {need}{detail}")
         return f"gang {job.uid}: {job.fit_count} of {job.min_member} required members fit{detail}"

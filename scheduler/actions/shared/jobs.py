@@ -4,7 +4,6 @@ allocate, backfill, preempt and reclaim."""
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import Any
 
 from proto.vocab.placement import REVOCABLE_ZONE_LABEL
 from scheduler.framework.args import Arg
@@ -18,20 +17,14 @@ PREDICATE_ERROR_CACHE = Arg(
     "predicateErrorCacheEnable", "bool", True, "reuse a task role's predicate failures per node",
     ignored="Scoria checks a task against every node at once and remembers a task shape that found no node "
             "within the action whatever this says; there is no per-node error cache to turn off")
-# A task's role in its job (Volcano Job task name): the pod's annotation, else its label (Volcano's getTaskRole).
-TASK_SPEC_KEY = "volcano.sh/task-spec"
-
-
 def task_role(task: TaskInfo) -> str:
-    """The task's role in its job, "" when it has none."""
-    pod = task.pod
-    return pod.annotations.get(TASK_SPEC_KEY) or pod.labels.get(TASK_SPEC_KEY) or ""
+    """The task's role in its job (``volcano.sh/task-spec``), "" when it has none."""
+    return task.pod.task_role
 
 
 def min_task_members(job: JobInfo) -> dict[str, int]:
-    """Per-role minimums (PodGroup ``spec.minTaskMember``), empty while jobs do not carry them."""
-    members: Any = getattr(job, "min_task_member", None)
-    return dict(members) if members else {}
+    """Per-role minimums as the PodGroup states them (``spec.minTaskMember``), zeros left out."""
+    return {role: n for role, n in job.group.min_task_member.items() if n > 0} if job.group is not None else {}
 
 
 def could_become_ready(job: JobInfo, failed_roles: Collection[str]) -> bool:

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from scheduler.actions.shared.jobs import TASK_SPEC_KEY, could_become_ready
+from scheduler.actions.shared.jobs import could_become_ready
+from scheduler.api.objects import TASK_SPEC_KEY
 from scheduler.framework.config import parse_config
 from scheduler.framework.snapshot import TaskStatus
 from tests.scheduler.actions.helpers import bound, run, with_
@@ -70,11 +71,15 @@ def test_a_role_that_found_no_node_is_not_searched_again() -> None:
     assert task(ssn, "default/ps-1").fit_error == task(ssn, "default/ps-0").fit_error
 
 
-# -- could_become_ready, on stand-in jobs (per-role minimums are not on JobInfo yet) -----------------------
+# -- could_become_ready, on stand-in jobs: only what it reads -----------------------------------------------
 @dataclass
 class FakePod:
     annotations: dict = field(default_factory=dict)
     labels: dict = field(default_factory=dict)
+
+    @property
+    def task_role(self) -> str:
+        return self.annotations.get(TASK_SPEC_KEY) or self.labels.get(TASK_SPEC_KEY) or ""
 
 
 @dataclass
@@ -89,6 +94,10 @@ class FakeJob:
     min_member: int
     tasks: dict
     min_task_member: dict = field(default_factory=dict)
+
+    @property
+    def group(self) -> FakeJob:  # the PodGroup's spec.minTaskMember, as could_become_ready reads it
+        return self
 
     @property
     def ready_num(self) -> int:
