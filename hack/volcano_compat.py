@@ -58,6 +58,14 @@ FLAG_READERS: dict[str, tuple[str, ...]] = {"enableHierarchy": ("capacity", "drf
                                             "enableNamespaceOrder": ("drf",)}
 
 
+def _declared_reason(owner: type, key: str, reason: str) -> str:
+    """The owner's own word on a key it accepts without acting on it (its Arg's ``ignored``), else ``reason``."""
+    for arg in getattr(owner, "arguments", {}).values():
+        if arg.key == key and (arg.ignored or arg.unsupported):
+            return arg.ignored or arg.unsupported
+    return reason
+
+
 def _status(kind: str, name: str, key: str, reason: str, acts: bool) -> str:
     why = DIFFERENT.get((kind, name, key))
     if why:
@@ -77,6 +85,7 @@ def rows() -> list[tuple[str, str, str]]:
         action = ACTIONS[name]
         out.append((f"action `{name}`", "", _status("action", name, "", "", True)))
         for key, reason in sorted(VOLCANO_ACTION_ARGUMENTS[name].items()):
+            reason = _declared_reason(action, key, reason)
             out.append((f"action `{name}`", f"`{key}`", _status("action", name, key, reason, action.implements(key))))
     for name in sorted(VOLCANO_PLUGIN_ARGUMENTS):
         if name in PLACEHOLDER_PLUGINS and name not in PLUGINS:
@@ -86,6 +95,7 @@ def rows() -> list[tuple[str, str, str]]:
         out.append((f"plugin `{name}`", "", _status("plugin", name, "", "", True)))
         for key, reason in sorted(VOLCANO_PLUGIN_ARGUMENTS[name].items()):
             shown = f"`{key}<name>`" if key.endswith(".") else f"`{key}`"
+            reason = _declared_reason(plugin, key, reason)
             out.append((f"plugin `{name}`", shown, _status("plugin", name, key, reason, plugin.implements(key))))
         for flag in sorted(f for f, readers in FLAG_READERS.items() if name in readers):
             out.append((f"plugin `{name}`", f"`{flag}: true`", _status("plugin", name, flag, "", True)))
