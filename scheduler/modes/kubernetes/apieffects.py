@@ -133,15 +133,42 @@ class KubeEffects:
                 log.info("bind %s/%s -> %s: bound already; the watch will say where", namespace, name, node)
                 return
             log.warning("bind %s/%s -> %s refused: %s %s", namespace, name, node, exc.status, exc.reason)
+            if exc.status == 404:
+                self._bind_not_found(namespace, name, uid, node, exc)
+                return
             self.cache.unbind(uid)
-            if exc.status != 404:
-                self._event(namespace, name, uid, "Warning", "FailedScheduling", f"binding to {node} rejected: "
-                            f"{exc.status} {exc.reason}")
+            self._event(namespace, name, uid, "Warning", "FailedScheduling", f"binding to {node} rejected: "
+                        f"{exc.status} {exc.reason}")
         except Exception as exc:  # no answer: the bind may or may not have happened; ask before undoing it
             self.metrics.kube_write("bind", "failed")
             log.warning("bind %s/%s -> %s: no answer (%s)", namespace, name, node, exc)
             if not self._bound_on_server(namespace, name, uid):
                 self.cache.unbind(uid)
+
+    def _bind_not_found(self, namespace: str, name: str, uid: str, node: str, exc: Exception) -> None:
+        """A 404 from binding: ask for the pod instead of guessing.
+
+        Gone, or recreated under its name (another uid): this pod is forgotten, so no cycle binds it
+        again (the watch brings any new one).  Still there, or the answer is unknown: the assumption is
+        dropped and an event says why, so a retry is not silent.
+        """
+        from kubernetes.client.exceptions import ApiException
+        try:
+            resp = self._call(self.core.read_namespaced_pod, name, namespace, _preload_content=False)
+            current = json.loads(resp.data).get("metadata", {}).get("uid")
+        except ApiException as read:
+            current = None if read.status == 404 else ""
+        except Exception:
+            current = ""  # unknown
+        if current is None or (current and current != uid):
+            log.info("bind %s/%s: the pod is gone%s; forgetting it", namespace, name,
+                     " (recreated under its name)" if current else "")
+            self.cache.remove_pod(uid)
+            return
+        self.cache.unbind(uid)
+        self._event(namespace, name, uid, "Warning", "FailedScheduling",
+                    f"binding to {node} rejected: 404 {getattr(exc, 'reason', '')}; the pod is still there, "
+                    "scheduling it again")
 
     def _bound_on_server(self, namespace: str, name: str, uid: str) -> bool:
         """Is the pod (this uid) bound on the server?  Unknown (unreachable) counts as not."""

@@ -285,6 +285,34 @@ def test_bind_refused_by_the_server_is_undone_in_the_cache(api, harness) -> None
     assert h.node_of("p") == "n1"
 
 
+def test_a_404_from_binding_a_pod_that_is_gone_forgets_it(api, harness) -> None:
+    """Issue 16 item 3: a 404 was read as "pod gone" but the pod stayed in the cache and was bound again every
+    cycle, silently.  Now the pod is read back: gone (404 again) means forgotten, no further binds."""
+    api.put(node("n1", allocatable={"cpu": "4", "memory": "16Gi", "pods": "110"}))
+    api.put(pending_pod("p"))
+    h = harness()
+    assert h.kube.source.wait_synced(10)
+    api.fail("POST", "/api/v1/namespaces/default/pods/p/binding", status=404, times=None)
+    api.fail("GET", "/api/v1/namespaces/default/pods/p", status=404, times=None, watch=False)
+    for _ in range(3):
+        h.cycle()
+    assert api.count(plural="pods", verb="create", subresource="binding") == 1
+    assert not [p for p in h.cache.pods.values() if p.name == "p"]
+
+
+def test_a_404_from_binding_a_pod_still_there_is_said_and_retried(api, harness) -> None:
+    api.put(node("n1", allocatable={"cpu": "4", "memory": "16Gi", "pods": "110"}))
+    api.put(pending_pod("p"))
+    h = harness()
+    assert h.kube.source.wait_synced(10)
+    api.fail("POST", "/api/v1/namespaces/default/pods/p/binding", status=404)
+    h.cycle()
+    failed = [e for e in api.objects("events") if e["reason"] == "FailedScheduling"]
+    assert failed and "404" in failed[0]["message"] and "still there" in failed[0]["message"]
+    h.cycle()
+    assert h.node_of("p") == "n1"
+
+
 def test_agent_publishes_batch_resources_and_taints_its_node(api) -> None:
     from agent.kubernetes.node import NodeResources, NodeTaint
 
