@@ -85,7 +85,7 @@ VOLCANO_CRDS = {
                     ("RUNNINGS", "integer", ".status.running", 0), ("AGE", "date", ".metadata.creationTimestamp", 0),
                     ("QUEUE", "string", ".spec.queue", 1)],
         "spec": {"minMember", "minResources", "minTaskMember", "queue", "priorityClassName", "networkTopology",
-                 "preemptable"},
+                 "preemptable", "subGroupPolicy"},
         "status": {"phase", "conditions", "running", "succeeded", "failed"},
     },
     "queues.scheduling.volcano.sh": {
@@ -748,3 +748,33 @@ def test_example_pods_are_scorias_and_it_reads_them(path, doc):
         parse_object(pod, path)
     if doc["kind"] in ("PodGroup", "Queue"):
         parse_object(doc, path)
+
+
+@pytest.mark.parametrize("plural", ["podgroups", "queues"])
+def test_our_crds_keep_every_field_of_volcanos(plural: str) -> None:
+    """Issue 16 item 4: installed instead of Volcano's, our CRD must prune nothing Volcano's keeps (every field
+    path with the same type), and show Volcano's printer columns and subresources.  The reference is Volcano's
+    CRD reduced to those facts (tests/fixtures/volcano-crds, naming its source and commit)."""
+    import json
+
+    volcano = json.loads((ROOT / "tests" / "fixtures" / "volcano-crds" / f"{plural}.json").read_text())
+    ours = yaml.safe_load((CRDS / f"scheduling.volcano.sh_{plural}.yaml").read_text())
+    version = next(v for v in ours["spec"]["versions"] if v["name"] == volcano["version"])
+
+    def fields(schema: dict, path: str = "") -> dict[str, str | None]:
+        out = {path or ".": schema.get("type")}
+        for key, sub in (schema.get("properties") or {}).items():
+            out.update(fields(sub, f"{path}.{key}"))
+        if isinstance(schema.get("items"), dict):
+            out.update(fields(schema["items"], path + "[]"))
+        if isinstance(schema.get("additionalProperties"), dict):
+            out.update(fields(schema["additionalProperties"], path + "{}"))
+        return out
+
+    have = fields(version["schema"]["openAPIV3Schema"])
+    missing = sorted(set(volcano["fields"]) - set(have))
+    assert not missing, f"our {plural} CRD would prune {missing}"
+    assert {p: t for p, t in volcano["fields"].items() if have[p] != t} == {}
+    assert [{k: c[k] for k in ("name", "type", "jsonPath")} for c in version.get("additionalPrinterColumns", [])] \
+        == volcano["printerColumns"]
+    assert (version.get("subresources") or {}) == volcano["subresources"]
