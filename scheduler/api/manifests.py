@@ -519,8 +519,9 @@ def _spread_constraints(f: _Fields, raw: list, path: str) -> tuple[SpreadConstra
         if max_skew is None or max_skew < 1:
             raise f.fail(f"{cpath}.maxSkew", f"must be an integer greater than 0, got {max_skew!r}")
         key = f.get(item, cpath, "topologyKey", str, "")
-        if not key or (problem := names.qualified_name(key)):
-            raise f.fail(f"{cpath}.topologyKey", f"must be a label key: {problem or 'empty'}")
+        problem = names.qualified_name(key) if key else "empty"
+        if problem:
+            raise f.fail(f"{cpath}.topologyKey", f"must be a label key: {problem}")
         action = item.get("whenUnsatisfiable")
         if action not in SPREAD_ACTIONS:
             raise f.fail(f"{cpath}.whenUnsatisfiable", f"must be one of {', '.join(SPREAD_ACTIONS)}, got {action!r}")

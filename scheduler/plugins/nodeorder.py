@@ -95,8 +95,8 @@ class NodeOrder(Plugin):
     def score_key(self, task: TaskInfo) -> tuple:
         """Tasks with equal keys score every node alike (request vectors are shared per session)."""
         a = self.args
-        key = (id(task.req), task.pod.preferred_terms if a.affinity else None,
-               task.pod.tolerations if a.taint and self.soft_taints else None)
+        key: tuple = (id(task.req), task.pod.preferred_terms if a.affinity else None,
+                      task.pod.tolerations if a.taint and self.soft_taints else None)
         soft = self._spread_rules(task)
         if soft:  # spread scores move with the counts, and one node's depends on the others'
             key += (task.sig, task.pod.namespace, soft, self.spread_counts.version)
