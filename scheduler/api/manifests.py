@@ -31,6 +31,7 @@ from scheduler.api.objects import (
     DEFAULT_QUEUE,
     QUEUE_NAME_ANNOTATION,
     Condition,
+    LabelSelector,
     Node,
     Pod,
     PodGroup,
@@ -39,6 +40,7 @@ from scheduler.api.objects import (
     QueueAffinity,
     Requirement,
     SelectorTerm,
+    SpreadConstraint,
     Taint,
     Toleration,
 )
@@ -342,6 +344,8 @@ def _pod(doc: dict, f: _Fields, meta: dict) -> Pod:
         nominated_node=f.get(status, "status", "nominatedNodeName", str, ""),
         resource_version=str(meta.get("resourceVersion") or ""),
         preemptable=may_preempt, preemption_policy=preemption_policy, resource_claims=claims,
+        spread_constraints=_spread_constraints(f, f.get(spec, "spec", "topologySpreadConstraints", list, []),
+                                               "spec.topologySpreadConstraints"),
     )
 
 
@@ -488,6 +492,81 @@ def _requirement(f: _Fields, expr: Any, path: str, is_field: bool) -> Requiremen
     if op in ("Gt", "Lt") and (len(values) != 1 or not _INTEGER.fullmatch(values[0])):
         raise f.fail(f"{path}.values", f"operator {op} needs exactly one integer value")
     return Requirement(expr["key"], op, values, is_field)
+
+
+SPREAD_ACTIONS = ("DoNotSchedule", "ScheduleAnyway")
+INCLUSION_POLICIES = ("Honor", "Ignore")
+LABEL_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
+def spread_constraints(raw: Any, source: str, path: str) -> tuple[SpreadConstraint, ...]:
+    """Topology spread constraints written as in a pod's spec (a list of mappings), as a plugin argument reads them."""
+    f = _Fields(source, "")
+    if not isinstance(raw, list):
+        raise f.fail(path, f"expected a list of topology spread constraints, got {type(raw).__name__}")
+    return _spread_constraints(f, raw, path)
+
+
+def _spread_constraints(f: _Fields, raw: list, path: str) -> tuple[SpreadConstraint, ...]:
+    """``topologySpreadConstraints``, checked as the API server validates them."""
+    out = []
+    seen: set[tuple[str, str]] = set()
+    for i, item in enumerate(raw):
+        cpath = f"{path}[{i}]"
+        if not isinstance(item, dict):
+            raise f.fail(cpath, "expected a topology spread constraint (a mapping)")
+        max_skew = f.get(item, cpath, "maxSkew", int)
+        if max_skew is None or max_skew < 1:
+            raise f.fail(f"{cpath}.maxSkew", f"must be an integer greater than 0, got {max_skew!r}")
+        key = f.get(item, cpath, "topologyKey", str, "")
+        problem = names.qualified_name(key) if key else "empty"
+        if problem:
+            raise f.fail(f"{cpath}.topologyKey", f"must be a label key: {problem}")
+        action = item.get("whenUnsatisfiable")
+        if action not in SPREAD_ACTIONS:
+            raise f.fail(f"{cpath}.whenUnsatisfiable", f"must be one of {', '.join(SPREAD_ACTIONS)}, got {action!r}")
+        if (key, action) in seen:
+            raise f.fail(cpath, f"duplicate constraint for topologyKey {key!r} and whenUnsatisfiable {action}")
+        seen.add((key, action))
+        min_domains = f.get(item, cpath, "minDomains", int)
+        if min_domains is not None:
+            if min_domains < 1:
+                raise f.fail(f"{cpath}.minDomains", f"must be greater than 0, got {min_domains}")
+            if action != "DoNotSchedule":
+                raise f.fail(f"{cpath}.minDomains", "may be set only with whenUnsatisfiable DoNotSchedule")
+        policies = []
+        for name, default in (("nodeAffinityPolicy", "Honor"), ("nodeTaintsPolicy", "Ignore")):
+            value = f.get(item, cpath, name, str, default)
+            if value not in INCLUSION_POLICIES:
+                raise f.fail(f"{cpath}.{name}", f"must be Honor or Ignore, got {value!r}")
+            policies.append(value)
+        selector = None
+        if item.get("labelSelector") is not None:
+            selector = _label_selector(f, f.mapping(item, cpath, "labelSelector"), f"{cpath}.labelSelector")
+        match_keys = tuple(f.text(k, f"{cpath}.matchLabelKeys[{j}]")
+                           for j, k in enumerate(f.get(item, cpath, "matchLabelKeys", list, [])))
+        if match_keys and selector is None:
+            raise f.fail(f"{cpath}.matchLabelKeys", "needs a labelSelector")
+        for j, k in enumerate(match_keys):
+            if problem := names.qualified_name(k):
+                raise f.fail(f"{cpath}.matchLabelKeys[{j}]", problem)
+            if selector is not None and (any(k == lk for lk, _ in selector.match_labels)
+                                         or any(k == r.key for r in selector.match_expressions)):
+                raise f.fail(f"{cpath}.matchLabelKeys[{j}]", f"{k!r} exists in both matchLabelKeys and labelSelector")
+        out.append(SpreadConstraint(max_skew, key, action, selector, match_keys, min_domains or 1, *policies))
+    return tuple(out)
+
+
+def _label_selector(f: _Fields, raw: dict, path: str) -> LabelSelector:
+    labels = f.labels(raw, path, "matchLabels")
+    exprs = []
+    for i, expr in enumerate(f.get(raw, path, "matchExpressions", list, [])):
+        epath = f"{path}.matchExpressions[{i}]"
+        if isinstance(expr, dict) and expr.get("operator") not in LABEL_SELECTOR_OPERATORS:
+            raise f.fail(f"{epath}.operator", f"must be one of {', '.join(LABEL_SELECTOR_OPERATORS)}, "
+                                              f"got {expr.get('operator')!r}")
+        exprs.append(_requirement(f, expr, epath, False))
+    return LabelSelector(tuple(sorted(labels.items())), tuple(exprs))
 
 
 def _tolerations(f: _Fields, spec: dict) -> tuple[Toleration, ...]:

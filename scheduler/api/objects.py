@@ -68,6 +68,54 @@ class SelectorTerm:
     requirements: tuple[Requirement, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """A ``metav1.LabelSelector``: ``matchLabels`` and ``matchExpressions`` (In, NotIn, Exists, DoesNotExist),
+    all of which must hold.  With neither it selects every pod."""
+
+    match_labels: tuple[tuple[str, str], ...] = ()
+    match_expressions: tuple[Requirement, ...] = ()
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        for key, value in self.match_labels:
+            if labels.get(key) != value:
+                return False
+        for req in self.match_expressions:
+            have = labels.get(req.key)
+            op = req.operator
+            if op == "In" and have not in req.values:
+                return False
+            if op == "NotIn" and have is not None and have in req.values:
+                return False
+            if op == "Exists" and have is None:
+                return False
+            if op == "DoesNotExist" and have is not None:
+                return False
+        return True
+
+    @property
+    def empty(self) -> bool:
+        return not self.match_labels and not self.match_expressions
+
+
+@dataclass(frozen=True, slots=True)
+class SpreadConstraint:
+    """One entry of a pod's ``spec.topologySpreadConstraints``, defaults filled in as kube-scheduler reads them."""
+
+    max_skew: int
+    topology_key: str
+    when_unsatisfiable: str  # DoNotSchedule (a filter) or ScheduleAnyway (a score)
+    selector: LabelSelector | None = None  # None: labelSelector not set (selects no pod)
+    match_label_keys: tuple[str, ...] = ()
+    min_domains: int = 1
+    node_affinity_policy: str = "Honor"  # Honor: only nodes matching the pod's node affinity/selector count
+    node_taints_policy: str = "Ignore"  # Honor: only nodes whose NoSchedule/NoExecute taints the pod tolerates
+
+    @property
+    def hard(self) -> bool:
+        return self.when_unsatisfiable == "DoNotSchedule"
+
+
 @dataclass(slots=True)
 class Node:
     name: str
@@ -104,6 +152,7 @@ class Pod:
     preemptable: bool = True
     preemption_policy: str = "PreemptLowerPriority"  # spec.preemptionPolicy: Never never evicts anyone
     resource_claims: tuple[str, ...] = ()  # spec.resourceClaims[].name (dynamic resource allocation)
+    spread_constraints: tuple[SpreadConstraint, ...] = ()  # spec.topologySpreadConstraints
     # Written by the scheduler.
     nominated_node: str = ""  # where preemption/reclaim made room for it (status.nominatedNodeName)
     reason: str | None = None

@@ -4,20 +4,26 @@ Each score is 0-100 and multiplied by its weight (Volcano's argument names):
 ``leastrequested`` favours free nodes (spreading), ``mostrequested`` full ones,
 ``balancedresource`` nodes whose CPU and memory end up equally used,
 ``nodeaffinity`` preferred node-affinity terms, ``tainttoleration`` nodes
-with fewer untolerated ``PreferNoSchedule`` taints.
+with fewer untolerated ``PreferNoSchedule`` taints, ``podtopologyspread`` nodes
+whose topology domains hold fewer of the pods a ``ScheduleAnyway`` spread
+constraint selects (kube-scheduler's PodTopologySpread score, normalised over
+the nodes passing the pod's node selector, affinity and taints).
+``podtopologyspread.defaultConstraints`` (Scoria's; see the predicates plugin)
+gives ScheduleAnyway constraints for pods without any of their own.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from scheduler.framework.args import Arg
+from scheduler.framework.args import Arg, Args
 from scheduler.framework.nodeindex import first_untolerated
 from scheduler.framework.plugin import Plugin
 from scheduler.framework.snapshot import TaskInfo
+from scheduler.plugins.shared import topologyspread
 from scheduler.plugins.shared.nodefill import used_fractions
 
 if TYPE_CHECKING:
@@ -25,19 +31,21 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 _NOT_IMPLEMENTED = "Scoria's nodeorder does not implement this score; it counts as 0"
+SPREAD_DEFAULTS_KEY = "podtopologyspread.defaultConstraints"
 
 
 class NodeOrder(Plugin):
     name = "nodeorder"
-    hooks = ("node_order",)
+    hooks = ("node_order", "on_allocate", "on_deallocate")
     arguments = {
+        "spread": Arg("podtopologyspread.weight", "float", 2.0, minimum=0),
         "least": Arg("leastrequested.weight", "float", 1.0, minimum=0),
         "most": Arg("mostrequested.weight", "float", 0.0, minimum=0),
         "balanced": Arg("balancedresource.weight", "float", 1.0, minimum=0),
         "affinity": Arg("nodeaffinity.weight", "float", 1.0, minimum=0),
         "taint": Arg("tainttoleration.weight", "float", 1.0, minimum=0),
         **{name: Arg(f"{name}.weight", "float", 0.0, minimum=0, ignored=_NOT_IMPLEMENTED)
-           for name in ("podaffinity", "imagelocality", "selectorspread", "podtopologyspread")},
+           for name in ("podaffinity", "imagelocality", "selectorspread")},
     }
 
     def open(self, ssn: Session) -> None:
@@ -51,12 +59,48 @@ class NodeOrder(Plugin):
         self.soft_taints = list(groups.items())
         self._untolerated: dict[tuple, np.ndarray] = {}
         self._preferred: dict[tuple, np.ndarray] = {}
+        self.spread_counts = topologyspread.SpreadCounts(ssn.nodes, ssn.node_index)
+        self._spread_defaults = getattr(self.args, "spread_defaults", ())
+
+    @classmethod
+    def parse(cls, raw: dict[str, Any] | None) -> Args:
+        rest, defaults = topologyspread.parse_defaults(raw, SPREAD_DEFAULTS_KEY, False,
+                                                       "predicates' predicate.PodTopologySpreadDefaultConstraints")
+        args = super().parse(rest)
+        return Args({**args.as_dict(), "spread_defaults": defaults}, args.unimplemented, args.notes)
+
+    @classmethod
+    def implements(cls, key: str) -> bool:
+        return key == SPREAD_DEFAULTS_KEY or super().implements(key)
+
+    # -- pod topology spread (ScheduleAnyway) ---------------------------------------------------
+    def _spread_rules(self, task: TaskInfo) -> tuple[topologyspread.Rule, ...]:
+        if not self.args.spread or not (task.pod.spread_constraints or self._spread_defaults):
+            return ()
+        return topologyspread.rules(task.pod, False, self._spread_defaults)
+
+    def on_allocate(self, task: TaskInfo) -> None:
+        self.spread_counts.on_allocate(task)
+
+    def on_deallocate(self, task: TaskInfo) -> None:
+        self.spread_counts.on_deallocate(task)
+
+    def _spread_score(self, task: TaskInfo, soft: tuple[topologyspread.Rule, ...]) -> np.ndarray:
+        """Every node's spread score; the candidates are the nodes the pod's node-level filters admit."""
+        selector, terms, tolerations = task.sig
+        filtered = (self.index.schedulable_mask(tolerations) & self.index.tolerated_mask(tolerations)
+                    & self.index.affinity_mask(selector, terms))
+        return self.spread_counts.scores(task, soft, filtered)
 
     def score_key(self, task: TaskInfo) -> tuple:
         """Tasks with equal keys score every node alike (request vectors are shared per session)."""
         a = self.args
-        return (id(task.req), task.pod.preferred_terms if a.affinity else None,
-                task.pod.tolerations if a.taint and self.soft_taints else None)
+        key: tuple = (id(task.req), task.pod.preferred_terms if a.affinity else None,
+                      task.pod.tolerations if a.taint and self.soft_taints else None)
+        soft = self._spread_rules(task)
+        if soft:  # spread scores move with the counts, and one node's depends on the others'
+            key += (task.sig, task.pod.namespace, soft, self.spread_counts.version)
+        return key
 
     def node_order(self, task: TaskInfo, nodes: np.ndarray | None) -> np.ndarray:
         """Scores of ``nodes`` (all when None); each node's score depends on that node alone."""
@@ -80,6 +124,9 @@ class NodeOrder(Plugin):
             counts = self._untolerated_count(task)
             top = counts.max()
             score += a.taint * (100.0 - counts[sel] * (100.0 / top) if top > 0 else 100.0)
+        soft = self._spread_rules(task)
+        if soft:
+            score += a.spread * self._spread_score(task, soft)[sel]
         return score
 
     def _preferred_score(self, task: TaskInfo) -> np.ndarray:

@@ -9,31 +9,44 @@ these filters, as kube-scheduler does.
 
 Refusals are explained the way kube-scheduler does, in the same order it
 runs its filters: a node is counted under the first filter that rejects it.
+
+Pod topology spread (``predicate.PodTopologySpreadEnable``, on by default as in
+Volcano) refuses nodes where a ``DoNotSchedule`` constraint's skew would exceed
+its ``maxSkew`` (:mod:`scheduler.plugins.shared.topologyspread`); it depends on
+placements, so it is computed per call, and only for pods with such constraints.
+``predicate.PodTopologySpreadDefaultConstraints`` (a Scoria argument: Volcano
+hard-codes kube-scheduler's system defaults, which select pods by Services and
+ReplicaSets Scoria does not know) gives DoNotSchedule constraints for pods
+without any of their own, spreading the pods of each PodGroup.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from scheduler.framework.args import Arg
+from scheduler.framework.args import Arg, Args
 from scheduler.framework.plugin import Plugin
 from scheduler.framework.snapshot import TaskInfo
 from scheduler.framework.util import count_reason
+from scheduler.plugins.shared import topologyspread
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
 
 _UNSUPPORTED = ("GPUSharingEnable", "CacheEnable", "ProportionalEnable", "PodAffinityEnable",
-                "NodeVolumeLimitsEnable", "VolumeZoneEnable", "PodTopologySpreadEnable", "NodePortsEnable")
+                "NodeVolumeLimitsEnable", "VolumeZoneEnable", "NodePortsEnable")
+SPREAD_DEFAULTS_KEY = "predicate.PodTopologySpreadDefaultConstraints"
 
 
 class Predicates(Plugin):
     name = "predicates"
-    hooks = ("predicate", "predicate_reasons")
+    hooks = ("predicate", "predicate_reasons", "on_allocate", "on_deallocate")
     arguments = {
+        "pod_topology_spread": Arg("predicate.PodTopologySpreadEnable", "bool", True,
+                                   "filter on the pods' DoNotSchedule topology spread constraints"),
         "node_affinity": Arg("predicate.NodeAffinityEnable", "bool", True,
                              "filter on nodeSelector and required node affinity"),
         "taint_toleration": Arg("predicate.TaintTolerationEnable", "bool", True,
@@ -42,10 +55,35 @@ class Predicates(Plugin):
            for name in _UNSUPPORTED},
     }
 
+    @classmethod
+    def parse(cls, raw: dict[str, Any] | None) -> Args:
+        rest, defaults = topologyspread.parse_defaults(raw, SPREAD_DEFAULTS_KEY, True,
+                                                       "nodeorder's podtopologyspread.defaultConstraints")
+        args = super().parse(rest)
+        return Args({**args.as_dict(), "spread_defaults": defaults}, args.unimplemented, args.notes)
+
+    @classmethod
+    def implements(cls, key: str) -> bool:
+        return key == SPREAD_DEFAULTS_KEY or super().implements(key)
+
     def open(self, ssn: Session) -> None:
         self.index = ssn.node_index
         self.count = ssn.nodes.count
         self._static: dict[tuple, np.ndarray] = {}
+        self.spread = topologyspread.SpreadCounts(ssn.nodes, ssn.node_index)
+        self._spread_defaults = getattr(self.args, "spread_defaults", ())
+
+    # -- pod topology spread -------------------------------------------------------------------
+    def _spread_rules(self, task: TaskInfo) -> tuple[topologyspread.Rule, ...]:
+        if not self.args.pod_topology_spread or not (task.pod.spread_constraints or self._spread_defaults):
+            return ()
+        return topologyspread.rules(task.pod, True, self._spread_defaults)
+
+    def on_allocate(self, task: TaskInfo) -> None:
+        self.spread.on_allocate(task)
+
+    def on_deallocate(self, task: TaskInfo) -> None:
+        self.spread.on_deallocate(task)
 
     # -- the filter -----------------------------------------------------------------------
     def static_mask(self, task: TaskInfo) -> np.ndarray:
@@ -61,6 +99,9 @@ class Predicates(Plugin):
         return mask
 
     def predicate(self, task: TaskInfo, avail: np.ndarray | None) -> np.ndarray:
+        hard = self._spread_rules(task)
+        if hard:
+            return self.static_mask(task) & self.spread.filter_mask(task, hard)
         return self.static_mask(task)
 
     # -- the explanation ---------------------------------------------------------------------
@@ -78,6 +119,10 @@ class Predicates(Plugin):
         if self.args.node_affinity:
             matched = self.index.affinity_mask(selector, terms)
             count_reason(reasons, "node(s) didn't match Pod's node affinity/selector", left & ~matched)
+            left &= matched
+        hard = self._spread_rules(task)
+        if hard:
+            reasons.update(self.spread.filter_reasons(task, hard, left))
         return reasons
 
     def close(self, ssn: Session) -> None:
