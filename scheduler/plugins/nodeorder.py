@@ -4,7 +4,9 @@ Each score is 0-100 and multiplied by its weight (Volcano's argument names):
 ``leastrequested`` favours free nodes (spreading), ``mostrequested`` full ones,
 ``balancedresource`` nodes whose CPU and memory end up equally used,
 ``nodeaffinity`` preferred node-affinity terms, ``tainttoleration`` nodes
-with fewer untolerated ``PreferNoSchedule`` taints.
+with fewer untolerated ``PreferNoSchedule`` taints, ``podaffinity``
+kube-scheduler's InterPodAffinity score (preferred inter-pod affinity and
+anti-affinity, the pod's and placed pods', normalised to 0-100).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from scheduler.framework.nodeindex import first_untolerated
 from scheduler.framework.plugin import Plugin
 from scheduler.framework.snapshot import TaskInfo
 from scheduler.plugins.shared.nodefill import used_fractions
+from scheduler.plugins.shared.podaffinity import PodAffinityState, normalized, state_of
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
@@ -29,15 +32,16 @@ _NOT_IMPLEMENTED = "Scoria's nodeorder does not implement this score; it counts 
 
 class NodeOrder(Plugin):
     name = "nodeorder"
-    hooks = ("node_order",)
+    hooks = ("node_order", "on_allocate", "on_deallocate")
     arguments = {
         "least": Arg("leastrequested.weight", "float", 1.0, minimum=0),
         "most": Arg("mostrequested.weight", "float", 0.0, minimum=0),
         "balanced": Arg("balancedresource.weight", "float", 1.0, minimum=0),
         "affinity": Arg("nodeaffinity.weight", "float", 1.0, minimum=0),
         "taint": Arg("tainttoleration.weight", "float", 1.0, minimum=0),
+        "podaffinity": Arg("podaffinity.weight", "float", 2.0, minimum=0),
         **{name: Arg(f"{name}.weight", "float", 0.0, minimum=0, ignored=_NOT_IMPLEMENTED)
-           for name in ("podaffinity", "imagelocality", "selectorspread", "podtopologyspread")},
+           for name in ("imagelocality", "selectorspread", "podtopologyspread")},
     }
 
     def open(self, ssn: Session) -> None:
@@ -51,12 +55,37 @@ class NodeOrder(Plugin):
         self.soft_taints = list(groups.items())
         self._untolerated: dict[tuple, np.ndarray] = {}
         self._preferred: dict[tuple, np.ndarray] = {}
+        self.interpod: PodAffinityState | None = state_of(ssn) if self.args.podaffinity else None
+
+    # -- inter-pod affinity: the counts follow every placement ------------------------------
+    def on_allocate(self, task: TaskInfo) -> None:
+        if self.interpod is not None:
+            self.interpod.on_allocate(task)
+
+    def on_deallocate(self, task: TaskInfo) -> None:
+        if self.interpod is not None:
+            self.interpod.on_deallocate(task)
+
+    def _interpod_key(self, task: TaskInfo) -> int | None:
+        """The placements the pod's affinity score reads have this version (None: it scores 0 everywhere)."""
+        interpod = self.interpod
+        if interpod is None or not interpod.scores_matter(task.pod):
+            return None
+        return interpod.version
+
+    def _interpod_score(self, task: TaskInfo) -> np.ndarray | None:
+        assert self.interpod is not None
+        raw = self.interpod.raw_score(task.pod)
+        return None if raw is None else normalized(raw)
 
     def score_key(self, task: TaskInfo) -> tuple:
         """Tasks with equal keys score every node alike (request vectors are shared per session)."""
         a = self.args
         return (id(task.req), task.pod.preferred_terms if a.affinity else None,
-                task.pod.tolerations if a.taint and self.soft_taints else None)
+                task.pod.tolerations if a.taint and self.soft_taints else None,
+                None if self._interpod_key(task) is None else (task.pod.pod_affinity, task.pod.namespace,
+                                                               tuple(sorted(task.pod.labels.items())),
+                                                               self._interpod_key(task)))
 
     def node_order(self, task: TaskInfo, nodes: np.ndarray | None) -> np.ndarray:
         """Scores of ``nodes`` (all when None); each node's score depends on that node alone."""
@@ -80,6 +109,10 @@ class NodeOrder(Plugin):
             counts = self._untolerated_count(task)
             top = counts.max()
             score += a.taint * (100.0 - counts[sel] * (100.0 / top) if top > 0 else 100.0)
+        if self._interpod_key(task) is not None:
+            interpod = self._interpod_score(task)
+            if interpod is not None:
+                score += a.podaffinity * interpod[sel]
         return score
 
     def _preferred_score(self, task: TaskInfo) -> np.ndarray:

@@ -2,7 +2,10 @@
 
 Cordoned nodes, untolerated ``NoSchedule``/``NoExecute`` taints, and
 ``nodeSelector`` and required node affinity.  They do not depend on
-placements and are computed once per pod signature.  Resource fit — every
+placements and are computed once per pod signature.  Required inter-pod
+affinity and anti-affinity (``predicate.PodAffinityEnable``, on by default as
+in Volcano) do: they are counted per topology domain and kept in step with
+every placement of the session (``scheduler.plugins.shared.podaffinity``).  Resource fit — every
 resource the pod requests, the node's pod count included — is not here: the
 session checks it whatever plugins are configured (``Session.fit``), after
 these filters, as kube-scheduler does.
@@ -22,22 +25,31 @@ from scheduler.framework.args import Arg
 from scheduler.framework.plugin import Plugin
 from scheduler.framework.snapshot import TaskInfo
 from scheduler.framework.util import count_reason
+from scheduler.plugins.shared.podaffinity import (
+    AFFINITY_REASON,
+    ANTI_AFFINITY_REASON,
+    EXISTING_ANTI_AFFINITY_REASON,
+    PodAffinityState,
+    state_of,
+)
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
 
-_UNSUPPORTED = ("GPUSharingEnable", "CacheEnable", "ProportionalEnable", "PodAffinityEnable",
+_UNSUPPORTED = ("GPUSharingEnable", "CacheEnable", "ProportionalEnable",
                 "NodeVolumeLimitsEnable", "VolumeZoneEnable", "PodTopologySpreadEnable", "NodePortsEnable")
 
 
 class Predicates(Plugin):
     name = "predicates"
-    hooks = ("predicate", "predicate_reasons")
+    hooks = ("predicate", "predicate_reasons", "on_allocate", "on_deallocate")
     arguments = {
         "node_affinity": Arg("predicate.NodeAffinityEnable", "bool", True,
                              "filter on nodeSelector and required node affinity"),
         "taint_toleration": Arg("predicate.TaintTolerationEnable", "bool", True,
                                 "filter out nodes with untolerated NoSchedule/NoExecute taints"),
+        "pod_affinity": Arg("predicate.PodAffinityEnable", "bool", True,
+                            "filter on required inter-pod affinity and anti-affinity, existing pods' too"),
         **{name: Arg(f"predicate.{name}", "bool", False, unsupported="Scoria's predicates do not implement it")
            for name in _UNSUPPORTED},
     }
@@ -46,6 +58,7 @@ class Predicates(Plugin):
         self.index = ssn.node_index
         self.count = ssn.nodes.count
         self._static: dict[tuple, np.ndarray] = {}
+        self.interpod: PodAffinityState | None = state_of(ssn) if self.args.pod_affinity else None
 
     # -- the filter -----------------------------------------------------------------------
     def static_mask(self, task: TaskInfo) -> np.ndarray:
@@ -61,7 +74,21 @@ class Predicates(Plugin):
         return mask
 
     def predicate(self, task: TaskInfo, avail: np.ndarray | None) -> np.ndarray:
-        return self.static_mask(task)
+        mask = self.static_mask(task)
+        if self.interpod is not None and self.interpod.active:
+            verdict = self.interpod.verdict(task.pod)
+            if verdict is not None and verdict.ok is not None:
+                return mask & verdict.ok
+        return mask
+
+    # -- inter-pod affinity: the counts follow every placement ------------------------------
+    def on_allocate(self, task: TaskInfo) -> None:
+        if self.interpod is not None:
+            self.interpod.on_allocate(task)
+
+    def on_deallocate(self, task: TaskInfo) -> None:
+        if self.interpod is not None:
+            self.interpod.on_deallocate(task)
 
     # -- the explanation ---------------------------------------------------------------------
     def predicate_reasons(self, task: TaskInfo, avail: np.ndarray | None, among: np.ndarray) -> Counter:
@@ -78,7 +105,23 @@ class Predicates(Plugin):
         if self.args.node_affinity:
             matched = self.index.affinity_mask(selector, terms)
             count_reason(reasons, "node(s) didn't match Pod's node affinity/selector", left & ~matched)
+            left &= matched
+        if self.interpod is not None:
+            self._interpod_reasons(task, left, reasons)
         return reasons
+
+    def _interpod_reasons(self, task: TaskInfo, left: np.ndarray, reasons: Counter) -> None:
+        """kube-scheduler's InterPodAffinity filter: a node is refused for the first rule it breaks."""
+        assert self.interpod is not None
+        verdict = self.interpod.verdict(task.pod)
+        if verdict is None:
+            return
+        left = left.copy()
+        for mask, reason in ((verdict.affinity, AFFINITY_REASON), (verdict.anti, ANTI_AFFINITY_REASON),
+                             (verdict.existing, EXISTING_ANTI_AFFINITY_REASON)):
+            if mask is not None:
+                count_reason(reasons, reason, left & ~mask)
+                left &= mask
 
     def close(self, ssn: Session) -> None:
         self._static.clear()
