@@ -55,7 +55,9 @@ class NodeOrder(Plugin):
         self.soft_taints = list(groups.items())
         self._untolerated: dict[tuple, np.ndarray] = {}
         self._preferred: dict[tuple, np.ndarray] = {}
-        self.interpod: PodAffinityState | None = state_of(ssn) if self.args.podaffinity else None
+        interpod = state_of(ssn) if self.args.podaffinity else None
+        # None when no pod of the session has a term: then it costs nothing
+        self.interpod: PodAffinityState | None = interpod if interpod is not None and interpod.active else None
 
     # -- inter-pod affinity: the counts follow every placement ------------------------------
     def on_allocate(self, task: TaskInfo) -> None:

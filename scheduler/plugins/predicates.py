@@ -58,7 +58,9 @@ class Predicates(Plugin):
         self.index = ssn.node_index
         self.count = ssn.nodes.count
         self._static: dict[tuple, np.ndarray] = {}
-        self.interpod: PodAffinityState | None = state_of(ssn) if self.args.pod_affinity else None
+        interpod = state_of(ssn) if self.args.pod_affinity else None
+        # None when no pod of the session has a term: then it costs nothing
+        self.interpod: PodAffinityState | None = interpod if interpod is not None and interpod.active else None
 
     # -- the filter -----------------------------------------------------------------------
     def static_mask(self, task: TaskInfo) -> np.ndarray:
@@ -75,7 +77,7 @@ class Predicates(Plugin):
 
     def predicate(self, task: TaskInfo, avail: np.ndarray | None) -> np.ndarray:
         mask = self.static_mask(task)
-        if self.interpod is not None and self.interpod.active:
+        if self.interpod is not None:
             verdict = self.interpod.verdict(task.pod)
             if verdict is not None and verdict.ok is not None:
                 return mask & verdict.ok
