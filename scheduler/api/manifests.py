@@ -34,6 +34,8 @@ from scheduler.api.objects import (
     LabelSelector,
     Node,
     Pod,
+    PodAffinity,
+    PodAffinityTerm,
     PodGroup,
     PriorityClass,
     Queue,
@@ -346,7 +348,95 @@ def _pod(doc: dict, f: _Fields, meta: dict) -> Pod:
         preemptable=may_preempt, preemption_policy=preemption_policy, resource_claims=claims,
         spread_constraints=_spread_constraints(f, f.get(spec, "spec", "topologySpreadConstraints", list, []),
                                                "spec.topologySpreadConstraints"),
+        pod_affinity=_pod_affinity(f, spec, namespace, labels),
     )
+
+
+_LABEL_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
+def _pod_affinity(f: _Fields, spec: dict, namespace: str, labels: dict[str, str]) -> PodAffinity | None:
+    """``spec.affinity.podAffinity`` and ``podAntiAffinity``; None when neither has a term."""
+    affinity = f.mapping(spec, "spec", "affinity")
+    parts: dict[str, tuple[PodAffinityTerm, ...]] = {}
+    for kind, prefix in (("podAffinity", ""), ("podAntiAffinity", "anti_")):
+        path = f"spec.affinity.{kind}"
+        raw = f.mapping(affinity, "spec.affinity", kind)
+        rkey, pkey = "requiredDuringSchedulingIgnoredDuringExecution", "preferredDuringSchedulingIgnoredDuringExecution"
+        parts[f"{prefix}required"] = tuple(
+            _pod_affinity_term(f, t, f"{path}.{rkey}[{i}]", namespace, labels, 0)
+            for i, t in enumerate(f.get(raw, path, rkey, list, [])))
+        preferred = []
+        for i, item in enumerate(f.get(raw, path, pkey, list, [])):
+            ppath = f"{path}.{pkey}[{i}]"
+            if not isinstance(item, dict):
+                raise f.fail(ppath, "expected a mapping with weight and podAffinityTerm")
+            weight = f.get(item, ppath, "weight", int, 0)
+            if not 1 <= weight <= 100:
+                raise f.fail(f"{ppath}.weight", f"must be 1-100, got {weight}")
+            term = f.get(item, ppath, "podAffinityTerm", dict)
+            if term is None:
+                raise f.fail(f"{ppath}.podAffinityTerm", "required")
+            preferred.append(_pod_affinity_term(f, term, f"{ppath}.podAffinityTerm", namespace, labels, weight))
+        parts[f"{prefix}preferred"] = tuple(preferred)
+    if not any(parts.values()):
+        return None
+    return PodAffinity(**parts)
+
+
+def _pod_affinity_term(f: _Fields, raw: Any, path: str, namespace: str, labels: dict[str, str],
+                       weight: int) -> PodAffinityTerm:
+    """One term, resolved against its pod: namespaces, and matchLabelKeys/mismatchLabelKeys merged into the
+    selector as the API server merges them.  Scoria has no Namespace objects: a ``namespaceSelector`` of ``{}``
+    selects every namespace, any other selects none (the term then looks only at ``namespaces``)."""
+    if not isinstance(raw, dict):
+        raise f.fail(path, "expected a pod affinity term (a mapping)")
+    key = f.get(raw, path, "topologyKey", str, "")
+    if not key:
+        raise f.fail(f"{path}.topologyKey", "required: a node label key")
+    if problem := names.qualified_name(key):
+        raise f.fail(f"{path}.topologyKey", problem)
+    selector = _label_selector(f, raw, path, "labelSelector")
+    for field_name, op in (("matchLabelKeys", "In"), ("mismatchLabelKeys", "NotIn")):
+        keys = f.get(raw, path, field_name, list, [])
+        if keys and selector is None:
+            raise f.fail(f"{path}.{field_name}", "needs a labelSelector")
+        for i, label in enumerate(keys):
+            if not isinstance(label, str) or (problem := names.qualified_name(label)):
+                raise f.fail(f"{path}.{field_name}[{i}]", problem or f"expected a label key, got {label!r}")
+            if label in labels and selector is not None:
+                selector = (*selector, Requirement(label, op, (labels[label],)))
+    listed = f.get(raw, path, "namespaces", list, [])
+    for i, ns in enumerate(listed):
+        if not isinstance(ns, str) or not ns:
+            raise f.fail(f"{path}.namespaces[{i}]", f"expected a namespace name, got {ns!r}")
+    ns_selector = f.get(raw, path, "namespaceSelector", dict)
+    if ns_selector is not None:
+        _label_selector(f, raw, path, "namespaceSelector")  # checked, though only {} can select anything here
+    namespaces: tuple[str, ...] | None
+    if ns_selector is not None and not ns_selector.get("matchLabels") and not ns_selector.get("matchExpressions"):
+        namespaces = None
+    elif listed or ns_selector is not None:
+        namespaces = tuple(sorted(set(listed)))
+    else:
+        namespaces = (namespace,)
+    return PodAffinityTerm(key, selector, namespaces, weight)
+
+
+def _label_selector(f: _Fields, raw: dict, path: str, key: str) -> tuple[Requirement, ...] | None:
+    """A metav1.LabelSelector as requirements (matchLabels as In); None when unset."""
+    selector = f.get(raw, path, key, dict)
+    if selector is None:
+        return None
+    spath = f"{path}.{key}"
+    reqs = [Requirement(k, "In", (v,)) for k, v in sorted(f.labels(selector, spath, "matchLabels").items())]
+    for i, expr in enumerate(f.get(selector, spath, "matchExpressions", list, [])):
+        epath = f"{spath}.matchExpressions[{i}]"
+        if isinstance(expr, dict) and expr.get("operator") in ("Gt", "Lt"):
+            raise f.fail(f"{epath}.operator", f"must be one of {', '.join(_LABEL_OPERATORS)}, "
+                                              f"got {expr['operator']!r}")
+        reqs.append(_requirement(f, expr, epath, False))
+    return tuple(reqs)
 
 
 def _preemptable(f: _Fields, annotations: dict[str, str], labels: dict[str, str], *, bound: bool) -> bool:
@@ -542,7 +632,7 @@ def _spread_constraints(f: _Fields, raw: list, path: str) -> tuple[SpreadConstra
             policies.append(value)
         selector = None
         if item.get("labelSelector") is not None:
-            selector = _label_selector(f, f.mapping(item, cpath, "labelSelector"), f"{cpath}.labelSelector")
+            selector = _selector(f, f.mapping(item, cpath, "labelSelector"), f"{cpath}.labelSelector")
         match_keys = tuple(f.text(k, f"{cpath}.matchLabelKeys[{j}]")
                            for j, k in enumerate(f.get(item, cpath, "matchLabelKeys", list, [])))
         if match_keys and selector is None:
@@ -557,7 +647,8 @@ def _spread_constraints(f: _Fields, raw: list, path: str) -> tuple[SpreadConstra
     return tuple(out)
 
 
-def _label_selector(f: _Fields, raw: dict, path: str) -> LabelSelector:
+def _selector(f: _Fields, raw: dict, path: str) -> LabelSelector:
+    """A metav1.LabelSelector as a :class:`LabelSelector` (topology spread's form)."""
     labels = f.labels(raw, path, "matchLabels")
     exprs = []
     for i, expr in enumerate(f.get(raw, path, "matchExpressions", list, [])):

@@ -116,6 +116,35 @@ class SpreadConstraint:
         return self.when_unsatisfiable == "DoNotSchedule"
 
 
+@dataclass(frozen=True, slots=True)
+class PodAffinityTerm:
+    """One podAffinity/podAntiAffinity term, resolved against the pod that carries it.
+
+    ``selector``: the labelSelector's requirements (matchLabels as ``In``), with
+    matchLabelKeys and mismatchLabelKeys already merged in as the API server
+    does (``In``/``NotIn`` the carrier's own value); None for no labelSelector,
+    which matches no pod.  ``namespaces``: the namespaces whose pods the term
+    looks at (the carrier's own when the term names none), None for all
+    (``namespaceSelector: {}``).  ``weight``: 1-100 for a preferred term, 0 for
+    a required one.
+    """
+
+    topology_key: str
+    selector: tuple[Requirement, ...] | None
+    namespaces: tuple[str, ...] | None
+    weight: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PodAffinity:
+    """``spec.affinity.podAffinity`` and ``podAntiAffinity``: required and preferred terms of each."""
+
+    required: tuple[PodAffinityTerm, ...] = ()
+    preferred: tuple[PodAffinityTerm, ...] = ()
+    anti_required: tuple[PodAffinityTerm, ...] = ()
+    anti_preferred: tuple[PodAffinityTerm, ...] = ()
+
+
 @dataclass(slots=True)
 class Node:
     name: str
@@ -153,6 +182,7 @@ class Pod:
     preemption_policy: str = "PreemptLowerPriority"  # spec.preemptionPolicy: Never never evicts anyone
     resource_claims: tuple[str, ...] = ()  # spec.resourceClaims[].name (dynamic resource allocation)
     spread_constraints: tuple[SpreadConstraint, ...] = ()  # spec.topologySpreadConstraints
+    pod_affinity: PodAffinity | None = None  # inter-pod affinity and anti-affinity (None: no terms)
     # Written by the scheduler.
     nominated_node: str = ""  # where preemption/reclaim made room for it (status.nominatedNodeName)
     reason: str | None = None

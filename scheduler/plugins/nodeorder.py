@@ -7,7 +7,9 @@ Each score is 0-100 and multiplied by its weight (Volcano's argument names):
 with fewer untolerated ``PreferNoSchedule`` taints, ``podtopologyspread`` nodes
 whose topology domains hold fewer of the pods a ``ScheduleAnyway`` spread
 constraint selects (kube-scheduler's PodTopologySpread score, normalised over
-the nodes passing the pod's node selector, affinity and taints).
+the nodes passing the pod's node selector, affinity and taints),
+``podaffinity`` kube-scheduler's InterPodAffinity score (preferred inter-pod
+affinity and anti-affinity, the pod's and placed pods', normalised to 0-100).
 ``podtopologyspread.defaultConstraints`` (Scoria's; see the predicates plugin)
 gives ScheduleAnyway constraints for pods without any of their own.
 """
@@ -25,6 +27,7 @@ from scheduler.framework.plugin import Plugin
 from scheduler.framework.snapshot import TaskInfo
 from scheduler.plugins.shared import topologyspread
 from scheduler.plugins.shared.nodefill import used_fractions
+from scheduler.plugins.shared.podaffinity import PodAffinityState, normalized, state_of
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
@@ -44,8 +47,9 @@ class NodeOrder(Plugin):
         "balanced": Arg("balancedresource.weight", "float", 1.0, minimum=0),
         "affinity": Arg("nodeaffinity.weight", "float", 1.0, minimum=0),
         "taint": Arg("tainttoleration.weight", "float", 1.0, minimum=0),
+        "podaffinity": Arg("podaffinity.weight", "float", 2.0, minimum=0),
         **{name: Arg(f"{name}.weight", "float", 0.0, minimum=0, ignored=_NOT_IMPLEMENTED)
-           for name in ("podaffinity", "imagelocality", "selectorspread")},
+           for name in ("imagelocality", "selectorspread")},
     }
 
     def open(self, ssn: Session) -> None:
@@ -61,6 +65,9 @@ class NodeOrder(Plugin):
         self._preferred: dict[tuple, np.ndarray] = {}
         self.spread_counts = topologyspread.SpreadCounts(ssn.nodes, ssn.node_index)
         self._spread_defaults = getattr(self.args, "spread_defaults", ())
+        interpod = state_of(ssn) if self.args.podaffinity else None
+        # None when no pod of the session has a term: then it costs nothing
+        self.interpod: PodAffinityState | None = interpod if interpod is not None and interpod.active else None
 
     @classmethod
     def parse(cls, raw: dict[str, Any] | None) -> Args:
@@ -79,11 +86,16 @@ class NodeOrder(Plugin):
             return ()
         return topologyspread.rules(task.pod, False, self._spread_defaults)
 
+    # -- the counts of spread and inter-pod affinity follow every placement ----------------------
     def on_allocate(self, task: TaskInfo) -> None:
         self.spread_counts.on_allocate(task)
+        if self.interpod is not None:
+            self.interpod.on_allocate(task)
 
     def on_deallocate(self, task: TaskInfo) -> None:
         self.spread_counts.on_deallocate(task)
+        if self.interpod is not None:
+            self.interpod.on_deallocate(task)
 
     def _spread_score(self, task: TaskInfo, soft: tuple[topologyspread.Rule, ...]) -> np.ndarray:
         """Every node's spread score; the candidates are the nodes the pod's node-level filters admit."""
@@ -91,6 +103,19 @@ class NodeOrder(Plugin):
         filtered = (self.index.schedulable_mask(tolerations) & self.index.tolerated_mask(tolerations)
                     & self.index.affinity_mask(selector, terms))
         return self.spread_counts.scores(task, soft, filtered)
+
+    # -- inter-pod affinity -------------------------------------------------------------------
+    def _interpod_key(self, task: TaskInfo) -> int | None:
+        """The placements the pod's affinity score reads have this version (None: it scores 0 everywhere)."""
+        interpod = self.interpod
+        if interpod is None or not interpod.scores_matter(task.pod):
+            return None
+        return interpod.version
+
+    def _interpod_score(self, task: TaskInfo) -> np.ndarray | None:
+        assert self.interpod is not None
+        raw = self.interpod.raw_score(task.pod)
+        return None if raw is None else normalized(raw)
 
     def score_key(self, task: TaskInfo) -> tuple:
         """Tasks with equal keys score every node alike (request vectors are shared per session)."""
@@ -100,6 +125,9 @@ class NodeOrder(Plugin):
         soft = self._spread_rules(task)
         if soft:  # spread scores move with the counts, and one node's depends on the others'
             key += (task.sig, task.pod.namespace, soft, self.spread_counts.version)
+        version = self._interpod_key(task)
+        if version is not None:  # so do inter-pod affinity scores
+            key += (task.pod.pod_affinity, task.pod.namespace, tuple(sorted(task.pod.labels.items())), version)
         return key
 
     def node_order(self, task: TaskInfo, nodes: np.ndarray | None) -> np.ndarray:
@@ -127,6 +155,10 @@ class NodeOrder(Plugin):
         soft = self._spread_rules(task)
         if soft:
             score += a.spread * self._spread_score(task, soft)[sel]
+        if self._interpod_key(task) is not None:
+            interpod = self._interpod_score(task)
+            if interpod is not None:
+                score += a.podaffinity * interpod[sel]
         return score
 
     def _preferred_score(self, task: TaskInfo) -> np.ndarray:

@@ -2,7 +2,10 @@
 
 Cordoned nodes, untolerated ``NoSchedule``/``NoExecute`` taints, and
 ``nodeSelector`` and required node affinity.  They do not depend on
-placements and are computed once per pod signature.  Resource fit — every
+placements and are computed once per pod signature.  Required inter-pod
+affinity and anti-affinity (``predicate.PodAffinityEnable``, on by default as
+in Volcano) do: they are counted per topology domain and kept in step with
+every placement of the session (``scheduler.plugins.shared.podaffinity``).  Resource fit — every
 resource the pod requests, the node's pod count included — is not here: the
 session checks it whatever plugins are configured (``Session.fit``), after
 these filters, as kube-scheduler does.
@@ -32,11 +35,18 @@ from scheduler.framework.plugin import Plugin
 from scheduler.framework.snapshot import TaskInfo
 from scheduler.framework.util import count_reason
 from scheduler.plugins.shared import topologyspread
+from scheduler.plugins.shared.podaffinity import (
+    AFFINITY_REASON,
+    ANTI_AFFINITY_REASON,
+    EXISTING_ANTI_AFFINITY_REASON,
+    PodAffinityState,
+    state_of,
+)
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
 
-_UNSUPPORTED = ("GPUSharingEnable", "CacheEnable", "ProportionalEnable", "PodAffinityEnable",
+_UNSUPPORTED = ("GPUSharingEnable", "CacheEnable", "ProportionalEnable",
                 "NodeVolumeLimitsEnable", "VolumeZoneEnable", "NodePortsEnable")
 SPREAD_DEFAULTS_KEY = "predicate.PodTopologySpreadDefaultConstraints"
 
@@ -51,6 +61,8 @@ class Predicates(Plugin):
                              "filter on nodeSelector and required node affinity"),
         "taint_toleration": Arg("predicate.TaintTolerationEnable", "bool", True,
                                 "filter out nodes with untolerated NoSchedule/NoExecute taints"),
+        "pod_affinity": Arg("predicate.PodAffinityEnable", "bool", True,
+                            "filter on required inter-pod affinity and anti-affinity, existing pods' too"),
         **{name: Arg(f"predicate.{name}", "bool", False, unsupported="Scoria's predicates do not implement it")
            for name in _UNSUPPORTED},
     }
@@ -72,6 +84,9 @@ class Predicates(Plugin):
         self._static: dict[tuple, np.ndarray] = {}
         self.spread = topologyspread.SpreadCounts(ssn.nodes, ssn.node_index)
         self._spread_defaults = getattr(self.args, "spread_defaults", ())
+        interpod = state_of(ssn) if self.args.pod_affinity else None
+        # None when no pod of the session has a term: then it costs nothing
+        self.interpod: PodAffinityState | None = interpod if interpod is not None and interpod.active else None
 
     # -- pod topology spread -------------------------------------------------------------------
     def _spread_rules(self, task: TaskInfo) -> tuple[topologyspread.Rule, ...]:
@@ -79,11 +94,16 @@ class Predicates(Plugin):
             return ()
         return topologyspread.rules(task.pod, True, self._spread_defaults)
 
+    # -- the counts of spread and inter-pod affinity follow every placement ----------------------
     def on_allocate(self, task: TaskInfo) -> None:
         self.spread.on_allocate(task)
+        if self.interpod is not None:
+            self.interpod.on_allocate(task)
 
     def on_deallocate(self, task: TaskInfo) -> None:
         self.spread.on_deallocate(task)
+        if self.interpod is not None:
+            self.interpod.on_deallocate(task)
 
     # -- the filter -----------------------------------------------------------------------
     def static_mask(self, task: TaskInfo) -> np.ndarray:
@@ -99,10 +119,15 @@ class Predicates(Plugin):
         return mask
 
     def predicate(self, task: TaskInfo, avail: np.ndarray | None) -> np.ndarray:
+        mask = self.static_mask(task)
         hard = self._spread_rules(task)
         if hard:
-            return self.static_mask(task) & self.spread.filter_mask(task, hard)
-        return self.static_mask(task)
+            mask = mask & self.spread.filter_mask(task, hard)
+        if self.interpod is not None:
+            verdict = self.interpod.verdict(task.pod)
+            if verdict is not None and verdict.ok is not None:
+                mask = mask & verdict.ok
+        return mask
 
     # -- the explanation ---------------------------------------------------------------------
     def predicate_reasons(self, task: TaskInfo, avail: np.ndarray | None, among: np.ndarray) -> Counter:
@@ -123,7 +148,23 @@ class Predicates(Plugin):
         hard = self._spread_rules(task)
         if hard:
             reasons.update(self.spread.filter_reasons(task, hard, left))
+            left = left & self.spread.filter_mask(task, hard)
+        if self.interpod is not None:
+            self._interpod_reasons(task, left, reasons)
         return reasons
+
+    def _interpod_reasons(self, task: TaskInfo, left: np.ndarray, reasons: Counter) -> None:
+        """kube-scheduler's InterPodAffinity filter: a node is refused for the first rule it breaks."""
+        assert self.interpod is not None
+        verdict = self.interpod.verdict(task.pod)
+        if verdict is None:
+            return
+        left = left.copy()
+        for mask, reason in ((verdict.affinity, AFFINITY_REASON), (verdict.anti, ANTI_AFFINITY_REASON),
+                             (verdict.existing, EXISTING_ANTI_AFFINITY_REASON)):
+            if mask is not None:
+                count_reason(reasons, reason, left & ~mask)
+                left &= mask
 
     def close(self, ssn: Session) -> None:
         self._static.clear()

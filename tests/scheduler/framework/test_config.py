@@ -366,12 +366,12 @@ def test_configmap_with_non_string_entry_is_refused(entry):
         parse_config(yaml.safe_dump({"kind": "ConfigMap", "data": {"volcano-scheduler.conf": entry}}), "cm.yaml")
 
 
-def test_volcano_nodeorder_with_podaffinity_weight_is_accepted_with_warning(caplog):
+def test_volcano_nodeorder_with_an_unimplemented_weight_is_accepted_with_warning(caplog):
     text = conf(tiers=[{"plugins": [{"name": "nodeorder", "arguments": {
-        "podaffinity.weight": 2, "leastrequested.weight": 3, "nodeaffinity.weight": 2}}]}])
+        "imagelocality.weight": 2, "podaffinity.weight": 5, "leastrequested.weight": 3, "nodeaffinity.weight": 2}}]}])
     nodeorder = parse_config(text, "sched.conf").plugin("nodeorder")
-    assert (nodeorder.args.least, nodeorder.args.affinity, nodeorder.args.podaffinity) == (3.0, 2.0, 2.0)
-    assert len(nodeorder.args.warnings) == 1 and "'podaffinity.weight' has no effect" in nodeorder.args.warnings[0]
+    assert (nodeorder.args.least, nodeorder.args.affinity, nodeorder.args.podaffinity) == (3.0, 2.0, 5.0)
+    assert len(nodeorder.args.warnings) == 1 and "'imagelocality.weight' has no effect" in nodeorder.args.warnings[0]
     logged = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert logged == [f"sched.conf: tiers[0].plugins[0] (nodeorder): {nodeorder.args.warnings[0]}"]
 
@@ -405,18 +405,18 @@ def test_placeholder_plugin_loads_does_nothing_and_is_warned_about(caplog):
 def test_volcano_argument_scoria_does_not_read_is_warned_about(caplog):
     text = conf(tiers=[{"plugins": [{"name": "usage", "arguments": {
         "usage.weight": 3, "estimator": {"request_ratio": 0.7}, "thresholds": {"cpu": 70}}}]},
-        {"plugins": [{"name": "predicates", "arguments": {"predicate.PodAffinityEnable": True,
+        {"plugins": [{"name": "predicates", "arguments": {"predicate.NodeVolumeLimitsEnable": True,
                                                            "predicate.CacheEnable": False,
                                                            "volumebinding.weight": 2}}]}])
     config = parse_config(text, "sched.conf")
     usage = config.plugin("usage").args
     assert usage.weight == 3 and usage.thresholds["cpu"] == 70  # what is implemented is used
     assert [(u.name, u.key) for u in config.unimplemented] == [
-        ("usage", "estimator"), ("predicates", "predicate.PodAffinityEnable"), ("predicates", "volumebinding.weight")]
+        ("usage", "estimator"), ("predicates", "predicate.NodeVolumeLimitsEnable"), ("predicates", "volumebinding.weight")]
     assert warnings_of(caplog) == [
         "sched.conf: tiers[0].plugins[0] (usage): argument 'estimator' has no effect: Scoria estimates pods placed "
         "since the last report with estimatedScalingFactors",
-        "sched.conf: tiers[1].plugins[0] (predicates): argument 'predicate.PodAffinityEnable' has no effect: only "
+        "sched.conf: tiers[1].plugins[0] (predicates): argument 'predicate.NodeVolumeLimitsEnable' has no effect: only "
         "False is implemented (Scoria's predicates do not implement it)",
         "sched.conf: tiers[1].plugins[0] (predicates): argument 'volumebinding.weight' has no effect: Scoria does not "
         "bind volumes"]
