@@ -31,6 +31,7 @@ from scheduler.api.objects import (
     DEFAULT_QUEUE,
     QUEUE_NAME_ANNOTATION,
     Condition,
+    HostPort,
     LabelSelector,
     Node,
     Pod,
@@ -63,6 +64,7 @@ PODGROUP_PHASES = ("Pending", "Inqueue", "Running", "Unknown", "Completed")
 POD_PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
 RESTART_POLICIES = ("Always", "OnFailure", "Never")
 PREEMPTION_POLICIES = ("PreemptLowerPriority", "Never")
+PORT_PROTOCOLS = ("TCP", "UDP", "SCTP")
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _ONE_LINE = re.compile(r"\s*\n\s*")
 INT32 = (-(2**31), 2**31 - 1)  # spec.priority and PriorityClass value are int32 in Kubernetes
@@ -349,6 +351,7 @@ def _pod(doc: dict, f: _Fields, meta: dict) -> Pod:
         spread_constraints=_spread_constraints(f, f.get(spec, "spec", "topologySpreadConstraints", list, []),
                                                "spec.topologySpreadConstraints"),
         pod_affinity=_pod_affinity(f, spec, namespace, labels),
+        scheduling_gates=_scheduling_gates(f, spec), host_ports=_host_ports(f, spec),
     )
 
 
@@ -469,6 +472,48 @@ def _resource_claims(f: _Fields, spec: dict) -> tuple[str, ...]:
         if not name:
             raise f.fail(f"{path}.name", "must be set")
         out.append(name)
+    return tuple(out)
+
+
+def _scheduling_gates(f: _Fields, spec: dict) -> tuple[str, ...]:
+    """The names of ``spec.schedulingGates``: qualified names, each once (the API server's rules)."""
+    out: list[str] = []
+    for i, gate in enumerate(f.get(spec, "spec", "schedulingGates", list, [])):
+        path = f"spec.schedulingGates[{i}]"
+        if not isinstance(gate, dict):
+            raise f.fail(path, "expected a mapping with a name")
+        name = f.get(gate, path, "name", str, "")
+        if problem := names.qualified_name(name):
+            raise f.fail(f"{path}.name", problem)
+        if name in out:
+            raise f.fail(f"{path}.name", f"{name!r} is listed twice")
+        out.append(name)
+    return tuple(out)
+
+
+def _host_ports(f: _Fields, spec: dict) -> tuple[HostPort, ...]:
+    """``ports[].hostPort`` of the containers and of sidecar init containers (``restartPolicy: Always``),
+    the ports kube-scheduler's NodePorts counts; protocol defaults to TCP and hostIP to 0.0.0.0."""
+    out: list[HostPort] = []
+    for key in ("initContainers", "containers"):
+        for i, container in enumerate(f.get(spec, "spec", key, list, [])):
+            cpath = f"spec.{key}[{i}]"
+            if key == "initContainers" and f.get(container, cpath, "restartPolicy", str, "") != "Always":
+                continue  # a plain init container has exited before the pod's other containers bind anything
+            for j, raw in enumerate(f.get(container, cpath, "ports", list, [])):
+                path = f"{cpath}.ports[{j}]"
+                if not isinstance(raw, dict):
+                    raise f.fail(path, "expected a mapping")
+                port = f.get(raw, path, "hostPort", int, 0)
+                if port == 0:
+                    continue
+                if not 1 <= port <= 65535:
+                    raise f.fail(f"{path}.hostPort", f"must be 1-65535, got {port}")
+                protocol = f.get(raw, path, "protocol", str, "TCP")
+                if protocol not in PORT_PROTOCOLS:
+                    raise f.fail(f"{path}.protocol", f"must be one of {', '.join(PORT_PROTOCOLS)}, got {protocol!r}")
+                ip = f.get(raw, path, "hostIP", str, "") or "0.0.0.0"
+                out.append(HostPort(port, protocol, ip))
     return tuple(out)
 
 

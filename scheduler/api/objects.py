@@ -145,6 +145,15 @@ class PodAffinity:
     anti_preferred: tuple[PodAffinityTerm, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class HostPort:
+    """One ``containers[].ports[]`` entry with a ``hostPort``: what it takes on its node (kube's HostPortInfo)."""
+
+    port: int
+    protocol: str = "TCP"
+    ip: str = "0.0.0.0"  # hostIP; 0.0.0.0 (the default) binds every address of the node
+
+
 @dataclass(slots=True)
 class Node:
     name: str
@@ -183,6 +192,10 @@ class Pod:
     resource_claims: tuple[str, ...] = ()  # spec.resourceClaims[].name (dynamic resource allocation)
     spread_constraints: tuple[SpreadConstraint, ...] = ()  # spec.topologySpreadConstraints
     pod_affinity: PodAffinity | None = None  # inter-pod affinity and anti-affinity (None: no terms)
+    # spec.schedulingGates[].name: while any is left the pod must not be scheduled (the API server refuses a bind)
+    scheduling_gates: tuple[str, ...] = ()
+    # hostPort entries of its containers and sidecar (restartable) init containers, as kube-scheduler counts them
+    host_ports: tuple[HostPort, ...] = ()
     # Written by the scheduler.
     nominated_node: str = ""  # where preemption/reclaim made room for it (status.nominatedNodeName)
     reason: str | None = None

@@ -157,7 +157,8 @@ class JobInfo:
         return self.counts[TaskStatus.PENDING]
 
     def pending_tasks(self) -> list[TaskInfo]:
-        return [t for t in self.tasks.values() if t.status == TaskStatus.PENDING]
+        """Pending tasks the actions may place: not those held by ``spec.schedulingGates``."""
+        return [t for t in self.tasks.values() if t.status == TaskStatus.PENDING and not t.pod.scheduling_gates]
 
     def tasks_in(self, *statuses: TaskStatus) -> list[TaskInfo]:
         return [t for t in self.tasks.values() if t.status in statuses]

@@ -10,6 +10,7 @@ allow is refused and logged; the old phase stays.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from scheduler.api.objects import Condition
@@ -105,7 +106,14 @@ def _write_job(ssn: Session, job: JobInfo) -> None:
         ssn.phase_changes += 1
 
 
+def gates_reason(gates: Iterable[str]) -> str:
+    """Why a pod with ``spec.schedulingGates`` waits, in kube-scheduler's words (its SchedulingGates plugin)."""
+    return f"waiting for scheduling gates: [{' '.join(gates)}]"
+
+
 def pending_reason(ssn: Session, job: JobInfo, task: TaskInfo, sibling: str | None) -> str:
+    if task.pod.scheduling_gates:  # never tried, whatever its job's state: only removing the gates changes that
+        return gates_reason(task.pod.scheduling_gates)
     if job.group is None:
         return f"PodGroup {job.uid} not found"
     if job.enqueue_reason:

@@ -3,6 +3,11 @@
 With ``minTaskMember`` (per task role, ``volcano.sh/task-spec``) each role must also have that many
 placed, as long as minMember covers the roles' sum (Volcano's rule; otherwise only minMember counts).
 
+A pod with ``spec.schedulingGates`` is never placed, so a gang that needs it waits whole: while its
+gated members are among those minMember (or a role's minTaskMember) needs, the job is not valid and
+none of its members are tried (Volcano keeps such a job valid, skips its gated tasks and discards the
+partial placement because the job is not ready; the outcome is the same, and the reason names the gates).
+
 Also: never evict a running job below its minMember, schedule jobs that are
 not yet whole before those that are, and explain on the PodGroup (condition
 ``Unschedulable``) and on each pending pod how many members fitted.
@@ -15,6 +20,7 @@ from typing import TYPE_CHECKING
 from scheduler.api.objects import Condition
 from scheduler.framework.plugin import PERMIT, Plugin, Vote, reject
 from scheduler.framework.snapshot import JobInfo, TaskInfo, TaskStatus
+from scheduler.framework.status import gates_reason
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
@@ -33,6 +39,10 @@ class Gang(Plugin):
     hooks = ("job_valid", "job_order", "job_ready", "job_pipelined", "job_starving", "preemptable", "reclaimable",
              "evictable")
 
+    def open(self, ssn: Session) -> None:
+        # per job: its pending pods held by scheduling gates (gates do not change within a session)
+        self._gated: dict[str, list[TaskInfo]] = {}
+
     def job_valid(self, job: JobInfo) -> str | None:
         short = job.role_counts is not None and job.role_shortfall(_VALID)
         if short:
@@ -42,7 +52,31 @@ class Gang(Plugin):
         if job.valid_num < job.min_member:
             return (f"pod group {job.uid} has {job.valid_num} pod(s), fewer than its minMember "
                     f"{job.min_member}; waiting for more pods")
-        return None
+        return self._gated_reason(job)
+
+    def _gated_reason(self, job: JobInfo) -> str | None:
+        """Why the job cannot become ready while its gated pods wait, or None when it can without them."""
+        gated = self._gated.get(job.uid)
+        if gated is None:
+            gated = self._gated[job.uid] = [t for t in job.tasks.values()
+                                            if t.status == TaskStatus.PENDING and t.pod.scheduling_gates]
+        if not gated:
+            return None
+        short = None
+        if job.valid_num - len(gated) < job.min_member:
+            short = f"minMember {job.min_member}"
+        elif job.role_counts is not None:
+            for role in sorted(job.task_min):
+                by_status = job.role_counts.get(role)
+                have = sum(by_status[s] for s in _VALID) if by_status else 0
+                if have - sum(1 for t in gated if t.role == role) < job.task_min[role]:
+                    short = f"task {role!r}'s minTaskMember {job.task_min[role]}"
+                    break
+        if short is None:
+            return None
+        first = gated[0].pod
+        return (f"pod group {job.uid} needs its {len(gated)} gated pod(s) for its {short}; {first.key} is "
+                + gates_reason(first.scheduling_gates))
 
     def job_order(self, a: JobInfo, b: JobInfo) -> int:
         ra, rb = self.job_ready(a), self.job_ready(b)

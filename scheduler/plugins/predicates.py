@@ -2,10 +2,14 @@
 
 Cordoned nodes, untolerated ``NoSchedule``/``NoExecute`` taints, and
 ``nodeSelector`` and required node affinity.  They do not depend on
-placements and are computed once per pod signature.  Required inter-pod
-affinity and anti-affinity (``predicate.PodAffinityEnable``, on by default as
-in Volcano) do: they are counted per topology domain and kept in step with
-every placement of the session (``scheduler.plugins.shared.podaffinity``).  Resource fit — every
+placements and are computed once per pod signature.  Host ports (kube's
+NodePorts) do: they are counted per node as pods are placed and evicted
+(:mod:`scheduler.plugins.shared.nodeports`), only once a pod asking for one
+is seen.  So do topology spread (``predicate.PodTopologySpreadEnable``) and
+required inter-pod affinity and anti-affinity (``predicate.PodAffinityEnable``,
+both on by default as in Volcano): they are counted per topology domain and
+kept in step with every placement of the session
+(``scheduler.plugins.shared.topologyspread``, ``.podaffinity``).  Resource fit — every
 resource the pod requests, the node's pod count included — is not here: the
 session checks it whatever plugins are configured (``Session.fit``), after
 these filters, as kube-scheduler does.
@@ -35,6 +39,8 @@ from scheduler.framework.plugin import Plugin
 from scheduler.framework.snapshot import TaskInfo
 from scheduler.framework.util import count_reason
 from scheduler.plugins.shared import topologyspread
+from scheduler.plugins.shared.nodeports import REASON as PORTS_REASON
+from scheduler.plugins.shared.nodeports import PortTable
 from scheduler.plugins.shared.podaffinity import (
     AFFINITY_REASON,
     ANTI_AFFINITY_REASON,
@@ -47,13 +53,14 @@ if TYPE_CHECKING:
     from scheduler.framework.session import Session
 
 _UNSUPPORTED = ("GPUSharingEnable", "CacheEnable", "ProportionalEnable",
-                "NodeVolumeLimitsEnable", "VolumeZoneEnable", "NodePortsEnable")
+                "NodeVolumeLimitsEnable", "VolumeZoneEnable")
 SPREAD_DEFAULTS_KEY = "predicate.PodTopologySpreadDefaultConstraints"
 
 
 class Predicates(Plugin):
     name = "predicates"
     hooks = ("predicate", "predicate_reasons", "on_allocate", "on_deallocate")
+    predicate_modes = True  # host ports held by pods being evicted are free once they are gone
     arguments = {
         "pod_topology_spread": Arg("predicate.PodTopologySpreadEnable", "bool", True,
                                    "filter on the pods' DoNotSchedule topology spread constraints"),
@@ -63,6 +70,8 @@ class Predicates(Plugin):
                                 "filter out nodes with untolerated NoSchedule/NoExecute taints"),
         "pod_affinity": Arg("predicate.PodAffinityEnable", "bool", True,
                             "filter on required inter-pod affinity and anti-affinity, existing pods' too"),
+        "node_ports": Arg("predicate.NodePortsEnable", "bool", True,
+                          "filter out nodes where a requested hostPort (protocol, host IP) is taken"),
         **{name: Arg(f"predicate.{name}", "bool", False, unsupported="Scoria's predicates do not implement it")
            for name in _UNSUPPORTED},
     }
@@ -87,6 +96,8 @@ class Predicates(Plugin):
         interpod = state_of(ssn) if self.args.pod_affinity else None
         # None when no pod of the session has a term: then it costs nothing
         self.interpod: PodAffinityState | None = interpod if interpod is not None and interpod.active else None
+        self._jobs = ssn.jobs
+        self._ports: PortTable | None = None  # built when the first pod asking for a host port is seen
 
     # -- pod topology spread -------------------------------------------------------------------
     def _spread_rules(self, task: TaskInfo) -> tuple[topologyspread.Rule, ...]:
@@ -94,13 +105,17 @@ class Predicates(Plugin):
             return ()
         return topologyspread.rules(task.pod, True, self._spread_defaults)
 
-    # -- the counts of spread and inter-pod affinity follow every placement ----------------------
+    # -- the counts of host ports, spread and inter-pod affinity follow every placement ----------
     def on_allocate(self, task: TaskInfo) -> None:
+        if self._ports is not None and task.pod.host_ports:
+            self._ports.placed(task)
         self.spread.on_allocate(task)
         if self.interpod is not None:
             self.interpod.on_allocate(task)
 
     def on_deallocate(self, task: TaskInfo) -> None:
+        if self._ports is not None and task.pod.host_ports:
+            self._ports.removed(task)
         self.spread.on_deallocate(task)
         if self.interpod is not None:
             self.interpod.on_deallocate(task)
@@ -118,8 +133,10 @@ class Predicates(Plugin):
             self._static[task.sig] = mask
         return mask
 
-    def predicate(self, task: TaskInfo, avail: np.ndarray | None) -> np.ndarray:
+    def predicate(self, task: TaskInfo, avail: np.ndarray | None, mode: str = "now") -> np.ndarray:
         mask = self.static_mask(task)
+        if task.pod.host_ports and self.args.node_ports and mode != "reach":  # reach: evictions may free them
+            mask = mask & ~self.port_table().conflicts(task.pod.host_ports, future=mode == "future")
         hard = self._spread_rules(task)
         if hard:
             mask = mask & self.spread.filter_mask(task, hard)
@@ -128,6 +145,12 @@ class Predicates(Plugin):
             if verdict is not None and verdict.ok is not None:
                 mask = mask & verdict.ok
         return mask
+
+    # -- host ports (kube's NodePorts) ---------------------------------------------------------
+    def port_table(self) -> PortTable:
+        if self._ports is None:
+            self._ports = PortTable(self.count, self._jobs.values())
+        return self._ports
 
     # -- the explanation ---------------------------------------------------------------------
     def predicate_reasons(self, task: TaskInfo, avail: np.ndarray | None, among: np.ndarray) -> Counter:
@@ -145,6 +168,10 @@ class Predicates(Plugin):
             matched = self.index.affinity_mask(selector, terms)
             count_reason(reasons, "node(s) didn't match Pod's node affinity/selector", left & ~matched)
             left &= matched
+        if task.pod.host_ports and self.args.node_ports:  # kube's filter order: ports, spread, inter-pod affinity
+            ports = self.port_table().conflicts(task.pod.host_ports, future=False)
+            count_reason(reasons, PORTS_REASON, left & ports)
+            left = left & ~ports
         hard = self._spread_rules(task)
         if hard:
             reasons.update(self.spread.filter_reasons(task, hard, left))

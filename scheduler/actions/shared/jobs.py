@@ -71,7 +71,9 @@ def schedulable_jobs(ssn: Session, *, best_effort: bool | None) -> dict[str, lis
     for job in ssn.jobs.values():
         if job.group is None or job.phase not in phases or not job.pending_num:
             continue
-        pending = job.pending_tasks()
+        pending = job.pending_tasks()  # without gated pods: those wait for their gates (their reason says so)
+        if not pending:
+            continue
         if best_effort is not None and all(t.best_effort for t in pending) != best_effort:
             continue  # pure best-effort jobs are backfill's; the rest are allocate's
         reason = ssn.job_valid(job)
@@ -91,7 +93,7 @@ def placement_shape(task: TaskInfo) -> tuple:
     facts, pod = task.facts, task.pod
     return (id(task.req), task.sig, pod.qos_class, task.nominated, facts.offline, facts.numa_policy,
             facts.devices, facts.duration, facts.preemptable, pod.annotations.get(REVOCABLE_ZONE_LABEL),
-            task.job.uid)
+            task.job.uid, pod.host_ports)
 
 
 def place_task(ssn: Session, stmt: Statement, task: TaskInfo) -> bool:

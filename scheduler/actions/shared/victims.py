@@ -122,7 +122,7 @@ class RoomSearch:
 
     def _shape(self, task: TaskInfo) -> tuple:
         facts = task.facts
-        placement = (facts.numa_policy, task.pod.qos_class, facts.devices)
+        placement = (facts.numa_policy, task.pod.qos_class, facts.devices, task.pod.host_ports)
         return (id(task.req), task.sig, placement, task.job.queue, self.ssn.victim_key(task, self.hook))
 
     def make_room(self, stmt: Statement, task: TaskInfo, reason: str) -> bool:

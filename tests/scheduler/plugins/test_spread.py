@@ -17,23 +17,15 @@ from hypothesis import strategies as st
 from scheduler.api.manifests import ManifestError, parse_object
 from scheduler.framework.args import ArgError
 from scheduler.framework.config import parse_config
-from tests.support.scenario import check, run_scenario
+from tests.support.scenario import run_scenario
 
 KUBE = Path(__file__).resolve().parents[2] / "fixtures" / "kube" / "podtopologyspread"
 CASES = sorted(KUBE.glob("*.yaml"))
 HARD = "node(s) didn't match pod topology spread constraints"
 
 
-@pytest.mark.parametrize("path", CASES, ids=[p.stem for p in CASES])
-def test_kube_case(path: Path, tmp_path: Path) -> None:
-    case = yaml.safe_load(path.read_text())
-    source = case["source"]
-    assert {"file", "function", "case"} <= set(source)
-    problems = check(run_scenario(case, tmp_path), case["expect"])
-    assert not problems, f"{source['function']} {source['case']!r}:\n  " + "\n  ".join(problems)
-
-
 def test_kube_cases_exist() -> None:
+    """kube-scheduler's own cases run in tests/scheduler/test_kube_conformance.py with the others."""
     assert len(CASES) >= 8
 
 
