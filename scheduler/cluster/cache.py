@@ -93,6 +93,8 @@ class ClusterCache:
         self.generation = 0
         self.node_generation = 0  # changes when a Node is added or replaced
         self._facts: dict[str, PodFacts] = {}
+        # pods with inter-pod affinity terms: when none, a session skips that machinery without looking at pods
+        self.affinity_pods: set[str] = set()
         # Latest accepted report per node. Entries are replaced whole (atomic under the GIL), so the
         # report stream updates it without the lock; readers copy the dict first.
         self.telemetry: dict[str, NodeTelemetry] = {}
@@ -126,6 +128,10 @@ class ClusterCache:
             elif isinstance(obj, Pod):
                 self.pods[obj.uid] = obj
                 self._facts.pop(obj.uid, None)
+                if obj.pod_affinity is not None:
+                    self.affinity_pods.add(obj.uid)
+                else:
+                    self.affinity_pods.discard(obj.uid)
                 if not obj.group_name:
                     self.implicit_groups.setdefault(obj.uid, PodGroup(
                         namespace=obj.namespace, name=obj.name, implicit=True,
@@ -178,6 +184,7 @@ class ClusterCache:
     def remove_pod(self, uid: str) -> None:
         with self.lock:
             self.pods.pop(uid, None)
+            self.affinity_pods.discard(uid)
             self.implicit_groups.pop(uid, None)
             self._facts.pop(uid, None)
             self.generation += 1

@@ -98,7 +98,7 @@ class JobInfo:
         self.conditions: list = []  # PodGroup conditions concluded this session
         # spec.minTaskMember, honoured as Volcano does only while minMember covers the roles' sum (else
         # only minMember counts); role_counts then counts tasks by role and status, kept in step below.
-        task_min = {r: n for r, n in (group.min_task_member if group else {}).items() if n > 0}
+        task_min = {r: n for r, n in group.min_task_member.items() if n > 0} if group and group.min_task_member else {}
         self.task_min = task_min if task_min and self.min_member >= sum(task_min.values()) else {}
         self.role_counts: dict[str, list[int]] | None = {} if self.task_min else None
 
@@ -361,6 +361,7 @@ class Snapshot:
         self.now = now  # Unix seconds the snapshot was taken at (the scheduler's clock)
         self.inventories = inventories  # the cache's InventoryMemo: nodes' zones and devices
         self.node_generation = node_generation  # the cache's: changes when a node does
+        self.pod_affinity = True  # whether any pod may carry inter-pod affinity terms (False: none does)
 
 
 DEFAULT_SCHEDULER_NAMES = frozenset({"scoria"})
@@ -401,8 +402,10 @@ def take_snapshot(cache: ClusterCache, scheduler_names: frozenset[str] = DEFAULT
             if q.parent in queues:
                 queues[q.parent].children.append(q.name)
         jobs = _jobs(cache, pods, index, table, now)
-    return Snapshot(index, table, jobs, queues, foreign, telemetry=telemetry, history=cache.history, now=now,
-                    inventories=cache.inventories, node_generation=cache.node_generation)
+    snapshot = Snapshot(index, table, jobs, queues, foreign, telemetry=telemetry, history=cache.history, now=now,
+                        inventories=cache.inventories, node_generation=cache.node_generation)
+    snapshot.pod_affinity = bool(cache.affinity_pods)
+    return snapshot
 
 
 RECENT_BIND_S = 600.0  # binds this recent are listed for plugins comparing them with report times

@@ -103,7 +103,8 @@ class PodAffinityState:
         self._placed: dict[str, tuple[TaskInfo, int]] = {}
         self._verdicts: dict[tuple, InterPodVerdict] = {}
         self._scores: dict[tuple, np.ndarray | None] = {}
-        self.active = any(t.pod.pod_affinity is not None for job in ssn.jobs.values() for t in job.tasks.values())
+        self.active = ssn.snapshot.pod_affinity and any(
+            t.pod.pod_affinity is not None for job in ssn.jobs.values() for t in job.tasks.values())
         if not self.active:
             return
         for job in ssn.jobs.values():
