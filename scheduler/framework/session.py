@@ -287,11 +287,11 @@ class Session:
         with no answer and the next tier is asked; None abstains; no opinion at
         all means no victims.  So a later tier is heard only when no earlier one
         offers victims — drf in tier 2 judges jobs of equal priority, which
-        priority in tier 1 refuses — and is not heard otherwise: in the default
-        layout, proportion (tier 2) is not asked whether a reclaim victim's queue
-        stays above its share once gang and conformance (tier 1) agreed on
-        victims (volcano-sh/volcano#5896: plugins that must all agree belong in
-        one tier).
+        priority in tier 1 refuses — and is not heard otherwise: in Volcano's
+        default layout proportion (tier 2) is never asked whether a reclaim
+        victim's queue stays above its share once gang and conformance (tier 1)
+        agreed on victims (volcano-sh/volcano#5896), which is why Scoria's default
+        puts proportion in the first tier: plugins that must all agree belong in one.
 
         Unlike Volcano, the plugins that protect pods whoever asks — those with
         an ``evictable`` hook: gang (minMember), conformance (critical pods) —
