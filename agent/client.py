@@ -211,7 +211,9 @@ class ReportClient:
             try:
                 await reader  # re-raises how the stream ended (AioRpcError), unless we cancelled it
             except asyncio.CancelledError:
-                pass
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise  # this task itself is being cancelled: never swallow that (asyncio.run would wait for ever)
 
     async def _send(self, call: ReportStream) -> None:
         with self._lock:

@@ -193,7 +193,7 @@ async def _superseded() -> None:
         second.publish(full_report())
         t2 = asyncio.create_task(second.run(stop))
         await wait_for(lambda: second.stats["acked"] >= 1, 5)
-        await wait_for(lambda: not first.connected, 5)  # the older stream was closed
+        await wait_for(lambda: not first.connected, 15)  # the older stream was closed
         assert intake.streams["node-a"] is not None and len(intake.streams) == 1
         stop.set()
         await asyncio.gather(t1, t2)
@@ -201,6 +201,22 @@ async def _superseded() -> None:
 
 def test_a_newer_stream_from_the_same_node_replaces_the_old_one() -> None:
     asyncio.run(_superseded())
+
+
+def test_cancelling_a_running_client_ends_it_at_once() -> None:
+    """A client task cancelled while its stream is open ends (asyncio.run cancels what a failed test leaves
+    running, and waits for it: a client that ran on would hang the suite)."""
+    async def scenario() -> None:
+        async with running_server() as (_, _, port):
+            client = ReportClient(ClientOptions(f"127.0.0.1:{port}", interval=0.05, insecure=True))
+            client.publish(full_report())
+            task = asyncio.create_task(client.run(asyncio.Event()))
+            await wait_for(lambda: client.stats["acked"] >= 1, 5)
+            task.cancel()
+            done, _ = await asyncio.wait({task}, timeout=5)
+            assert task in done and task.cancelled()
+
+    asyncio.run(scenario())
 
 
 def test_health_service_reports_serving() -> None:
