@@ -15,7 +15,7 @@ import pytest
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
-from tests.support.fake_apiserver import CRD_DIR, FakeApiServer, load_crds, pod
+from tests.support.fake_apiserver import CRD_DIR, SYSTEM_NAMESPACES, FakeApiServer, load_crds, pod
 
 VOLCANO = ("scheduling.volcano.sh", "v1beta1")
 CRDS = {r.plural: r for r in load_crds(CRD_DIR)}
@@ -82,7 +82,9 @@ def test_every_registered_resource_is_reachable_by_its_url() -> None:
             for path in ([res.path(), res.path("default")] if res.namespaced else [res.path()]):
                 with urllib.request.urlopen(api.url + path) as resp:
                     listed = json.load(resp)
-                assert listed["kind"] == f"{res.kind}List" and listed["items"] == [], path
+                names = [i["metadata"]["name"] for i in listed["items"]]
+                assert listed["kind"] == f"{res.kind}List", path
+                assert names == (sorted(SYSTEM_NAMESPACES) if res.plural == "namespaces" else []), path
         with pytest.raises(urllib.error.HTTPError) as err:
             urllib.request.urlopen(api.url + "/apis/nope.io/v1/things")
         assert err.value.code == 404
@@ -112,6 +114,7 @@ def test_seeding_replaces_in_place_unless_the_uid_differs() -> None:
 ])
 def test_created_pod_gets_server_fields_defaults_and_its_qos_class(resources, qos) -> None:
     with FakeApiServer() as api:
+        api.put_namespace("ml")
         core = api.core_v1()
         created = core.create_namespaced_pod("ml", new_pod("p", resources=resources) | {"status": {"phase": "Running"}})
         assert api.calls[-1].status == 201
@@ -252,7 +255,7 @@ def test_a_selected_watch_sees_objects_enter_and_leave_its_selection() -> None:
                                                              "target": {"kind": "Node", "name": "node-a"}},
                                            _preload_content=False)
         core.patch_namespaced_pod_status("p", "default", {"status": {"phase": "Running"}})
-        core.delete_namespaced_pod("p", "default")
+        core.delete_namespaced_pod("p", "default", grace_period_seconds=0)
         wait_until(lambda: len(events) == 3)
         assert [(k, o["spec"]["nodeName"]) for k, o in events] == [("ADDED", "node-a"), ("MODIFIED", "node-a"),
                                                                    ("DELETED", "node-a")]
@@ -383,11 +386,12 @@ def test_eviction_honours_the_disruption_budget(spec, pods, allowed) -> None:
             running(api, f"u{i}", f"web-{i}", labels={"app": "web"})
         client.PolicyV1Api(api.client()).create_namespaced_pod_disruption_budget(
             "default", pdb("web", {"matchLabels": {"app": "web"}}, **spec))
+        api.sync_budgets()  # the disruption controller's turn: the eviction reads the budget's status
         core = api.core_v1()
         eviction = client.V1Eviction(metadata=client.V1ObjectMeta(name="web-0", namespace="default"))
         if allowed:
             core.create_namespaced_pod_eviction("web-0", "default", eviction)
-            assert api.calls[-1].status == 201 and ("default", "web-0") not in api.pods
+            assert api.calls[-1].status == 201 and api.pods[("default", "web-0")]["metadata"]["deletionTimestamp"]
         else:
             with pytest.raises(ApiException) as err:
                 core.create_namespaced_pod_eviction("web-0", "default", eviction)
@@ -400,13 +404,14 @@ def test_eviction_honours_the_disruption_budget(spec, pods, allowed) -> None:
 
 
 def test_eviction_counts_only_running_pods_not_being_deleted_and_skips_the_budget_for_unstarted_ones() -> None:
-    with FakeApiServer(graceful_pods=True) as api:
+    with FakeApiServer() as api:
         running(api, "u0", "web-0", labels={"app": "web"})
         running(api, "u1", "web-1", labels={"app": "web"})
         running(api, "u2", "web-2", labels={"app": "web"}, phase="Pending")
         client.PolicyV1Api(api.client()).create_namespaced_pod_disruption_budget(
             "default", pdb("web", {"matchExpressions": [{"key": "app", "operator": "In", "values": ["web"]}]},
                            minAvailable=1))
+        api.sync_budgets()
         core = api.core_v1()
 
         def evict(name: str) -> int:
@@ -420,6 +425,9 @@ def test_eviction_counts_only_running_pods_not_being_deleted_and_skips_the_budge
         assert evict("web-0") == 201  # graceful: marked deleting, no longer counted
         assert api.pods[("default", "web-0")]["metadata"]["deletionTimestamp"]
         assert any(c["type"] == "DisruptionTarget" for c in api.pods[("default", "web-0")]["status"]["conditions"])
+        assert evict("web-1") == 429  # the budget's one disruption is spent (the server decremented it)
+        api.sync_budgets()  # the controller recounts: web-0 is terminating, web-1 the only healthy one
+        assert api.get("poddisruptionbudgets", "web")["status"]["currentHealthy"] == 1
         assert evict("web-1") == 429  # the last healthy one
         assert evict("web-0") == 201  # already being deleted: allowed again, nothing more happens
         assert evict("nope") == 404
@@ -435,6 +443,7 @@ def test_eviction_uid_precondition_and_more_than_one_budget() -> None:
         policy, core = client.PolicyV1Api(api.client()), api.core_v1()
         policy.create_namespaced_pod_disruption_budget("default", pdb("a", {"matchLabels": {"app": "web"}},
                                                                       maxUnavailable=1))
+        api.sync_budgets()
         body = client.V1Eviction(metadata=client.V1ObjectMeta(name="web-1"),
                                  delete_options=client.V1DeleteOptions(preconditions={"uid": "someone-else"}))
         with pytest.raises(ApiException) as err:
@@ -453,7 +462,10 @@ def test_an_eviction_is_seen_as_a_disruption_mark_then_a_delete() -> None:
         before = api.rv
         api.core_v1().create_namespaced_pod_eviction("web-0", "default", {"metadata": {"name": "web-0"}})
         changes = [(c.type, c.obj["metadata"]["name"]) for c in api.changes if c.rv > before]
-        assert changes == [("MODIFIED", "web-0"), ("DELETED", "web-0")]
+        assert changes == [("MODIFIED", "web-0"), ("MODIFIED", "web-0")]  # marked, then terminating
+        assert api.pods[("default", "web-0")]["metadata"]["deletionGracePeriodSeconds"] == 30
+        assert api.finish_terminating(everything=True) == [("default", "web-0")]  # the kubelet finishes it
+        assert api.changes[-1].type == "DELETED"
 
 
 # -- patches, updates, status ---------------------------------------------------------------------------
@@ -538,6 +550,7 @@ def test_an_update_that_changes_nothing_writes_nothing() -> None:
 def test_custom_resources_status_subresource_rules() -> None:
     """Queues have a status subresource, PodGroups none (as in Volcano's CRDs): the static registry."""
     with FakeApiServer(crds=None) as api:
+        api.put_namespace("ml")
         custom = client.CustomObjectsApi(api.client())
         queue = custom.create_cluster_custom_object(*VOLCANO, "queues", {
             "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "q"},
@@ -571,6 +584,7 @@ def test_custom_resources_status_subresource_rules() -> None:
             custom.replace_namespaced_custom_object(*VOLCANO, "ml", "podgroups", "g", current)
         assert err.value.status == 422
     with FakeApiServer(crds=None, status_subresource={"podgroups": True}) as api:
+        api.put_namespace("ml")
         custom = client.CustomObjectsApi(api.client())
         custom.create_namespaced_custom_object(*VOLCANO, "ml", "podgroups", {
             "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": {"name": "g"}})
@@ -581,6 +595,7 @@ def test_custom_resources_status_subresource_rules() -> None:
 @needs_crds
 def test_custom_resources_follow_their_crd_schema() -> None:
     with FakeApiServer() as api:
+        api.put_namespace("ml")
         custom = client.CustomObjectsApi(api.client())
         queue = custom.create_cluster_custom_object(*VOLCANO, "queues", {
             "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "q"},
@@ -600,6 +615,8 @@ def test_custom_resources_follow_their_crd_schema() -> None:
 
 def test_podgroups_list_and_watch_across_namespaces() -> None:
     with FakeApiServer(watch_cap=0.3) as api:
+        api.put_namespace("a")
+        api.put_namespace("b")
         custom = client.CustomObjectsApi(api.client())
         rv = custom.list_cluster_custom_object(*VOLCANO, "podgroups")["metadata"]["resourceVersion"]
         for ns, name, queue in [("a", "g1", "gold"), ("b", "g2", "gold"), ("b", "g3", "iron")]:
@@ -686,17 +703,23 @@ def test_delete_shapes_preconditions_and_finalizers() -> None:
 
 
 def test_graceful_pod_deletion_and_namespace_deletion() -> None:
-    with FakeApiServer(graceful_pods=True) as api:
+    now = [1_000_000.0]
+    with FakeApiServer(clock=lambda: now[0]) as api:  # graceful by default
         core = api.core_v1()
         running(api, "u", "p", labels={}, namespace="ml")
         core.delete_namespaced_pod("p", "ml")
         assert api.pods[("ml", "p")]["metadata"]["deletionGracePeriodSeconds"] == 30  # the kubelet's turn
+        assert api.finish_terminating() == []  # its grace period is not over
         core.delete_namespaced_pod("p", "ml", grace_period_seconds=0)
         assert ("ml", "p") not in api.pods
-        core.create_namespace({"metadata": {"name": "ml"}})
-        core.create_namespaced_config_map("ml", {"metadata": {"name": "c"}})
-        core.delete_namespace("ml")
-        assert api.objects("configmaps", "ml") == [] and api.get("namespaces", "ml") is None
+        running(api, "u2", "q", labels={}, namespace="ml")
+        core.delete_namespaced_pod("q", "ml", grace_period_seconds=5)
+        now[0] += 5
+        assert api.finish_terminating() == [("ml", "q")] and ("ml", "q") not in api.pods
+        core.create_namespace({"metadata": {"name": "ns2"}})
+        core.create_namespaced_config_map("ns2", {"metadata": {"name": "c"}})
+        core.delete_namespace("ns2")
+        assert api.objects("configmaps", "ns2") == [] and api.get("namespaces", "ns2") is None
 
 
 # -- failure injection and the request log -------------------------------------------------------------
