@@ -18,18 +18,27 @@ server's shapes, status codes and ``Status`` bodies, on a loopback socket:
 * what the server itself does: uid, resourceVersion, creationTimestamp, generation; pod defaults
   (schedulerName, requests from limits, priority from the PriorityClass, status Pending with the QoS
   class); no write and no event for an update that changes nothing; selector-filtered watches see an
-  object that leaves the selection as ``DELETED`` and one that enters it as ``ADDED``; an eviction counts a
-  budget's pods live (healthy: Running, not being deleted, not marked Ready=False) instead of reading the
-  PDB's status, skips budgets for Pending, finished and terminating pods, and marks the pod
-  ``DisruptionTarget`` before deleting it.
+  object that leaves the selection as ``DELETED`` and one that enters it as ``ADDED``; an eviction reads the
+  one selecting budget's STATUS (429 while ``observedGeneration`` lags — a fresh budget — or
+  ``disruptionsAllowed`` is 0) and decrements ``disruptionsAllowed`` itself, as kube's EvictionREST does; it
+  skips budgets for Pending, finished and terminating pods, and marks the pod ``DisruptionTarget`` before
+  deleting it; deleting a bound, unfinished pod is graceful (``deletionTimestamp``; it stays until
+  :meth:`FakeApiServer.finish_terminating`); binding checks the Binding's uid/resourceVersion preconditions and
+  refuses gated pods (409); creates need their Namespace (404); names, quantities, pod conditions and events'
+  namespaces are validated (422; an unparseable quantity 400); watches stay open until ``timeoutSeconds``,
+  silent but for bookmarks (asked for) every ``bookmark_interval`` seconds and at the end.
 
-For tests, a :class:`FakeApiServer` (``watch_cap``: the longest a watch stays open, seconds, None for
-``timeoutSeconds`` alone; ``history``: events kept for watches; ``graceful_pods``: deleting a bound pod only
-marks it, as before a kubelet finishes it; ``require_namespaces``: creates need the Namespace;
+For tests, a :class:`FakeApiServer` (``watch_cap``: the longest a watch stays open, seconds, None (default)
+for ``timeoutSeconds`` alone; ``bookmark_interval``; ``history``: events kept for watches; ``graceful_pods``
+(default True): deleting a bound pod only marks it, as before a kubelet finishes it; ``require_namespaces``
+(default True): creates need the Namespace;
 ``status_subresource={"podgroups": True}`` overrides a kind's status subresource) has:
 
 * ``client()`` (an ``ApiClient``), ``core_v1()``; ``url``;
-* seeding that bypasses admission (each write still a resourceVersion and an event): ``put(obj)``,
+* controllers' stand-ins, run when a test says: ``sync_budgets()`` (the disruption controller: PDB status),
+  ``finish_terminating(everything=False)`` (kubelets: pods whose grace period is over are removed);
+* seeding that bypasses admission (each write still a resourceVersion and an event; a namespaced object's
+  Namespace is made if missing): ``put(obj)``, ``put_namespace(name)``,
   ``put_pod``, ``put_node``, ``delete_pod``, ``remove(what, name, namespace)``; reading:
   ``get(what, name, namespace)``, ``objects(what, namespace)``, the live stores ``pods`` (keyed
   ``(namespace, name)``) and ``nodes`` (keyed by name); ``rv``, ``changes`` (the kept :class:`Change` history);
@@ -50,8 +59,9 @@ subresource); the HTTP handler (read, log, inject a failure, answer, or stream a
 
 It does not implement: authentication and authorization, admission webhooks (Volcano's included),
 server-side apply, ``resourceVersion`` semantics on list (always the latest), watch ``sendInitialEvents``,
-the garbage collector (ownerReferences), controllers (PDB status is not written; kubelet: pods are deleted
-at once unless ``graceful_pods``), namespace termination phases (deleting a namespace deletes its objects at
+the garbage collector (ownerReferences), controllers running by themselves (see ``sync_budgets`` and
+``finish_terminating``; the budgets' expected count is the pods selected, not their controllers' scale; a
+Running pod without a Ready condition counts as ready), namespace termination phases (deleting a namespace deletes its objects at
 once), ``managedFields``, field validation, protobuf/CBOR/YAML bodies, validation of built-in kinds beyond
 what is noted above, the shared storage of core and ``events.k8s.io`` Events.
 """

@@ -768,3 +768,196 @@ def test_the_request_log_counts_by_method_and_path_pattern() -> None:
         assert api.calls[0].body == {"status": {"allocated": {"cpu": "1"}}}
         api.core_v1().list_namespaced_pod("ml", watch=False)
         assert api.counts[("GET", "/api/v1/namespaces/{namespace}/pods")] == 1
+
+
+# -- as kube-apiserver does it (issue 16 item 2); each names the kube source it follows ------------------------
+def evict_status(core, name: str, namespace: str = "default") -> int:
+    try:
+        core.create_namespaced_pod_eviction(name, namespace, {"metadata": {"name": name}})
+        return 201
+    except ApiException as exc:
+        return exc.status
+
+
+def test_eviction_reads_the_budgets_status_and_the_server_decrements_it() -> None:
+    """pkg/registry/core/pod/storage/eviction.go, checkAndDecrement: a budget whose status lags its spec
+    (observedGeneration < generation: fresh, the controller has not seen it) refuses with 429 and Retry-After;
+    disruptionsAllowed 0 refuses; otherwise the server decrements it, so two evictions back to back with one
+    disruption allowed are 201 then 429, however many pods are healthy."""
+    with FakeApiServer() as api:
+        for i in range(4):
+            running(api, f"u{i}", f"web-{i}", labels={"app": "web"})
+        client.PolicyV1Api(api.client()).create_namespaced_pod_disruption_budget(
+            "default", pdb("web", {"matchLabels": {"app": "web"}}, minAvailable=2))
+        core = api.core_v1()
+        with pytest.raises(ApiException) as err:  # fresh: no status yet, though 2 of 4 may go
+            core.create_namespaced_pod_eviction("web-0", "default", {"metadata": {"name": "web-0"}})
+        assert err.value.status == 429 and err.value.headers["Retry-After"] == "10"
+        assert "still being processed" in body_of(err.value)["details"]["causes"][0]["message"]
+        api.put({**api.get("poddisruptionbudgets", "web"), "status": {  # as a controller wrote it
+            "observedGeneration": 1, "disruptionsAllowed": 1, "currentHealthy": 4, "desiredHealthy": 2,
+            "expectedPods": 4}})
+        assert evict_status(core, "web-0") == 201
+        status = api.get("poddisruptionbudgets", "web")["status"]
+        assert status["disruptionsAllowed"] == 0 and set(status["disruptedPods"]) == {"web-0"}
+        assert evict_status(core, "web-1") == 429  # a live count (3 healthy, 2 needed) would have allowed it
+        api.sync_budgets()  # the controller recounts: web-0 is terminating
+        status = api.get("poddisruptionbudgets", "web")["status"]
+        assert (status["currentHealthy"], status["disruptionsAllowed"]) == (3, 1)
+        assert evict_status(core, "web-1") == 201
+
+
+def test_a_budget_with_an_empty_selector_selects_nothing() -> None:
+    """eviction.go, getPodDisruptionBudgets: a nil or empty selector matches no pod."""
+    with FakeApiServer() as api:
+        running(api, "u0", "web-0", labels={"app": "web"})
+        api.put({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                 "metadata": {"name": "all", "namespace": "default"}, "spec": {"selector": {}, "minAvailable": 1}})
+        assert evict_status(api.core_v1(), "web-0") == 201
+
+
+def test_binding_refuses_gated_pods_and_a_stale_uid() -> None:
+    """pkg/registry/core/pod/storage/storage.go (setPodNodeAndMetadata; storage_test.go
+    TestEtcdCreateWithSchedulingGates): a gated pod -> 409 'pod foo has non-empty .spec.schedulingGates'; the
+    Binding's uid is a storage precondition -> 409 for a pod recreated under the name."""
+    with FakeApiServer() as api:
+        core = api.core_v1()
+        core.create_namespaced_pod("default", new_pod("foo", schedulingGates=[{"name": "wait"}]))
+        target = {"kind": "Node", "name": "node-a"}
+        with pytest.raises(ApiException) as err:
+            core.create_namespaced_pod_binding("foo", "default", {"metadata": {"name": "foo"}, "target": target},
+                                               _preload_content=False)
+        assert err.value.status == 409
+        assert body_of(err.value)["message"] == ('Operation cannot be fulfilled on pods/binding "foo": pod foo has '
+                                                 'non-empty .spec.schedulingGates')
+        old = core.create_namespaced_pod("default", new_pod("p")).metadata.uid
+        core.delete_namespaced_pod("p", "default")  # unbound: gone at once
+        core.create_namespaced_pod("default", new_pod("p"))  # recreated under the same name
+        with pytest.raises(ApiException) as err:
+            core.create_namespaced_pod_binding("p", "default", {"metadata": {"name": "p", "uid": old},
+                                                                "target": target}, _preload_content=False)
+        assert err.value.status == 409 and "Precondition failed: UID in precondition" in body_of(err.value)["message"]
+        assert not api.get("pods", "p")["spec"].get("nodeName")
+        uid = api.get("pods", "p")["metadata"]["uid"]
+        core.create_namespaced_pod_binding("p", "default", {"metadata": {"name": "p", "uid": uid}, "target": target},
+                                           _preload_content=False)
+        assert api.get("pods", "p")["spec"]["nodeName"] == "node-a"
+
+
+def test_bound_pods_terminate_gracefully_by_default() -> None:
+    """pkg/registry/core/pod/strategy.go, CheckGracefulDelete: a bound, unfinished pod gets a deletionTimestamp
+    (its terminationGracePeriodSeconds) and stays until the kubelet removes it; an unbound or finished pod goes at
+    once.  It cannot be bound while terminating."""
+    now = [1_000_000.0]
+    with FakeApiServer(clock=lambda: now[0]) as api:
+        core = api.core_v1()
+        running(api, "u0", "web-0", labels={})
+        running(api, "u1", "done", labels={}, phase="Succeeded")
+        core.create_namespaced_pod("default", new_pod("pending"))
+        for name in ("web-0", "done", "pending"):
+            core.delete_namespaced_pod(name, "default")
+        assert set(api.pods) == {("default", "web-0")}
+        terminating = core.read_namespaced_pod("web-0", "default")
+        assert terminating.metadata.deletion_grace_period_seconds == 30 and terminating.metadata.deletion_timestamp
+        now[0] += 29
+        assert api.finish_terminating() == []
+        now[0] += 1
+        assert api.finish_terminating() == [("default", "web-0")] and not api.pods
+
+
+def test_creates_in_a_namespace_that_does_not_exist_get_404() -> None:
+    """plugin/pkg/admission/namespace/lifecycle (NamespaceLifecycle): a create in a missing namespace is
+    NotFound for the namespace; a fresh cluster has default, kube-system, kube-public and kube-node-lease."""
+    with FakeApiServer() as api:
+        core = api.core_v1()
+        assert {n.metadata.name for n in core.list_namespace().items} == set(SYSTEM_NAMESPACES)
+        with pytest.raises(ApiException) as err:
+            core.create_namespaced_pod("ml", new_pod("p"))
+        assert err.value.status == 404 and body_of(err.value)["message"] == 'namespaces "ml" not found'
+        assert body_of(err.value)["details"] == {"name": "ml", "kind": "namespaces"}
+        core.create_namespace({"metadata": {"name": "ml"}})
+        assert core.create_namespaced_pod("ml", new_pod("p")).metadata.namespace == "ml"
+        api.put_pod(pod("u", "seeded", "n", namespace="team"))  # seeding: its namespace is made
+        assert api.get("namespaces", "team")["status"]["phase"] == "Active"
+
+
+@pytest.mark.parametrize("create, where", [
+    (lambda core: core.create_namespaced_pod("default", new_pod("Web")), "metadata.name"),
+    (lambda core: core.create_namespaced_config_map("default", {"metadata": {"name": "a_b"}}), "metadata.name"),
+    (lambda core: core.create_namespace({"metadata": {"name": "a.b"}}), "RFC 1123 label"),
+    (lambda core: core.create_namespaced_pod("default", new_pod("p", resources={"requests": {"cpu": "-1"}})),
+     "spec.containers[0].resources.requests[cpu]: Invalid value: \"-1\": must be greater than or equal to 0"),
+    (lambda core: core.create_namespaced_pod("default", new_pod("p", resources={"requests": {"cpu": "2"},
+                                                                                 "limits": {"cpu": "1"}})),
+     "must be less than or equal to cpu limit of 1"),
+    (lambda core: core.create_namespaced_event("default", {
+        "metadata": {"name": "e"}, "involvedObject": {"kind": "Pod", "name": "p", "namespace": "ml"}}),
+     "involvedObject.namespace: Invalid value: \"ml\": does not match event.namespace"),
+    (lambda core: core.create_namespaced_event("ml2", {
+        "metadata": {"name": "e"}, "involvedObject": {"kind": "Node", "name": "n"}}), "does not match event.namespace"),
+], ids=["pod-upper-case", "underscore", "namespace-dot", "negative-quantity", "request-over-limit",
+        "event-other-namespace", "event-cluster-object"])
+def test_invalid_objects_are_422(create, where) -> None:
+    """k8s.io/apimachinery/pkg/util/validation (IsDNS1123Subdomain, IsDNS1123Label), pkg/apis/core/validation
+    (ValidateResourceRequirements; events.go legacyValidateEvent)."""
+    with FakeApiServer() as api:
+        api.put_namespace("ml2")
+        with pytest.raises(ApiException) as err:
+            create(api.core_v1())
+        assert err.value.status == 422 and body_of(err.value)["reason"] == "Invalid"
+        assert where in body_of(err.value)["message"]
+
+
+def test_events_in_their_objects_namespace_and_cluster_objects_in_default_are_valid() -> None:
+    with FakeApiServer() as api:
+        core = api.core_v1()
+        core.create_namespaced_event("default", {"metadata": {"name": "e1"},
+                                                 "involvedObject": {"kind": "Pod", "name": "p", "namespace": "default"}})
+        core.create_namespaced_event("default", {"metadata": {"name": "e2"},
+                                                 "involvedObject": {"kind": "Node", "name": "n"}})
+        assert len(api.objects("events")) == 2
+
+
+def test_a_quantity_that_does_not_parse_cannot_be_decoded() -> None:
+    """apimachinery's resource.Quantity UnmarshalJSON fails the decode: 400 '... cannot be handled as a Pod',
+    not 422."""
+    with FakeApiServer() as api:
+        with pytest.raises(ApiException) as err:
+            api.core_v1().create_namespaced_pod("default", new_pod("p", resources={"requests": {"cpu": "lots"}}))
+        assert err.value.status == 400
+        assert body_of(err.value)["message"].startswith('Pod in version "v1" cannot be handled as a Pod: quantities')
+
+
+def test_pod_conditions_need_a_type_but_podgroup_conditions_follow_the_crd() -> None:
+    """pkg/apis/core/validation validatePodConditions: a non-system condition type is a qualified name (empty ->
+    422).  PodGroup conditions are checked by the CRD's schema, which (Volcano's
+    config/crd/volcano/bases/scheduling.volcano.sh_podgroups.yaml, and ours) requires no type: accepted."""
+    with FakeApiServer() as api:
+        core = api.core_v1()
+        core.create_namespaced_pod("default", new_pod("p"))
+        with pytest.raises(ApiException) as err:
+            core.patch_namespaced_pod_status("p", "default", {"status": {"conditions": [{"status": "True"}]}})
+        assert err.value.status == 422 and "status.conditions[0].Type" in body_of(err.value)["message"]
+        core.patch_namespaced_pod_status("p", "default", {"status": {"conditions": [
+            {"type": "scoria.io/placed", "status": "True"}]}})
+        custom = client.CustomObjectsApi(api.client())
+        custom.create_namespaced_custom_object(*VOLCANO, "default", "podgroups", {
+            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": {"name": "g"},
+            "spec": {"minMember": 1}, "status": {"conditions": [{"status": "True"}]}})
+        assert api.get("podgroups", "g")["status"]["conditions"] == [{"status": "True"}]
+
+
+def test_watches_stay_open_and_silent_until_their_timeout_with_bookmarks_only_when_asked() -> None:
+    """kube's watch cache (staging/src/k8s.io/apiserver/pkg/storage/cacher): a watch lasts timeoutSeconds, says
+    nothing while nothing changes, and sends bookmarks only with allowWatchBookmarks, about once a minute
+    (``bookmark_interval`` here, shortened)."""
+    with FakeApiServer(bookmark_interval=0.4) as api:
+        core = api.core_v1()
+        rv = core.list_node().metadata.resource_version
+        started = time.monotonic()
+        quiet = list(watch.Watch().stream(core.list_node, resource_version=rv, timeout_seconds=2))
+        assert quiet == [] and time.monotonic() - started >= 1.9  # not ended early, nothing said
+        started = time.monotonic()
+        marks = [e["type"] for e in watch.Watch().stream(core.list_node, resource_version=rv, timeout_seconds=2,
+                                                         allow_watch_bookmarks=True)]
+        assert set(marks) == {"BOOKMARK"} and 4 <= len(marks) <= 6 and time.monotonic() - started >= 1.9
