@@ -18,18 +18,27 @@ server's shapes, status codes and ``Status`` bodies, on a loopback socket:
 * what the server itself does: uid, resourceVersion, creationTimestamp, generation; pod defaults
   (schedulerName, requests from limits, priority from the PriorityClass, status Pending with the QoS
   class); no write and no event for an update that changes nothing; selector-filtered watches see an
-  object that leaves the selection as ``DELETED`` and one that enters it as ``ADDED``; an eviction counts a
-  budget's pods live (healthy: Running, not being deleted, not marked Ready=False) instead of reading the
-  PDB's status, skips budgets for Pending, finished and terminating pods, and marks the pod
-  ``DisruptionTarget`` before deleting it.
+  object that leaves the selection as ``DELETED`` and one that enters it as ``ADDED``; an eviction reads the
+  one selecting budget's STATUS (429 while ``observedGeneration`` lags — a fresh budget — or
+  ``disruptionsAllowed`` is 0) and decrements ``disruptionsAllowed`` itself, as kube's EvictionREST does; it
+  skips budgets for Pending, finished and terminating pods, and marks the pod ``DisruptionTarget`` before
+  deleting it; deleting a bound, unfinished pod is graceful (``deletionTimestamp``; it stays until
+  :meth:`FakeApiServer.finish_terminating`); binding checks the Binding's uid/resourceVersion preconditions and
+  refuses gated pods (409); creates need their Namespace (404); names, quantities, pod conditions and events'
+  namespaces are validated (422; an unparseable quantity 400); watches stay open until ``timeoutSeconds``,
+  silent but for bookmarks (asked for) every ``bookmark_interval`` seconds and at the end.
 
-For tests, a :class:`FakeApiServer` (``watch_cap``: the longest a watch stays open, seconds, None for
-``timeoutSeconds`` alone; ``history``: events kept for watches; ``graceful_pods``: deleting a bound pod only
-marks it, as before a kubelet finishes it; ``require_namespaces``: creates need the Namespace;
+For tests, a :class:`FakeApiServer` (``watch_cap``: the longest a watch stays open, seconds, None (default)
+for ``timeoutSeconds`` alone; ``bookmark_interval``; ``history``: events kept for watches; ``graceful_pods``
+(default True): deleting a bound pod only marks it, as before a kubelet finishes it; ``require_namespaces``
+(default True): creates need the Namespace;
 ``status_subresource={"podgroups": True}`` overrides a kind's status subresource) has:
 
 * ``client()`` (an ``ApiClient``), ``core_v1()``; ``url``;
-* seeding that bypasses admission (each write still a resourceVersion and an event): ``put(obj)``,
+* controllers' stand-ins, run when a test says: ``sync_budgets()`` (the disruption controller: PDB status),
+  ``finish_terminating(everything=False)`` (kubelets: pods whose grace period is over are removed);
+* seeding that bypasses admission (each write still a resourceVersion and an event; a namespaced object's
+  Namespace is made if missing): ``put(obj)``, ``put_namespace(name)``,
   ``put_pod``, ``put_node``, ``delete_pod``, ``remove(what, name, namespace)``; reading:
   ``get(what, name, namespace)``, ``objects(what, namespace)``, the live stores ``pods`` (keyed
   ``(namespace, name)``) and ``nodes`` (keyed by name); ``rv``, ``changes`` (the kept :class:`Change` history);
@@ -50,8 +59,9 @@ subresource); the HTTP handler (read, log, inject a failure, answer, or stream a
 
 It does not implement: authentication and authorization, admission webhooks (Volcano's included),
 server-side apply, ``resourceVersion`` semantics on list (always the latest), watch ``sendInitialEvents``,
-the garbage collector (ownerReferences), controllers (PDB status is not written; kubelet: pods are deleted
-at once unless ``graceful_pods``), namespace termination phases (deleting a namespace deletes its objects at
+the garbage collector (ownerReferences), controllers running by themselves (see ``sync_budgets`` and
+``finish_terminating``; the budgets' expected count is the pods selected, not their controllers' scale; a
+Running pod without a Ready condition counts as ready), namespace termination phases (deleting a namespace deletes its objects at
 once), ``managedFields``, field validation, protobuf/CBOR/YAML bodies, validation of built-in kinds beyond
 what is noted above, the shared storage of core and ``events.k8s.io`` Events.
 """
@@ -617,15 +627,122 @@ def qos_class(spec: dict) -> str:
     return "Burstable"
 
 
+# -- validation of built-in kinds (k8s.io/apimachinery/pkg/util/validation, pkg/apis/core/validation) ---------
+_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_SUBDOMAIN = _LABEL + r"(\." + _LABEL + r")*"
+_QUALIFIED = r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
+QUANTITY_REGEX = r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
+
+
+def name_errors(name: str, *, label: bool = False) -> list[str]:
+    """kube's NameIsDNSSubdomain (most kinds) or NameIsDNSLabel (namespaces), as ``metadata.name`` causes."""
+    if label:
+        ok = len(name) <= 63 and re.fullmatch(_LABEL, name)
+        why = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
+               "start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
+               f"validation is '{_LABEL}')")
+    else:
+        ok = len(name) <= 253 and re.fullmatch(_SUBDOMAIN, name)
+        why = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and "
+               "must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation "
+               f"is '{_SUBDOMAIN}')")
+    return [] if ok else [f"metadata.name: Invalid value: {_show(name)}: {why}"]
+
+
+def pod_resource_errors(spec: dict) -> list[str]:
+    """Negative requests or limits, and requests over their limits (kube: ValidateResourceRequirements).
+    Text that is no quantity at all never gets here: it cannot be decoded (400, :func:`undecodable`)."""
+    errors = []
+    for kind in ("initContainers", "containers"):
+        for i, c in enumerate(spec.get(kind) or []):
+            res = c.get("resources") or {}
+            where = f"spec.{kind}[{i}].resources"
+            for part in ("limits", "requests"):
+                for rname, value in (res.get(part) or {}).items():
+                    if quantity(value) < 0:
+                        errors.append(f"{where}.{part}[{rname}]: Invalid value: {_show(str(value))}: must be "
+                                      f"greater than or equal to 0")
+            for rname, value in (res.get("requests") or {}).items():
+                limit = (res.get("limits") or {}).get(rname)
+                if limit is not None and quantity(value) > quantity(limit):
+                    errors.append(f"{where}.requests: Invalid value: {_show(str(value))}: must be less than or "
+                                  f"equal to {rname} limit of {limit}")
+    return errors
+
+
+def undecodable(spec: dict, kind: str = "Pod") -> ApiError | None:
+    """A quantity that does not parse fails the decoding of the body: 400, not 422 (kube's Quantity
+    UnmarshalJSON: "quantities must match the regular expression ...")."""
+    for key in ("initContainers", "containers"):
+        for c in spec.get(key) or []:
+            for part in ("limits", "requests"):
+                for value in ((c.get("resources") or {}).get(part) or {}).values():
+                    try:
+                        quantity(value)
+                    except ValueError:
+                        return bad_request(f'{kind} in version "v1" cannot be handled as a {kind}: quantities must '
+                                           f"match the regular expression '{QUANTITY_REGEX}'")
+    return None
+
+
+POD_SYSTEM_CONDITIONS = ("PodScheduled", "Ready", "Initialized")
+
+
+def pod_condition_errors(status: dict) -> list[str]:
+    """kube's validatePodConditions: a condition type other than the system ones is a qualified name (so
+    never empty).  The field path is kube's, ``Type`` capitalised."""
+    errors = []
+    for i, c in enumerate(status.get("conditions") or []):
+        kind = c.get("type") or ""
+        if kind in POD_SYSTEM_CONDITIONS:
+            continue
+        name = kind.rsplit("/", 1)[-1]
+        if not name:
+            errors.append(f"status.conditions[{i}].Type: Invalid value: {_show(kind)}: name part must be non-empty")
+        elif len(name) > 63 or not re.fullmatch(_QUALIFIED, name):
+            errors.append(f"status.conditions[{i}].Type: Invalid value: {_show(kind)}: name part must consist of "
+                          f"alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric "
+                          f"character")
+    return errors
+
+
+def event_namespace_errors(event: dict) -> list[str]:
+    """kube's legacyValidateEvent (pkg/apis/core/validation/events.go): without eventTime the event's namespace
+    is its involvedObject's (or default/empty for a cluster-scoped object); with one, only a cluster-scoped
+    object's event is tied (to default or kube-system)."""
+    ns = event["metadata"].get("namespace") or ""
+    involved = (event.get("involvedObject") or {}).get("namespace") or ""
+    if not event.get("eventTime"):
+        bad = ns not in ("", "default") if not involved else ns != involved
+    else:
+        bad = not involved and ns not in ("default", "kube-system")
+    return [f"involvedObject.namespace: Invalid value: {_show(involved)}: does not match event.namespace"] if bad else []
+
+
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+def _namespace(name: str, now: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": name, "uid": str(uuid.uuid4()), "creationTimestamp": now, "generation": 1,
+                         "labels": {"kubernetes.io/metadata.name": name}},
+            "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}
+
+
 SYSTEM_PRIORITIES = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
 TERMINAL = ("Succeeded", "Failed")
 
 
-def _healthy(p: dict) -> bool:
-    """Counts towards a disruption budget: Running, not being deleted, and not marked not Ready."""
+def _ready(p: dict) -> bool:
+    """Ready, as the fake reads it: Running and not marked Ready=False (kube wants Ready=True; seeded pods
+    seldom carry conditions)."""
     ready = [c for c in (p.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"]
-    return ((p.get("status") or {}).get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
-            and not any(c.get("status") == "False" for c in ready))
+    return (p.get("status") or {}).get("phase") == "Running" and not any(c.get("status") == "False" for c in ready)
+
+
+def _healthy(p: dict) -> bool:
+    """Counts towards a disruption budget: ready and not being deleted."""
+    return _ready(p) and not p["metadata"].get("deletionTimestamp")
 
 
 def _scaled(value: Any, total: int) -> int:
@@ -634,14 +751,14 @@ def _scaled(value: Any, total: int) -> int:
     return int(value)
 
 
-def _set_condition(obj: dict, condition: dict, now: str) -> None:
+def _set_condition(obj: dict, condition: dict, now: str, *, probe: bool = True) -> None:
     conditions = obj.setdefault("status", {}).setdefault("conditions", [])
     for i, c in enumerate(conditions):
         if c.get("type") == condition["type"]:
             changed = c.get("status") != condition["status"]
             conditions[i] = {**c, **condition, "lastTransitionTime": now if changed else c.get("lastTransitionTime")}
             return
-    conditions.append({**condition, "lastProbeTime": None, "lastTransitionTime": now})
+    conditions.append({**condition, **({"lastProbeTime": None} if probe else {}), "lastTransitionTime": now})
 
 
 def _copy(obj: Any) -> Any:
@@ -722,11 +839,11 @@ class WatchStart:
 class FakeApiServer:
     """See the module docstring.  Use as a context manager (or ``start()``/``stop()``)."""
 
-    def __init__(self, *, watch_cap: float | None = 1.0, history: int = 1000, graceful_pods: bool = False,
-                 require_namespaces: bool = False, crds: Path | None = CRD_DIR,
+    def __init__(self, *, watch_cap: float | None = None, history: int = 1000, graceful_pods: bool = True,
+                 require_namespaces: bool = True, crds: Path | None = CRD_DIR,
                  status_subresource: dict[str, bool] | None = None, resources: tuple[Resource, ...] = RESOURCES,
-                 clock: Callable[[], float] = time.time):
-        self.watch_cap, self.history_limit = watch_cap, history
+                 clock: Callable[[], float] = time.time, bookmark_interval: float = 60.0):
+        self.watch_cap, self.history_limit, self.bookmark_interval = watch_cap, history, bookmark_interval
         self.graceful_pods, self.require_namespaces, self.clock = graceful_pods, require_namespaces, clock
         self.resources: dict[tuple[str, str, str], Resource] = {}
         self._stores: dict[tuple[str, str], dict] = {}
@@ -750,6 +867,8 @@ class FakeApiServer:
         self._server = _QuietServer(("127.0.0.1", 0), self)
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
                                         name="fake-apiserver", daemon=True)
+        for ns in SYSTEM_NAMESPACES:  # as a fresh cluster has them
+            self.put_namespace(ns)
 
     # -- life ---------------------------------------------------------------------------------------
     @property
@@ -863,6 +982,8 @@ class FakeApiServer:
             meta = new.setdefault("metadata", {})
             if res.namespaced:
                 meta.setdefault("namespace", "default")
+                if meta["namespace"] not in self._stores[("", "namespaces")]:  # seeding: the namespace exists
+                    self._write(self.resource("namespaces"), "ADDED", _namespace(meta["namespace"], self._now()), None)
             old = self._store(res).get(self._key_of(res, new))
             if old is not None and meta.get("uid", old["metadata"].get("uid")) != old["metadata"].get("uid"):
                 self._write(res, "DELETED", _copy(old), None)
@@ -895,6 +1016,14 @@ class FakeApiServer:
 
     def put_pod(self, obj: dict) -> None:
         self.put(obj)
+
+    def put_namespace(self, name: str) -> dict:
+        """An Active Namespace (clients' creates in a namespace that does not exist get 404)."""
+        with self._cond:
+            existing = self._stores[("", "namespaces")].get(name)
+            if existing is not None:
+                return _copy(existing)
+            return _copy(self._write(self.resource("namespaces"), "ADDED", _namespace(name, self._now()), None))
 
     def delete_pod(self, namespace: str, name: str) -> None:
         self.remove("pods", name, namespace)
@@ -1136,6 +1265,11 @@ class FakeApiServer:
             if not meta.get("generateName"):
                 raise invalid(res, "", ["metadata.name: Required value: name or generateName is required"])
             meta["name"] = meta["generateName"] + "".join(random.choices("bcdfghjklmnpqrstvwxz2456789", k=5))
+        errors = name_errors(meta["name"], label=res.store_key == ("", "namespaces"))
+        if res.store_key == ("", "events"):
+            errors += event_namespace_errors(obj)
+        if errors:
+            raise invalid(res, meta["name"], errors)
         if self._key_of(res, obj) in self._store(res):
             raise ApiError(409, "AlreadyExists", f'{res.qualified} "{meta["name"]}" already exists',
                            details=_details(res, meta["name"]))
@@ -1166,6 +1300,9 @@ class FakeApiServer:
         spec.setdefault("schedulerName", "default-scheduler")
         spec.setdefault("restartPolicy", "Always")
         spec.setdefault("terminationGracePeriodSeconds", 30)
+        broken = undecodable(spec)
+        if broken is not None:
+            raise broken
         for c in (spec.get("initContainers") or []) + spec["containers"]:
             res = c.setdefault("resources", {})
             if res.get("limits"):
@@ -1192,11 +1329,10 @@ class FakeApiServer:
                                              f'name', details=_details(pods, name))
         spec["priority"] = value
         spec.setdefault("preemptionPolicy", policy or "PreemptLowerPriority")
-        try:
-            qos = qos_class(spec)
-        except ValueError as exc:
-            raise invalid(pods, name, [f"spec.containers[*].resources: Invalid value: {exc}"]) from None
-        obj["status"] = {"phase": "Pending", "qosClass": qos}
+        errors = pod_resource_errors(spec)
+        if errors:
+            raise invalid(pods, name, errors)
+        obj["status"] = {"phase": "Pending", "qosClass": qos_class(spec)}
 
     def _validate(self, res: Resource, obj: dict) -> dict:
         if res.schema is None:
@@ -1263,6 +1399,10 @@ class FakeApiServer:
                 result["status"] = _copy(new["status"])
             else:
                 result.pop("status", None)
+            if res.store_key == ("", "pods"):
+                errors = pod_condition_errors(result.get("status") or {})
+                if errors:
+                    raise invalid(res, name, errors)
         else:
             result = _copy(new)
             result["kind"], result["apiVersion"] = res.kind, res.api_version
@@ -1371,14 +1511,28 @@ class FakeApiServer:
             raise invalid(binding, name, [f'target.kind: Not supported: "{target["kind"]}": must be empty or '
                                           f'\'Node\''])
         old = self._lookup(pods, ns, name)
-        if old["metadata"].get("deletionTimestamp"):
+        # the storage layer's preconditions (the Binding's uid and resourceVersion) come first: a pod recreated
+        # under the name is not the one the scheduler placed (kube: pkg/registry/core/pod/storage/storage.go,
+        # BindingREST.assignPod -> Conflict on "pods")
+        have = old["metadata"]
+        if meta.get("uid") and meta["uid"] != have.get("uid"):
+            raise conflict(pods, name, f"Precondition failed: UID in precondition: {meta['uid']}, UID in object "
+                                       f"meta: {have.get('uid')}")
+        if meta.get("resourceVersion") and meta["resourceVersion"] != have.get("resourceVersion"):
+            raise conflict(pods, name, f"Precondition failed: ResourceVersion in precondition: "
+                                       f"{meta['resourceVersion']}, ResourceVersion in object meta: "
+                                       f"{have.get('resourceVersion')}")
+        if have.get("deletionTimestamp"):
             raise conflict(pods, name, f"pod {name} is being deleted, cannot be assigned to a host",
                            qualified="pods/binding")
         if (old.get("spec") or {}).get("nodeName"):
             raise conflict(pods, name, f'pod {name} is already assigned to node "{old["spec"]["nodeName"]}"',
                            qualified="pods/binding")
+        if (old.get("spec") or {}).get("schedulingGates"):  # kube: "Reject binding to a scheduling un-ready Pod"
+            raise conflict(pods, name, f"pod {name} has non-empty .spec.schedulingGates", qualified="pods/binding")
         new = _copy(old)
         new.setdefault("spec", {})["nodeName"] = target["name"]
+        (new.get("status") or {}).pop("nominatedNodeName", None)  # ClearingNominatedNodeNameAfterBinding
         if meta.get("annotations"):
             new["metadata"]["annotations"] = {**(new["metadata"].get("annotations") or {}), **meta["annotations"]}
         _set_condition(new, {"type": "PodScheduled", "status": "True"}, self._now())
@@ -1386,8 +1540,11 @@ class FakeApiServer:
         return success(201)
 
     def _evict(self, ns: str | None, name: str, body: dict) -> dict:
-        """POST pods/NAME/eviction: disruption budgets first, then the uid precondition, then the pod is
-        marked (DisruptionTarget) and deleted; 201 and a Success Status."""
+        """POST pods/NAME/eviction as kube's EvictionREST (pkg/registry/core/pod/storage/eviction.go): pods that
+        are Pending, finished or terminating skip the budgets; otherwise the one PodDisruptionBudget selecting the
+        pod is read from its STATUS (kept by the disruption controller: :meth:`sync_budgets`, or set by a test)
+        and its ``disruptionsAllowed`` decremented here; then the uid precondition, and the pod is marked
+        (DisruptionTarget) and deleted (gracefully, when bound and running).  201 and a Success Status."""
         pods = self.resource("pods")
         if (body.get("metadata") or {}).get("name") not in (None, name):
             raise bad_request("name in URL does not match name in Eviction object")
@@ -1412,39 +1569,123 @@ class FakeApiServer:
         self._delete(pods, ns, name, options, False)
         return success(201)
 
-    def _check_budget(self, target: dict) -> None:
-        """Refuse (429) when the one PodDisruptionBudget selecting the pod allows no disruption; 500 when
-        more than one selects it, as the eviction subresource does."""
+    def _budgets_of(self, target: dict) -> list[dict]:
+        """The PodDisruptionBudgets selecting a pod (an empty selector selects nothing, as for evictions)."""
         labels, ns = target["metadata"].get("labels") or {}, target["metadata"].get("namespace")
-        if not labels:
-            return
-        budgets = [b for b in self._stores[("policy", "poddisruptionbudgets")].values()
-                   if b["metadata"].get("namespace") == ns
-                   and selector_matches((b.get("spec") or {}).get("selector"), labels)]
+        return [b for b in self._stores[("policy", "poddisruptionbudgets")].values()
+                if b["metadata"].get("namespace") == ns and _selects((b.get("spec") or {}).get("selector"), labels)]
+
+    def _check_budget(self, target: dict) -> None:
+        """kube's check-and-decrement: 500 when more than one budget selects the pod; an unready pod passes
+        when the budget allows it (AlwaysAllow, or currentHealthy >= desiredHealthy > 0); 429 while the budget's
+        status lags its spec (observedGeneration < generation: a fresh budget) or allows no disruption; else
+        ``disruptionsAllowed`` is decremented and the pod recorded in ``disruptedPods`` (a status write)."""
+        budgets = self._budgets_of(target)
         if len(budgets) > 1:
             raise ApiError(500, None, "This pod has more than one PodDisruptionBudget, which the eviction "
                                       "subresource does not support.")
         if not budgets:
             return
-        spec = budgets[0].get("spec") or {}
-        selected = [p for p in self.pods.values() if p["metadata"].get("namespace") == ns
-                    and (p.get("status") or {}).get("phase") not in TERMINAL
-                    and selector_matches(spec.get("selector"), p["metadata"].get("labels") or {})]
-        healthy = sum(1 for p in selected if _healthy(p))
-        if spec.get("minAvailable") is not None:
-            desired = _scaled(spec["minAvailable"], len(selected))
-        elif spec.get("maxUnavailable") is not None:
-            desired = max(0, len(selected) - _scaled(spec["maxUnavailable"], len(selected)))
-        else:
-            desired = 1
-        if not _healthy(target) and (spec.get("unhealthyPodEvictionPolicy") == "AlwaysAllow"
-                                     or (healthy >= desired and desired > 0)):
+        budget = budgets[0]
+        spec, status, bmeta = budget.get("spec") or {}, budget.get("status") or {}, budget["metadata"]
+        if not _ready(target) and (spec.get("unhealthyPodEvictionPolicy") == "AlwaysAllow"
+                                   or (status.get("currentHealthy", 0) >= status.get("desiredHealthy", 0) > 0)):
             return
-        if healthy - desired <= 0:
-            message = (f"The disruption budget {budgets[0]['metadata']['name']} needs {desired} healthy pods and has "
-                       f"{healthy} currently")
+        name = bmeta["name"]
+        if status.get("observedGeneration", 0) < bmeta.get("generation", 1):
+            raise ApiError(429, "TooManyRequests", EVICTION_REFUSED, headers={"Retry-After": 10}, details={
+                "causes": [{"reason": "DisruptionBudget",
+                            "message": f"The disruption budget {name} is still being processed by the server."}],
+                "retryAfterSeconds": 10})
+        allowed = status.get("disruptionsAllowed", 0)
+        if allowed < 0:
+            raise ApiError(403, "Forbidden", f'poddisruptionbudget.policy "{name}" is forbidden: pdb disruptions '
+                                             f'allowed is negative')
+        if allowed == 0:
+            message = (f"The disruption budget {name} needs {status.get('desiredHealthy', 0)} healthy pods and has "
+                       f"{status.get('currentHealthy', 0)} currently")
             raise ApiError(429, "TooManyRequests", EVICTION_REFUSED,
                            details={"causes": [{"reason": "DisruptionBudget", "message": message}]})
+        new = _copy(budget)
+        new_status = new.setdefault("status", {})
+        new_status["disruptionsAllowed"] = allowed - 1
+        new_status.setdefault("disruptedPods", {})[target["metadata"]["name"]] = self._now()
+        if allowed - 1 == 0:
+            _set_condition(new, _disruption_allowed(False), self._now(), probe=False)
+        self._write(self.resource("poddisruptionbudgets"), "MODIFIED", new, budget)
+
+    # -- controllers' stand-ins -----------------------------------------------------------------------
+    def sync_budgets(self) -> None:
+        """The disruption controller, once: every PodDisruptionBudget's status from the pods it selects
+        (observedGeneration, expectedPods, currentHealthy, desiredHealthy, disruptionsAllowed, disruptedPods
+        still pending, the DisruptionAllowed condition).  Pods evicted in the last two minutes and not yet gone
+        do not count as healthy.  Unlike kube, the expected count is the pods selected (not finished), not
+        their controllers' scale.  Writes only what changed."""
+        res = self.resource("poddisruptionbudgets")
+        with self._cond:
+            now = self.clock()
+            for budget in [b for _, b in sorted(self._store(res).items())]:
+                spec, meta = budget.get("spec") or {}, budget["metadata"]
+                ns = meta.get("namespace")
+                selected = [p for p in self.pods.values() if p["metadata"].get("namespace") == ns
+                            and (p.get("status") or {}).get("phase") not in TERMINAL
+                            and _selects(spec.get("selector"), p["metadata"].get("labels") or {})]
+                names = {p["metadata"]["name"]: p for p in selected}
+                disrupted = {n: t for n, t in ((budget.get("status") or {}).get("disruptedPods") or {}).items()
+                             if n in names and not names[n]["metadata"].get("deletionTimestamp")
+                             and _parse_time(t) + 120 > now}
+                healthy = sum(1 for p in selected if _healthy(p) and p["metadata"]["name"] not in disrupted)
+                expected = len(selected)
+                if spec.get("minAvailable") is not None:
+                    desired = _scaled(spec["minAvailable"], expected)
+                elif spec.get("maxUnavailable") is not None:
+                    desired = max(0, expected - _scaled(spec["maxUnavailable"], expected))
+                else:
+                    desired = 1
+                allowed = max(0, healthy - desired)
+                new = _copy(budget)
+                status = {"observedGeneration": meta.get("generation", 1), "disruptionsAllowed": allowed,
+                          "currentHealthy": healthy, "desiredHealthy": desired, "expectedPods": expected}
+                if disrupted:
+                    status["disruptedPods"] = disrupted
+                conditions = (budget.get("status") or {}).get("conditions")
+                if conditions:
+                    status["conditions"] = conditions
+                new["status"] = status
+                _set_condition(new, _disruption_allowed(allowed > 0), self._now(), probe=False)
+                if new != budget:
+                    self._write(res, "MODIFIED", new, budget)
+
+    def finish_terminating(self, *, everything: bool = False) -> list[tuple[str, str]]:
+        """The kubelets' turn: pods being deleted whose grace period is over (by ``clock``; all of them with
+        ``everything``) are removed, as a kubelet does once their containers stop.  Returns (namespace, name)."""
+        pods = self.resource("pods")
+        gone = []
+        with self._cond:
+            now = self.clock()
+            for key, obj in sorted(self.pods.items()):
+                stamp = obj["metadata"].get("deletionTimestamp")
+                if stamp and not obj["metadata"].get("finalizers") and (everything or _parse_time(stamp) <= now):
+                    self._write(pods, "DELETED", _copy(obj), None)
+                    gone.append(key)
+        return gone
+
+
+def _selects(selector: dict | None, labels: dict) -> bool:
+    """A budget's selector: nil or empty selects nothing (kube: getPodDisruptionBudgets)."""
+    if not selector or not (selector.get("matchLabels") or selector.get("matchExpressions")):
+        return False
+    return selector_matches(selector, labels)
+
+
+def _disruption_allowed(allowed: bool) -> dict:
+    return {"type": "DisruptionAllowed", "status": "True" if allowed else "False",
+            "reason": "SufficientPods" if allowed else "InsufficientPods", "message": ""}
+
+
+def _parse_time(stamp: str) -> float:
+    import calendar
+    return float(calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")))
 
 
 def _json_body(body: bytes, *, allow_empty: bool = False) -> dict:
@@ -1769,9 +2010,16 @@ class _Handler(BaseHTTPRequestHandler):
         self._end_chunks()
 
     def _follow(self, res: Resource, match, sent: int, epoch: int, deadline: float, bookmarks: bool) -> None:
-        """The changes after ``sent`` as this watch sees them, until it ends (see FakeApiServer._wait_changes)."""
+        """The changes after ``sent`` as this watch sees them, until it ends (see FakeApiServer._wait_changes);
+        asked for bookmarks, one every ``bookmark_interval`` seconds while it stays open, and one as it times out."""
+        every = self.api.bookmark_interval if bookmarks and self.api.bookmark_interval > 0 else math.inf
+        next_mark = time.monotonic() + every
         while True:
-            batch, end, end_rv = self.api._wait_changes(sent, epoch, deadline)
+            batch, end, end_rv = self.api._wait_changes(sent, epoch, min(deadline, next_mark))
+            if not batch and end == "timeout" and next_mark < deadline:  # a periodic bookmark; the watch goes on
+                self._chunk(self._bookmark(res, end_rv))
+                next_mark = time.monotonic() + every
+                continue
             if not batch:
                 break
             sent = batch[-1].rv
@@ -1782,6 +2030,10 @@ class _Handler(BaseHTTPRequestHandler):
         if end == "lost":
             return self._expired(sent, self.api.resumable_from)
         if end == "timeout" and bookmarks:
-            self._chunk({"type": "BOOKMARK", "object": {"kind": res.kind, "apiVersion": res.api_version,
-                                                        "metadata": {"resourceVersion": str(end_rv)}}})
+            self._chunk(self._bookmark(res, end_rv))
         self._end_chunks()
+
+    @staticmethod
+    def _bookmark(res: Resource, rv: int) -> dict:
+        return {"type": "BOOKMARK", "object": {"kind": res.kind, "apiVersion": res.api_version,
+                                               "metadata": {"resourceVersion": str(rv)}}}

@@ -15,7 +15,7 @@ import pytest
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
-from tests.support.fake_apiserver import CRD_DIR, FakeApiServer, load_crds, pod
+from tests.support.fake_apiserver import CRD_DIR, SYSTEM_NAMESPACES, FakeApiServer, load_crds, pod
 
 VOLCANO = ("scheduling.volcano.sh", "v1beta1")
 CRDS = {r.plural: r for r in load_crds(CRD_DIR)}
@@ -82,7 +82,9 @@ def test_every_registered_resource_is_reachable_by_its_url() -> None:
             for path in ([res.path(), res.path("default")] if res.namespaced else [res.path()]):
                 with urllib.request.urlopen(api.url + path) as resp:
                     listed = json.load(resp)
-                assert listed["kind"] == f"{res.kind}List" and listed["items"] == [], path
+                names = [i["metadata"]["name"] for i in listed["items"]]
+                assert listed["kind"] == f"{res.kind}List", path
+                assert names == (sorted(SYSTEM_NAMESPACES) if res.plural == "namespaces" else []), path
         with pytest.raises(urllib.error.HTTPError) as err:
             urllib.request.urlopen(api.url + "/apis/nope.io/v1/things")
         assert err.value.code == 404
@@ -112,6 +114,7 @@ def test_seeding_replaces_in_place_unless_the_uid_differs() -> None:
 ])
 def test_created_pod_gets_server_fields_defaults_and_its_qos_class(resources, qos) -> None:
     with FakeApiServer() as api:
+        api.put_namespace("ml")
         core = api.core_v1()
         created = core.create_namespaced_pod("ml", new_pod("p", resources=resources) | {"status": {"phase": "Running"}})
         assert api.calls[-1].status == 201
@@ -252,7 +255,7 @@ def test_a_selected_watch_sees_objects_enter_and_leave_its_selection() -> None:
                                                              "target": {"kind": "Node", "name": "node-a"}},
                                            _preload_content=False)
         core.patch_namespaced_pod_status("p", "default", {"status": {"phase": "Running"}})
-        core.delete_namespaced_pod("p", "default")
+        core.delete_namespaced_pod("p", "default", grace_period_seconds=0)
         wait_until(lambda: len(events) == 3)
         assert [(k, o["spec"]["nodeName"]) for k, o in events] == [("ADDED", "node-a"), ("MODIFIED", "node-a"),
                                                                    ("DELETED", "node-a")]
@@ -383,11 +386,12 @@ def test_eviction_honours_the_disruption_budget(spec, pods, allowed) -> None:
             running(api, f"u{i}", f"web-{i}", labels={"app": "web"})
         client.PolicyV1Api(api.client()).create_namespaced_pod_disruption_budget(
             "default", pdb("web", {"matchLabels": {"app": "web"}}, **spec))
+        api.sync_budgets()  # the disruption controller's turn: the eviction reads the budget's status
         core = api.core_v1()
         eviction = client.V1Eviction(metadata=client.V1ObjectMeta(name="web-0", namespace="default"))
         if allowed:
             core.create_namespaced_pod_eviction("web-0", "default", eviction)
-            assert api.calls[-1].status == 201 and ("default", "web-0") not in api.pods
+            assert api.calls[-1].status == 201 and api.pods[("default", "web-0")]["metadata"]["deletionTimestamp"]
         else:
             with pytest.raises(ApiException) as err:
                 core.create_namespaced_pod_eviction("web-0", "default", eviction)
@@ -400,13 +404,14 @@ def test_eviction_honours_the_disruption_budget(spec, pods, allowed) -> None:
 
 
 def test_eviction_counts_only_running_pods_not_being_deleted_and_skips_the_budget_for_unstarted_ones() -> None:
-    with FakeApiServer(graceful_pods=True) as api:
+    with FakeApiServer() as api:
         running(api, "u0", "web-0", labels={"app": "web"})
         running(api, "u1", "web-1", labels={"app": "web"})
         running(api, "u2", "web-2", labels={"app": "web"}, phase="Pending")
         client.PolicyV1Api(api.client()).create_namespaced_pod_disruption_budget(
             "default", pdb("web", {"matchExpressions": [{"key": "app", "operator": "In", "values": ["web"]}]},
                            minAvailable=1))
+        api.sync_budgets()
         core = api.core_v1()
 
         def evict(name: str) -> int:
@@ -420,6 +425,9 @@ def test_eviction_counts_only_running_pods_not_being_deleted_and_skips_the_budge
         assert evict("web-0") == 201  # graceful: marked deleting, no longer counted
         assert api.pods[("default", "web-0")]["metadata"]["deletionTimestamp"]
         assert any(c["type"] == "DisruptionTarget" for c in api.pods[("default", "web-0")]["status"]["conditions"])
+        assert evict("web-1") == 429  # the budget's one disruption is spent (the server decremented it)
+        api.sync_budgets()  # the controller recounts: web-0 is terminating, web-1 the only healthy one
+        assert api.get("poddisruptionbudgets", "web")["status"]["currentHealthy"] == 1
         assert evict("web-1") == 429  # the last healthy one
         assert evict("web-0") == 201  # already being deleted: allowed again, nothing more happens
         assert evict("nope") == 404
@@ -435,6 +443,7 @@ def test_eviction_uid_precondition_and_more_than_one_budget() -> None:
         policy, core = client.PolicyV1Api(api.client()), api.core_v1()
         policy.create_namespaced_pod_disruption_budget("default", pdb("a", {"matchLabels": {"app": "web"}},
                                                                       maxUnavailable=1))
+        api.sync_budgets()
         body = client.V1Eviction(metadata=client.V1ObjectMeta(name="web-1"),
                                  delete_options=client.V1DeleteOptions(preconditions={"uid": "someone-else"}))
         with pytest.raises(ApiException) as err:
@@ -453,7 +462,10 @@ def test_an_eviction_is_seen_as_a_disruption_mark_then_a_delete() -> None:
         before = api.rv
         api.core_v1().create_namespaced_pod_eviction("web-0", "default", {"metadata": {"name": "web-0"}})
         changes = [(c.type, c.obj["metadata"]["name"]) for c in api.changes if c.rv > before]
-        assert changes == [("MODIFIED", "web-0"), ("DELETED", "web-0")]
+        assert changes == [("MODIFIED", "web-0"), ("MODIFIED", "web-0")]  # marked, then terminating
+        assert api.pods[("default", "web-0")]["metadata"]["deletionGracePeriodSeconds"] == 30
+        assert api.finish_terminating(everything=True) == [("default", "web-0")]  # the kubelet finishes it
+        assert api.changes[-1].type == "DELETED"
 
 
 # -- patches, updates, status ---------------------------------------------------------------------------
@@ -538,6 +550,7 @@ def test_an_update_that_changes_nothing_writes_nothing() -> None:
 def test_custom_resources_status_subresource_rules() -> None:
     """Queues have a status subresource, PodGroups none (as in Volcano's CRDs): the static registry."""
     with FakeApiServer(crds=None) as api:
+        api.put_namespace("ml")
         custom = client.CustomObjectsApi(api.client())
         queue = custom.create_cluster_custom_object(*VOLCANO, "queues", {
             "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "q"},
@@ -571,6 +584,7 @@ def test_custom_resources_status_subresource_rules() -> None:
             custom.replace_namespaced_custom_object(*VOLCANO, "ml", "podgroups", "g", current)
         assert err.value.status == 422
     with FakeApiServer(crds=None, status_subresource={"podgroups": True}) as api:
+        api.put_namespace("ml")
         custom = client.CustomObjectsApi(api.client())
         custom.create_namespaced_custom_object(*VOLCANO, "ml", "podgroups", {
             "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": {"name": "g"}})
@@ -581,6 +595,7 @@ def test_custom_resources_status_subresource_rules() -> None:
 @needs_crds
 def test_custom_resources_follow_their_crd_schema() -> None:
     with FakeApiServer() as api:
+        api.put_namespace("ml")
         custom = client.CustomObjectsApi(api.client())
         queue = custom.create_cluster_custom_object(*VOLCANO, "queues", {
             "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "q"},
@@ -600,6 +615,8 @@ def test_custom_resources_follow_their_crd_schema() -> None:
 
 def test_podgroups_list_and_watch_across_namespaces() -> None:
     with FakeApiServer(watch_cap=0.3) as api:
+        api.put_namespace("a")
+        api.put_namespace("b")
         custom = client.CustomObjectsApi(api.client())
         rv = custom.list_cluster_custom_object(*VOLCANO, "podgroups")["metadata"]["resourceVersion"]
         for ns, name, queue in [("a", "g1", "gold"), ("b", "g2", "gold"), ("b", "g3", "iron")]:
@@ -686,17 +703,23 @@ def test_delete_shapes_preconditions_and_finalizers() -> None:
 
 
 def test_graceful_pod_deletion_and_namespace_deletion() -> None:
-    with FakeApiServer(graceful_pods=True) as api:
+    now = [1_000_000.0]
+    with FakeApiServer(clock=lambda: now[0]) as api:  # graceful by default
         core = api.core_v1()
         running(api, "u", "p", labels={}, namespace="ml")
         core.delete_namespaced_pod("p", "ml")
         assert api.pods[("ml", "p")]["metadata"]["deletionGracePeriodSeconds"] == 30  # the kubelet's turn
+        assert api.finish_terminating() == []  # its grace period is not over
         core.delete_namespaced_pod("p", "ml", grace_period_seconds=0)
         assert ("ml", "p") not in api.pods
-        core.create_namespace({"metadata": {"name": "ml"}})
-        core.create_namespaced_config_map("ml", {"metadata": {"name": "c"}})
-        core.delete_namespace("ml")
-        assert api.objects("configmaps", "ml") == [] and api.get("namespaces", "ml") is None
+        running(api, "u2", "q", labels={}, namespace="ml")
+        core.delete_namespaced_pod("q", "ml", grace_period_seconds=5)
+        now[0] += 5
+        assert api.finish_terminating() == [("ml", "q")] and ("ml", "q") not in api.pods
+        core.create_namespace({"metadata": {"name": "ns2"}})
+        core.create_namespaced_config_map("ns2", {"metadata": {"name": "c"}})
+        core.delete_namespace("ns2")
+        assert api.objects("configmaps", "ns2") == [] and api.get("namespaces", "ns2") is None
 
 
 # -- failure injection and the request log -------------------------------------------------------------
@@ -745,3 +768,196 @@ def test_the_request_log_counts_by_method_and_path_pattern() -> None:
         assert api.calls[0].body == {"status": {"allocated": {"cpu": "1"}}}
         api.core_v1().list_namespaced_pod("ml", watch=False)
         assert api.counts[("GET", "/api/v1/namespaces/{namespace}/pods")] == 1
+
+
+# -- as kube-apiserver does it (issue 16 item 2); each names the kube source it follows ------------------------
+def evict_status(core, name: str, namespace: str = "default") -> int:
+    try:
+        core.create_namespaced_pod_eviction(name, namespace, {"metadata": {"name": name}})
+        return 201
+    except ApiException as exc:
+        return exc.status
+
+
+def test_eviction_reads_the_budgets_status_and_the_server_decrements_it() -> None:
+    """pkg/registry/core/pod/storage/eviction.go, checkAndDecrement: a budget whose status lags its spec
+    (observedGeneration < generation: fresh, the controller has not seen it) refuses with 429 and Retry-After;
+    disruptionsAllowed 0 refuses; otherwise the server decrements it, so two evictions back to back with one
+    disruption allowed are 201 then 429, however many pods are healthy."""
+    with FakeApiServer() as api:
+        for i in range(4):
+            running(api, f"u{i}", f"web-{i}", labels={"app": "web"})
+        client.PolicyV1Api(api.client()).create_namespaced_pod_disruption_budget(
+            "default", pdb("web", {"matchLabels": {"app": "web"}}, minAvailable=2))
+        core = api.core_v1()
+        with pytest.raises(ApiException) as err:  # fresh: no status yet, though 2 of 4 may go
+            core.create_namespaced_pod_eviction("web-0", "default", {"metadata": {"name": "web-0"}})
+        assert err.value.status == 429 and err.value.headers["Retry-After"] == "10"
+        assert "still being processed" in body_of(err.value)["details"]["causes"][0]["message"]
+        api.put({**api.get("poddisruptionbudgets", "web"), "status": {  # as a controller wrote it
+            "observedGeneration": 1, "disruptionsAllowed": 1, "currentHealthy": 4, "desiredHealthy": 2,
+            "expectedPods": 4}})
+        assert evict_status(core, "web-0") == 201
+        status = api.get("poddisruptionbudgets", "web")["status"]
+        assert status["disruptionsAllowed"] == 0 and set(status["disruptedPods"]) == {"web-0"}
+        assert evict_status(core, "web-1") == 429  # a live count (3 healthy, 2 needed) would have allowed it
+        api.sync_budgets()  # the controller recounts: web-0 is terminating
+        status = api.get("poddisruptionbudgets", "web")["status"]
+        assert (status["currentHealthy"], status["disruptionsAllowed"]) == (3, 1)
+        assert evict_status(core, "web-1") == 201
+
+
+def test_a_budget_with_an_empty_selector_selects_nothing() -> None:
+    """eviction.go, getPodDisruptionBudgets: a nil or empty selector matches no pod."""
+    with FakeApiServer() as api:
+        running(api, "u0", "web-0", labels={"app": "web"})
+        api.put({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                 "metadata": {"name": "all", "namespace": "default"}, "spec": {"selector": {}, "minAvailable": 1}})
+        assert evict_status(api.core_v1(), "web-0") == 201
+
+
+def test_binding_refuses_gated_pods_and_a_stale_uid() -> None:
+    """pkg/registry/core/pod/storage/storage.go (setPodNodeAndMetadata; storage_test.go
+    TestEtcdCreateWithSchedulingGates): a gated pod -> 409 'pod foo has non-empty .spec.schedulingGates'; the
+    Binding's uid is a storage precondition -> 409 for a pod recreated under the name."""
+    with FakeApiServer() as api:
+        core = api.core_v1()
+        core.create_namespaced_pod("default", new_pod("foo", schedulingGates=[{"name": "wait"}]))
+        target = {"kind": "Node", "name": "node-a"}
+        with pytest.raises(ApiException) as err:
+            core.create_namespaced_pod_binding("foo", "default", {"metadata": {"name": "foo"}, "target": target},
+                                               _preload_content=False)
+        assert err.value.status == 409
+        assert body_of(err.value)["message"] == ('Operation cannot be fulfilled on pods/binding "foo": pod foo has '
+                                                 'non-empty .spec.schedulingGates')
+        old = core.create_namespaced_pod("default", new_pod("p")).metadata.uid
+        core.delete_namespaced_pod("p", "default")  # unbound: gone at once
+        core.create_namespaced_pod("default", new_pod("p"))  # recreated under the same name
+        with pytest.raises(ApiException) as err:
+            core.create_namespaced_pod_binding("p", "default", {"metadata": {"name": "p", "uid": old},
+                                                                "target": target}, _preload_content=False)
+        assert err.value.status == 409 and "Precondition failed: UID in precondition" in body_of(err.value)["message"]
+        assert not api.get("pods", "p")["spec"].get("nodeName")
+        uid = api.get("pods", "p")["metadata"]["uid"]
+        core.create_namespaced_pod_binding("p", "default", {"metadata": {"name": "p", "uid": uid}, "target": target},
+                                           _preload_content=False)
+        assert api.get("pods", "p")["spec"]["nodeName"] == "node-a"
+
+
+def test_bound_pods_terminate_gracefully_by_default() -> None:
+    """pkg/registry/core/pod/strategy.go, CheckGracefulDelete: a bound, unfinished pod gets a deletionTimestamp
+    (its terminationGracePeriodSeconds) and stays until the kubelet removes it; an unbound or finished pod goes at
+    once.  It cannot be bound while terminating."""
+    now = [1_000_000.0]
+    with FakeApiServer(clock=lambda: now[0]) as api:
+        core = api.core_v1()
+        running(api, "u0", "web-0", labels={})
+        running(api, "u1", "done", labels={}, phase="Succeeded")
+        core.create_namespaced_pod("default", new_pod("pending"))
+        for name in ("web-0", "done", "pending"):
+            core.delete_namespaced_pod(name, "default")
+        assert set(api.pods) == {("default", "web-0")}
+        terminating = core.read_namespaced_pod("web-0", "default")
+        assert terminating.metadata.deletion_grace_period_seconds == 30 and terminating.metadata.deletion_timestamp
+        now[0] += 29
+        assert api.finish_terminating() == []
+        now[0] += 1
+        assert api.finish_terminating() == [("default", "web-0")] and not api.pods
+
+
+def test_creates_in_a_namespace_that_does_not_exist_get_404() -> None:
+    """plugin/pkg/admission/namespace/lifecycle (NamespaceLifecycle): a create in a missing namespace is
+    NotFound for the namespace; a fresh cluster has default, kube-system, kube-public and kube-node-lease."""
+    with FakeApiServer() as api:
+        core = api.core_v1()
+        assert {n.metadata.name for n in core.list_namespace().items} == set(SYSTEM_NAMESPACES)
+        with pytest.raises(ApiException) as err:
+            core.create_namespaced_pod("ml", new_pod("p"))
+        assert err.value.status == 404 and body_of(err.value)["message"] == 'namespaces "ml" not found'
+        assert body_of(err.value)["details"] == {"name": "ml", "kind": "namespaces"}
+        core.create_namespace({"metadata": {"name": "ml"}})
+        assert core.create_namespaced_pod("ml", new_pod("p")).metadata.namespace == "ml"
+        api.put_pod(pod("u", "seeded", "n", namespace="team"))  # seeding: its namespace is made
+        assert api.get("namespaces", "team")["status"]["phase"] == "Active"
+
+
+@pytest.mark.parametrize("create, where", [
+    (lambda core: core.create_namespaced_pod("default", new_pod("Web")), "metadata.name"),
+    (lambda core: core.create_namespaced_config_map("default", {"metadata": {"name": "a_b"}}), "metadata.name"),
+    (lambda core: core.create_namespace({"metadata": {"name": "a.b"}}), "RFC 1123 label"),
+    (lambda core: core.create_namespaced_pod("default", new_pod("p", resources={"requests": {"cpu": "-1"}})),
+     "spec.containers[0].resources.requests[cpu]: Invalid value: \"-1\": must be greater than or equal to 0"),
+    (lambda core: core.create_namespaced_pod("default", new_pod("p", resources={"requests": {"cpu": "2"},
+                                                                                 "limits": {"cpu": "1"}})),
+     "must be less than or equal to cpu limit of 1"),
+    (lambda core: core.create_namespaced_event("default", {
+        "metadata": {"name": "e"}, "involvedObject": {"kind": "Pod", "name": "p", "namespace": "ml"}}),
+     "involvedObject.namespace: Invalid value: \"ml\": does not match event.namespace"),
+    (lambda core: core.create_namespaced_event("ml2", {
+        "metadata": {"name": "e"}, "involvedObject": {"kind": "Node", "name": "n"}}), "does not match event.namespace"),
+], ids=["pod-upper-case", "underscore", "namespace-dot", "negative-quantity", "request-over-limit",
+        "event-other-namespace", "event-cluster-object"])
+def test_invalid_objects_are_422(create, where) -> None:
+    """k8s.io/apimachinery/pkg/util/validation (IsDNS1123Subdomain, IsDNS1123Label), pkg/apis/core/validation
+    (ValidateResourceRequirements; events.go legacyValidateEvent)."""
+    with FakeApiServer() as api:
+        api.put_namespace("ml2")
+        with pytest.raises(ApiException) as err:
+            create(api.core_v1())
+        assert err.value.status == 422 and body_of(err.value)["reason"] == "Invalid"
+        assert where in body_of(err.value)["message"]
+
+
+def test_events_in_their_objects_namespace_and_cluster_objects_in_default_are_valid() -> None:
+    with FakeApiServer() as api:
+        core = api.core_v1()
+        core.create_namespaced_event("default", {"metadata": {"name": "e1"},
+                                                 "involvedObject": {"kind": "Pod", "name": "p", "namespace": "default"}})
+        core.create_namespaced_event("default", {"metadata": {"name": "e2"},
+                                                 "involvedObject": {"kind": "Node", "name": "n"}})
+        assert len(api.objects("events")) == 2
+
+
+def test_a_quantity_that_does_not_parse_cannot_be_decoded() -> None:
+    """apimachinery's resource.Quantity UnmarshalJSON fails the decode: 400 '... cannot be handled as a Pod',
+    not 422."""
+    with FakeApiServer() as api:
+        with pytest.raises(ApiException) as err:
+            api.core_v1().create_namespaced_pod("default", new_pod("p", resources={"requests": {"cpu": "lots"}}))
+        assert err.value.status == 400
+        assert body_of(err.value)["message"].startswith('Pod in version "v1" cannot be handled as a Pod: quantities')
+
+
+def test_pod_conditions_need_a_type_but_podgroup_conditions_follow_the_crd() -> None:
+    """pkg/apis/core/validation validatePodConditions: a non-system condition type is a qualified name (empty ->
+    422).  PodGroup conditions are checked by the CRD's schema, which (Volcano's
+    config/crd/volcano/bases/scheduling.volcano.sh_podgroups.yaml, and ours) requires no type: accepted."""
+    with FakeApiServer() as api:
+        core = api.core_v1()
+        core.create_namespaced_pod("default", new_pod("p"))
+        with pytest.raises(ApiException) as err:
+            core.patch_namespaced_pod_status("p", "default", {"status": {"conditions": [{"status": "True"}]}})
+        assert err.value.status == 422 and "status.conditions[0].Type" in body_of(err.value)["message"]
+        core.patch_namespaced_pod_status("p", "default", {"status": {"conditions": [
+            {"type": "scoria.io/placed", "status": "True"}]}})
+        custom = client.CustomObjectsApi(api.client())
+        custom.create_namespaced_custom_object(*VOLCANO, "default", "podgroups", {
+            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": {"name": "g"},
+            "spec": {"minMember": 1}, "status": {"conditions": [{"status": "True"}]}})
+        assert api.get("podgroups", "g")["status"]["conditions"] == [{"status": "True"}]
+
+
+def test_watches_stay_open_and_silent_until_their_timeout_with_bookmarks_only_when_asked() -> None:
+    """kube's watch cache (staging/src/k8s.io/apiserver/pkg/storage/cacher): a watch lasts timeoutSeconds, says
+    nothing while nothing changes, and sends bookmarks only with allowWatchBookmarks, about once a minute
+    (``bookmark_interval`` here, shortened)."""
+    with FakeApiServer(bookmark_interval=0.4) as api:
+        core = api.core_v1()
+        rv = core.list_node().metadata.resource_version
+        started = time.monotonic()
+        quiet = list(watch.Watch().stream(core.list_node, resource_version=rv, timeout_seconds=2))
+        assert quiet == [] and time.monotonic() - started >= 1.9  # not ended early, nothing said
+        started = time.monotonic()
+        marks = [e["type"] for e in watch.Watch().stream(core.list_node, resource_version=rv, timeout_seconds=2,
+                                                         allow_watch_bookmarks=True)]
+        assert set(marks) == {"BOOKMARK"} and 4 <= len(marks) <= 6 and time.monotonic() - started >= 1.9

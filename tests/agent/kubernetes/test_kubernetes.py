@@ -40,7 +40,7 @@ def test_pod_source_lists_then_follows_the_watch_and_relists_after_410() -> None
             api.put_pod(pod("u-train", "train-0", "node-a", qos_class="BestEffort", phase="Succeeded"))
             wait_until(lambda: {p.uid for p in source.pods()} == {"u-new"})  # finished pods leave too
             lists = len(api.requests)
-            api.compact()  # the watch's resourceVersion is now too old: 410, then a fresh list
+            api.expire_watches()  # the watch ends and its resourceVersion is now too old: 410, then a fresh list
             api.put_pod(pod("u-late", "late-0", "node-a"))
             wait_until(lambda: len(api.requests) >= lists + 2)  # relisted (the list still has the finished pod)
             wait_until(lambda: {p.uid for p in source.pods()} == {"u-new", "u-late"})
@@ -58,7 +58,7 @@ def test_evictor_goes_through_the_eviction_api_and_respects_disruption_budgets()
         api.blocked.add(("ml", "train-1"))
         evictor = KubernetesEvictor(api.core_v1(), retry_after=10, clock=lambda: now[0])
         assert evictor.evict(Evict("u1", "ml", "train-0", "node cpu 97% over 95% for 3 samples", "cpu"))
-        assert ("ml", "train-0") not in api.pods
+        assert api.pods[("ml", "train-0")]["metadata"]["deletionTimestamp"]  # terminating: the kubelet's turn
         posts = sum(1 for method, _ in api.requests if method == "POST")
         assert evictor.evict(Evict("u1", "ml", "train-0", "again", "cpu"))  # already asked: no second request
         assert sum(1 for method, _ in api.requests if method == "POST") == posts

@@ -213,6 +213,8 @@ def test_an_eviction_refused_by_a_disruption_budget_is_not_forced(api, harness) 
     api.put({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
              "metadata": {"name": "guard", "namespace": "default"},
              "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}}})
+    api.sync_budgets()  # the disruption controller: disruptionsAllowed 0
+    assert api.get("poddisruptionbudgets", "guard", "default")["status"]["disruptionsAllowed"] == 0
     api.put(pending_pod("urgent", cpu="2", priority_class="high"))
     h = harness(GANG_CONFIG)
     h.cycle()
@@ -696,3 +698,26 @@ def test_cycles_do_not_wait_for_status_writes(api, harness) -> None:
     h.scheduler.run_once()
     assert time.monotonic() - began < 1.0  # the writes go on behind it, at 5 a second
     assert h.kube.effects.drain(30)
+
+
+def test_a_preemptor_waits_for_its_terminating_victim_and_nothing_is_double_booked(api, harness) -> None:
+    """Issue 16: on a real server an evicted pod stays, Terminating, until its kubelet removes it.  The
+    preemptor must not be bound onto the node while the victim still holds it, and is bound once it is gone."""
+    api.put(node("n1", allocatable={"cpu": "2", "memory": "16Gi", "pods": "110"}))
+    api.put({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high"},
+             "value": 1000})
+    api.put(running_pod("victim", "n1", cpu="2"))
+    api.put(pending_pod("urgent", cpu="2", priority_class="high"))
+    h = harness(GANG_CONFIG)
+    h.cycle()
+    assert api.count(verb="create", plural="pods", subresource="eviction") == 1
+    assert api.get("pods", "victim", "default")["metadata"]["deletionTimestamp"]  # Terminating, still there
+    wait_until(lambda: any(p.name == "victim" and p.terminating for p in h.cache.pods.values()))
+    for _ in range(3):
+        h.cycle()
+    assert h.node_of("urgent") is None  # the victim still holds n1: no double booking
+    assert api.count(verb="create", plural="pods", subresource="eviction") == 1  # and no second eviction
+    api.finish_terminating(everything=True)  # the kubelet is done with it
+    wait_until(lambda: not any(p.name == "victim" for p in h.cache.pods.values()))
+    h.cycle()
+    assert h.node_of("urgent") == "n1"
