@@ -60,7 +60,7 @@ SPREAD_DEFAULTS_KEY = "predicate.PodTopologySpreadDefaultConstraints"
 class Predicates(Plugin):
     name = "predicates"
     hooks = ("predicate", "predicate_reasons", "on_allocate", "on_deallocate")
-    predicate_modes = True  # host ports held by pods being evicted are free once they are gone
+    predicate_modes = True  # host ports and inter-pod terms of pods being evicted are free once they are gone
     arguments = {
         "pod_topology_spread": Arg("predicate.PodTopologySpreadEnable", "bool", True,
                                    "filter on the pods' DoNotSchedule topology spread constraints"),
@@ -137,11 +137,13 @@ class Predicates(Plugin):
         mask = self.static_mask(task)
         if task.pod.host_ports and self.args.node_ports and mode != "reach":  # reach: evictions may free them
             mask = mask & ~self.port_table().conflicts(task.pod.host_ports, future=mode == "future")
-        hard = self._spread_rules(task)
-        if hard:
+        # reach (preemption's upper bound): evicting pods may lower a domain's spread count and clear
+        # anti-affinity either way, so only each node's own check after its evictions decides those
+        hard = self._spread_rules(task) if mode != "reach" else ()
+        if hard:  # pods being evicted are not counted (kube-scheduler skips terminating pods): now = future
             mask = mask & self.spread.filter_mask(task, hard)
         if self.interpod is not None:
-            verdict = self.interpod.verdict(task.pod)
+            verdict = self.interpod.verdict(task.pod, mode)
             if verdict is not None and verdict.ok is not None:
                 mask = mask & verdict.ok
         return mask

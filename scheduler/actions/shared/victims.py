@@ -121,8 +121,11 @@ class RoomSearch:
         self._failed: dict[tuple, int] = {}
 
     def _shape(self, task: TaskInfo) -> tuple:
-        facts = task.facts
-        placement = (facts.numa_policy, task.pod.qos_class, facts.devices, task.pod.host_ports)
+        facts, pod = task.facts, task.pod
+        placement: tuple = (facts.numa_policy, pod.qos_class, facts.devices, pod.host_ports)
+        if pod.pod_affinity is not None or pod.spread_constraints or self.ssn.snapshot.pod_affinity:
+            # inter-pod terms and spread read the pod's labels and namespace (placed pods' anti-affinity too)
+            placement += (pod.pod_affinity, pod.spread_constraints, pod.namespace, tuple(sorted(pod.labels.items())))
         return (id(task.req), task.sig, placement, task.job.queue, self.ssn.victim_key(task, self.hook))
 
     def make_room(self, stmt: Statement, task: TaskInfo, reason: str) -> bool:
@@ -151,7 +154,11 @@ class RoomSearch:
         else:
             for node in _by_score(ssn, task, reachable):
                 mark = stmt.mark()
-                if _evict_on(ssn, stmt, task, int(node), self.candidate, self.select, reason, admit) is not None:
+                found = _evict_on(ssn, stmt, task, int(node), self.candidate, self.select, reason, admit)
+                if found is not None:
+                    victims, constrained = found
+                    if constrained:  # more victims than resources needed went: spare those not needed
+                        _reprieve(ssn, stmt, task, int(node), mark, victims, reason, admit)
                     stmt.pipeline(task, int(node))
                     return True
                 stmt.rollback(mark)
@@ -191,20 +198,12 @@ class RoomSearch:
         Victims go least important first until the task fits; then, most
         important first, each is spared if the task still fits without it.
         """
-        ssn = self.ssn
         mark = stmt.mark()
-        evicted = _evict_on(ssn, stmt, task, node, self.candidate, self.select, "", self.admit)
-        if evicted is None:
+        found = _evict_on(self.ssn, stmt, task, node, self.candidate, self.select, "", self.admit)
+        if found is None:
             stmt.rollback(mark)
             return None
-        kept = evicted
-        for spared in reversed(evicted):
-            trial = [v for v in kept if v is not spared]
-            stmt.rollback(mark)
-            for victim in trial:
-                stmt.evict(victim, "")
-            if _room(ssn, task, node, self.admit):
-                kept = trial
+        kept = _reprieve(self.ssn, stmt, task, node, mark, found[0], "", self.admit)
         stmt.rollback(mark)
         return kept
 
@@ -235,9 +234,36 @@ def _by_score(ssn: Session, task: TaskInfo, mask: np.ndarray) -> np.ndarray:
 
 
 def _room(ssn: Session, task: TaskInfo, node: int, admit: Admit | None) -> bool:
-    """Does ``task`` fit on ``node`` once the evictions so far finish, and does its queue admit it?"""
+    """Does ``task`` fit on ``node`` once the evictions so far finish — resources, and every predicate that
+    counts placements (host ports, spread, inter-pod terms, NUMA, devices) — and does its queue admit it?"""
     return (fits(ssn.nodes.future_idle_at(node, task), task) and ssn.fits_after_evictions(task, node)
             and not (admit and admit(task)))
+
+
+def _reprieve(ssn: Session, stmt: Statement, task: TaskInfo, node: int, mark: int, victims: list[TaskInfo],
+              reason: str, admit: Admit | None) -> list[TaskInfo]:
+    """Spare the victims ``task`` does not need (kube-scheduler's reprieve in SelectVictimsOnNode).
+
+    ``victims``, in eviction order, are evicted after ``mark`` and the task
+    has room (:func:`_room`); most important first, each is kept if the task
+    still has room without it.  Leaves ``stmt`` with the rest evicted, and
+    returns them.
+    """
+    kept = victims
+    holds_kept = True  # whether the statement's evictions after mark are exactly ``kept``
+    for spared in reversed(victims):
+        trial = [v for v in kept if v is not spared]
+        stmt.rollback(mark)
+        for victim in trial:
+            stmt.evict(victim, reason)
+        holds_kept = _room(ssn, task, node, admit)
+        if holds_kept:
+            kept = trial
+    if not holds_kept:
+        stmt.rollback(mark)
+        for victim in kept:
+            stmt.evict(victim, reason)
+    return kept
 
 
 def eviction_order(ssn: Session, preemptor: TaskInfo) -> Callable[[TaskInfo], Any]:
@@ -262,8 +288,15 @@ def eviction_order(ssn: Session, preemptor: TaskInfo) -> Callable[[TaskInfo], An
 
 
 def _evict_on(ssn: Session, stmt: Statement, task: TaskInfo, node: int, candidate: Candidate, select: Select,
-              reason: str, admit: Admit | None) -> list[TaskInfo] | None:
-    """Evict victims on ``node`` until the task fits there and its queue admits it; the victims, or None."""
+              reason: str, admit: Admit | None) -> tuple[list[TaskInfo], bool] | None:
+    """Evict victims on ``node`` until the task has room there (:func:`_room`: resources and every
+    constraint once they are gone) and its queue admits it; None if they never do.
+
+    Returns the victims and whether some went only for a constraint — the
+    resources and the queue were satisfied earlier, but a placed pod's
+    anti-affinity, a spread count or a held port still refused the node — when
+    sparing those not needed (:func:`_reprieve`) may keep some.
+    """
     nodes = ssn.nodes
     preemptees = [t for t in nodes.tasks[node].values() if may_be_victim(t) and candidate(t)]
     if not preemptees:
@@ -278,9 +311,12 @@ def _evict_on(ssn: Session, stmt: Statement, task: TaskInfo, node: int, candidat
     avail = nodes.future_idle_at(node, task)
     if not fits(avail + sum(v.req for v in victims), task):
         return None
+    constrained = False
     for i, victim in enumerate(victims):
         stmt.evict(victim, reason)
         avail = avail + victim.req
-        if fits(avail, task) and ssn.fits_after_evictions(task, node) and not (admit and admit(task)):
-            return victims[:i + 1]
+        if fits(avail, task) and not (admit and admit(task)):
+            if ssn.fits_after_evictions(task, node):
+                return victims[:i + 1], constrained
+            constrained = True
     return None

@@ -16,6 +16,13 @@ by one statement constrain each other):
 
 Counts per topology domain (the values of a node label) then come from one
 ``bincount`` of the node counts; a node's verdict is its domain's count.
+
+A pod being evicted (``Releasing``) still counts, as kube-scheduler counts a
+terminating pod, until it is gone: :meth:`PodAffinityState.verdict` with
+``mode="future"`` (what preemption asks once its victims finish) leaves the
+pods being released out, subtracting them from the counts (few: the current
+evictions).  ``mode="reach"`` is an upper bound for preemption's search: any
+anti-affinity, the pod's own or placed pods', might be cleared by evictions.
 """
 
 from __future__ import annotations
@@ -101,6 +108,7 @@ class PodAffinityState:
         self._carried: dict[str, dict[PodAffinityTerm, np.ndarray]] = {
             "anti_required": {}, "preferred": {}, "anti_preferred": {}}
         self._placed: dict[str, tuple[TaskInfo, int]] = {}
+        self._leaving: dict[str, tuple[TaskInfo, int]] = {}  # placed pods being released (counted until gone)
         self._verdicts: dict[tuple, InterPodVerdict] = {}
         self._scores: dict[tuple, np.ndarray | None] = {}
         self.active = ssn.snapshot.pod_affinity and any(
@@ -111,16 +119,29 @@ class PodAffinityState:
             for task in job.tasks.values():
                 if task.status in _PLACED and task.node >= 0:
                     self._add(task, task.node)
+                    if task.status == TaskStatus.RELEASING:
+                        self._leaving[task.uid] = (task, task.node)
 
     # -- placements ---------------------------------------------------------------------
     def on_allocate(self, task: TaskInfo) -> None:
-        if self.active and task.node >= 0 and task.uid not in self._placed:
+        if not self.active:
+            return
+        if task.uid in self._leaving:  # an eviction undone: it stays for good
+            del self._leaving[task.uid]
+            self.version += 1
+        elif task.node >= 0 and task.uid not in self._placed:
             self._add(task, task.node)
 
     def on_deallocate(self, task: TaskInfo) -> None:
-        if self.active and task.uid in self._placed:
-            _, node = self._placed.pop(task.uid)
-            self._count(task.pod, node, -1)
+        if not self.active or task.uid not in self._placed:
+            return
+        if task.status == TaskStatus.RELEASING:  # evicted: it holds its place until it is gone
+            self._leaving[task.uid] = self._placed[task.uid]
+            self.version += 1
+            return
+        self._leaving.pop(task.uid, None)
+        _, node = self._placed.pop(task.uid)
+        self._count(task.pod, node, -1)
 
     def _add(self, task: TaskInfo, node: int) -> None:
         self._placed[task.uid] = (task, node)
@@ -141,8 +162,8 @@ class PodAffinityState:
                     carriers[node] += sign
 
     # -- counting -----------------------------------------------------------------------
-    def _matched(self, terms: tuple[PodAffinityTerm, ...]) -> np.ndarray:
-        """Placed pods per node matching every one of ``terms``."""
+    def _matched(self, terms: tuple[PodAffinityTerm, ...], future: bool = False) -> np.ndarray:
+        """Placed pods per node matching every one of ``terms`` (``future``: those being released left out)."""
         counts = self._matchers.get(terms)
         if counts is None:
             counts = np.zeros(self.count, dtype=np.int64)
@@ -150,7 +171,24 @@ class PodAffinityState:
                 if all_match(terms, task.pod):
                     counts[node] += 1
             self._matchers[terms] = counts
+        if future and self._leaving:
+            counts = counts.copy()
+            for task, node in self._leaving.values():
+                if all_match(terms, task.pod):
+                    counts[node] -= 1
         return counts
+
+    def _carriers(self, term: PodAffinityTerm, future: bool) -> np.ndarray:
+        """Placed pods per node carrying required anti-affinity ``term`` (``future``: those being released left
+        out)."""
+        carriers = self._carried["anti_required"][term]
+        if future and self._leaving:
+            carriers = carriers.copy()
+            for task, node in self._leaving.values():
+                aff = task.pod.pod_affinity
+                if aff is not None and term in aff.anti_required:
+                    carriers[node] -= 1
+        return carriers
 
     def domains(self, key: str) -> tuple[np.ndarray, np.ndarray, int]:
         """Per node its domain id under label ``key`` (0 for nodes without it), which nodes have it, and the
@@ -174,31 +212,62 @@ class PodAffinityState:
         return totals[ids]
 
     # -- the filter ---------------------------------------------------------------------
-    def verdict(self, pod: Pod) -> InterPodVerdict | None:
+    def verdict(self, pod: Pod, mode: str = "now") -> InterPodVerdict | None:
         """The nodes ``pod`` may take under required terms, its own and placed pods'; None when nothing constrains
-        it."""
+        it.
+
+        ``mode``: ``now`` counts every placed pod, those being evicted too;
+        ``future`` leaves out the pods being evicted (they will be gone);
+        ``reach`` is an upper bound over any evictions: anti-affinity either
+        way is left to the node's own check after its evictions, and required
+        affinity, which evictions cannot satisfy, keeps its ``now`` nodes plus,
+        for a pod matching its own terms, the nodes it could take were every
+        matching pod evicted.
+        """
         if not self.active:
             return None
         aff = pod.pod_affinity
-        existing_terms = [t for t in self._carried["anti_required"] if term_matches(t, pod)]
-        if aff is None and not existing_terms:
-            return None
-        key = (aff, pod.namespace, tuple(sorted(pod.labels.items())), self.version)
+        if mode == "reach":
+            if aff is None or not aff.required:
+                return None
+            existing_terms = []
+        else:
+            existing_terms = [t for t in self._carried["anti_required"] if term_matches(t, pod)]
+            if aff is None and not existing_terms:
+                return None
+        future = mode == "future" and bool(self._leaving)
+        key = (aff, pod.namespace, tuple(sorted(pod.labels.items())), self.version,
+               mode if mode == "reach" else future)
         verdict = self._verdicts.get(key)
         if verdict is None:
             if len(self._verdicts) > 256:
                 self._verdicts.clear()
-            verdict = self._verdicts[key] = InterPodVerdict(
-                self._affinity_ok(aff.required, pod) if aff and aff.required else None,
-                self._anti_ok(aff.anti_required) if aff and aff.anti_required else None,
-                self._existing_ok(existing_terms) if existing_terms else None)
+            if mode == "reach":
+                assert aff is not None
+                verdict = InterPodVerdict(self._affinity_reach(aff.required, pod), None, None)
+            else:
+                verdict = InterPodVerdict(
+                    self._affinity_ok(aff.required, pod, future) if aff and aff.required else None,
+                    self._anti_ok(aff.anti_required, future) if aff and aff.anti_required else None,
+                    self._existing_ok(existing_terms, future) if existing_terms else None)
+            self._verdicts[key] = verdict
         return verdict
 
-    def _affinity_ok(self, terms: tuple[PodAffinityTerm, ...], pod: Pod) -> np.ndarray:
+    def _affinity_reach(self, terms: tuple[PodAffinityTerm, ...], pod: Pod) -> np.ndarray:
+        """An upper bound of :meth:`_affinity_ok` over any evictions: evicting only removes matching pods."""
+        ok = self._affinity_ok(terms, pod, False)
+        if all_match(terms, pod):
+            has_all = np.ones(self.count, dtype=bool)
+            for term in terms:
+                has_all &= self.domains(term.topology_key)[1]
+            ok = ok | has_all
+        return ok
+
+    def _affinity_ok(self, terms: tuple[PodAffinityTerm, ...], pod: Pod, future: bool) -> np.ndarray:
         """Every term's domain holds a pod matching all terms; or, when no pod anywhere does (in a domain of a
         term's key), the pod matches its own terms (the first of a group affine to itself) and the node has every
         key."""
-        matched = self._matched(terms)
+        matched = self._matched(terms, future)
         exist = np.ones(self.count, dtype=bool)
         has_all = np.ones(self.count, dtype=bool)
         anywhere = False
@@ -212,17 +281,16 @@ class PodAffinityState:
             return has_all
         return exist
 
-    def _anti_ok(self, terms: tuple[PodAffinityTerm, ...]) -> np.ndarray:
+    def _anti_ok(self, terms: tuple[PodAffinityTerm, ...], future: bool) -> np.ndarray:
         ok = np.ones(self.count, dtype=bool)
         for term in terms:
-            ok &= self.in_domain(term.topology_key, self._matched((term,))) == 0
+            ok &= self.in_domain(term.topology_key, self._matched((term,), future)) == 0
         return ok
 
-    def _existing_ok(self, terms: list[PodAffinityTerm]) -> np.ndarray:
+    def _existing_ok(self, terms: list[PodAffinityTerm], future: bool) -> np.ndarray:
         ok = np.ones(self.count, dtype=bool)
-        table = self._carried["anti_required"]
         for term in terms:
-            ok &= self.in_domain(term.topology_key, table[term]) == 0
+            ok &= self.in_domain(term.topology_key, self._carriers(term, future)) == 0
         return ok
 
     # -- the score ----------------------------------------------------------------------
