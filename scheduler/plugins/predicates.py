@@ -52,7 +52,7 @@ from scheduler.plugins.shared.podaffinity import (
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
 
-_UNSUPPORTED = ("GPUSharingEnable", "CacheEnable", "ProportionalEnable",
+_UNSUPPORTED = ("CacheEnable", "ProportionalEnable",
                 "NodeVolumeLimitsEnable", "VolumeZoneEnable")
 SPREAD_DEFAULTS_KEY = "predicate.PodTopologySpreadDefaultConstraints"
 
