@@ -327,10 +327,10 @@ def run_workload(workload: Workload, nodes: int, batch: int, seed: int, max_sett
         pods = factory.make(step.template, step.namespace, count)
         hook = None
         if step.measured and workload.churn:
-            def hook(ph: Phase) -> None:
+            def hook(ph: Phase, namespace: str = step.namespace) -> None:
                 due = 1 + math.floor(CHURN_PER_SECOND * sum(ph.cycles))
                 if due > len(churned):
-                    extra = factory.make(workload.churn, step.namespace, due - len(churned))
+                    extra = factory.make(workload.churn, namespace, due - len(churned))
                     churned.extend(extra)
                     for pod in extra:
                         cache.upsert(pod)
