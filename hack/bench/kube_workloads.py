@@ -24,8 +24,9 @@ time of the measured cycles: before each batch, as many as 5/s of that time
 calls for.
 
 Figures: ``pods_per_second`` = measured pods bound / wall time of the
-measured step's cycles (snapshot to close; trailing cycles that changed
-nothing are left out; building objects is not counted).  ``checks`` say that
+measured step's cycles (snapshot to close), from the first batch's to the one
+after which every measured pod is bound (trailing cycles that changed nothing
+are left out; building objects is not counted).  ``checks`` say that
 the end state keeps every required constraint: every measured pod bound,
 node capacity, node affinity, required pod anti-affinity and affinity per
 topology domain, DoNotSchedule spread skew; for PreemptionBasic only
@@ -258,8 +259,8 @@ def make_nodes(workload: Workload, count: int, rng: random.Random) -> list[Node]
 
 @dataclass
 class Phase:
-    cycles: list[float] = field(default_factory=list)  # seconds of each cycle that changed something
-    idle: int = 0  # trailing cycles that changed nothing
+    cycles: list[float] = field(default_factory=list)  # seconds of each cycle, up to the step's last change
+    idle: list[float] = field(default_factory=list)  # cycles since the last one that changed something
     binds: int = 0
     evictions: int = 0
 
@@ -281,11 +282,11 @@ class Runner:
             self.profiler.disable()
         phase.binds += result.binds
         phase.evictions += result.evictions
-        if result.changed:
-            phase.cycles.append(result.seconds)
-            phase.idle = 0
+        if result.changed:  # idle cycles between two that changed something count: the scheduler spent them
+            phase.cycles += [*phase.idle, result.seconds]
+            phase.idle = []
         else:
-            phase.idle += 1
+            phase.idle.append(result.seconds)
         for uid in [uid for uid, pod in self.cache.pods.items() if pod.evicted]:
             self.evicted.append(self.cache.pods[uid])
             self.cache.remove_pod(uid)  # deleted by the API server (grace period 0); nobody recreates it
@@ -293,6 +294,8 @@ class Runner:
 
     def step(self, pods: list[Pod], batch: int, measured: bool, max_settle: int,
              before_batch: Callable[[Phase], None] | None = None) -> Phase:
+        """Add ``pods`` a batch per cycle, then cycle until all are bound (at most ``max_settle`` more cycles,
+        or until two in a row change nothing)."""
         phase = Phase()
         for i in range(0, len(pods), batch):
             if before_batch:
@@ -301,10 +304,11 @@ class Runner:
                 self.cache.upsert(pod)
             self.cycle(phase, measured)
         for _ in range(max_settle):
+            if all(p.node_name for p in pods) or len(phase.idle) >= 2:
+                break
             if before_batch:
                 before_batch(phase)
-            if not self.cycle(phase, measured) and phase.idle >= 2:
-                break
+            self.cycle(phase, measured)
         return phase
 
 
