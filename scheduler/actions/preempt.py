@@ -18,6 +18,8 @@ topology-aware preemption) instead of by node score.
 
 from __future__ import annotations
 
+from functools import partial
+
 from scheduler.actions.shared.jobs import PREDICATE_ERROR_CACHE, schedulable_jobs
 from scheduler.actions.shared.victims import CandidateLimits, RoomSearch, VictimIndex, in_queues, may_preempt
 from scheduler.framework.args import Arg
@@ -52,7 +54,7 @@ class Preempt(Action):
                     if args.topology_aware else None)
         index = VictimIndex(ssn, lambda t: t.job.queue, "preemptable")
         for name in sorted(by_queue, key=lambda n: ssn.queue_key(ssn.queues[n])):
-            search = RoomSearch(ssn, "preemptable", freeable=index.freeable([name]),
+            search = RoomSearch(ssn, "preemptable", freeable=partial(index.freeable, [name]),
                                 candidate=in_queues({name}),
                                 admit=lambda t: ssn.allocatable(ssn.queues[t.job.queue], t), topology=topology)
             for job in sorted(by_queue[name], key=ssn.job_key):

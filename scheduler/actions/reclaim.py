@@ -37,7 +37,7 @@ class Reclaim(Action):
             others = [q for q, info in ssn.queues.items() if q != name and info.reclaimable]
             if not others:
                 continue
-            search = RoomSearch(ssn, "reclaimable", freeable=index.freeable(others), candidate=in_queues(set(others)),
+            search = RoomSearch(ssn, "reclaimable", freeable=partial(index.freeable, others), candidate=in_queues(set(others)),
                                 admit=partial(ssn.allocatable, queue))
             for job in sorted(by_queue[name], key=ssn.job_key):
                 if ssn.overused(queue):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from datetime import datetime
 from functools import cmp_to_key
 from typing import Any, NoReturn, Protocol, cast
@@ -128,6 +128,8 @@ class Session:
         self.nominated: set[str] = set()
         self.held: list = []  # statements of pipelined jobs: reserved for this session, not bound
         self._topology: Topology | None = None
+        # told of every eviction (+1) and its undoing (-1) in this session: keeps action-side indexes in step
+        self.eviction_listeners: list[Callable[[TaskInfo, int], None]] = []
 
     # -- lifecycle ----------------------------------------------------------------------
     def open(self) -> None:
@@ -463,6 +465,8 @@ class Session:
         self._fire("on_deallocate", task)
 
     def _evict(self, task: TaskInfo) -> TaskStatus:
+        for listener in self.eviction_listeners:
+            listener(task, +1)
         previous = task.status
         task.job.set_status(task, TaskStatus.RELEASING)
         self.nodes.add_releasing(task, task.node, +1)
@@ -472,6 +476,8 @@ class Session:
         return previous
 
     def _unevict(self, task: TaskInfo, previous: TaskStatus) -> None:
+        for listener in self.eviction_listeners:
+            listener(task, -1)
         self.nodes.add_releasing(task, task.node, -1)
         if self._topology is not None:
             self._topology.mark_releasing(task, -1)

@@ -76,6 +76,7 @@ class VictimIndex:
         self.ssn = ssn
         self.group_of = group_of
         self.by_group: dict[str, np.ndarray] = {}
+        self.counted: set[str] = set()
         for node, tasks in enumerate(ssn.nodes.tasks):
             for task in tasks.values():
                 if may_be_victim(task) and ssn.evictable(task, hook):
@@ -84,6 +85,14 @@ class VictimIndex:
                     if arr is None:
                         arr = self.by_group[group] = np.zeros_like(ssn.nodes.alloc)
                     arr[:, node] += task.req
+                    self.counted.add(task.uid)
+        # A victim evicted in this session frees its resources into the node's future idle: it must stop
+        # counting here too, or every later preemptor sees that node as reachable again and re-searches it.
+        ssn.eviction_listeners.append(self._moved)
+
+    def _moved(self, task: TaskInfo, sign: int) -> None:
+        if task.uid in self.counted:
+            self.by_group[self.group_of(task)][:, task.node] -= sign * task.req
 
     def freeable(self, groups: list[str]) -> np.ndarray:
         out = np.zeros_like(self.ssn.nodes.alloc)
@@ -109,11 +118,11 @@ class RoomSearch:
     shape are refused at once instead of re-scanning every node.
     """
 
-    def __init__(self, ssn: Session, hook: str, *, freeable: np.ndarray, candidate: Candidate,
+    def __init__(self, ssn: Session, hook: str, *, freeable: Callable[[], np.ndarray], candidate: Candidate,
                  admit: Admit | None = None, topology: CandidateLimits | None = None):
         self.ssn = ssn
         self.hook = hook  # "preemptable" or "reclaimable": the session hook that picks victims
-        self.freeable = freeable
+        self.freeable = freeable  # what evicting its candidates could still free, per node, as of now
         self.candidate = candidate
         self.select: Select = getattr(ssn, hook)
         self.admit = admit
@@ -147,7 +156,7 @@ class RoomSearch:
         if mask.any() and not (admit and admit(task)):  # earlier evictions may already have made room
             stmt.pipeline(task, ssn.best_node(task, mask))
             return True
-        reachable = ssn.feasible(task, future + self.freeable, mode="reach")
+        reachable = ssn.feasible(task, future + self.freeable(), mode="reach")
         if self.topology is not None:
             if self._least_disruptive(stmt, task, reachable, reason):
                 return True

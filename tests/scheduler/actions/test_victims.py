@@ -190,3 +190,23 @@ def test_topology_aware_preemption_dry_runs_only_as_many_candidates_as_asked() -
     assert evicted(run(two_nodes(), one_tier("preempt", configurations=two))) == {"lo-0"}
     capped = TOPOLOGY.replace("100}", "100, maxCandidateNodesAbsolute: 1}")
     assert evicted(run(two_nodes(), one_tier("preempt", configurations=capped))) == {"mid-0"}
+
+
+def test_what_a_node_could_still_free_follows_the_sessions_evictions() -> None:
+    """PreemptionBasic (kube's scheduler_perf) was quadratic: a victim evicted for one preemptor still counted as
+    freeable, so every later preemptor of the cycle re-searched the nodes earlier ones had claimed.  The index
+    now follows evictions, and their undoing when a statement is discarded."""
+    from scheduler.actions.shared.victims import VictimIndex
+    from scheduler.framework.statement import Statement
+    from tests.support.sessions import open_session, task
+
+    ssn = open_session([*CLASSES, node("n1", cpu=4, memory="4G"), queue("q1"),
+                        podgroup("pg1", queue="q1", priorityClassName="low-priority", phase="Running"),
+                        low("a"), low("b")])
+    index = VictimIndex(ssn, lambda t: t.job.queue, "preemptable")
+    before = index.freeable(["q1"])[0, 0]
+    stmt = Statement(ssn)
+    stmt.evict(task(ssn, "default/a"), "test")
+    assert index.freeable(["q1"])[0, 0] == before - 1000  # a's CPU is no longer there to free
+    stmt.discard()
+    assert index.freeable(["q1"])[0, 0] == before
