@@ -47,8 +47,8 @@ for ``timeoutSeconds`` alone; ``bookmark_interval``; ``history``: events kept fo
   ``expire_watches()`` (both), ``watchers`` (open watches by plural) and ``wait_watching(plural)``;
 * ``requests`` (``(method, path)``), ``calls`` (:class:`Call`), ``counts`` (``(method, pattern)``),
   ``count(verb=..., plural=..., subresource=...)``, ``reset_requests()``;
-* ``fail(method, path_prefix, status=..., times=...)``: the next requests that match fail (status 0
-  drops the connection), ``clear_failures()``;
+* ``fail(method, path_prefix, status=..., times=..., retry_after=..., delay=...)``: the next requests that
+  match fail (status 0 drops the connection; ``delay``: the failure comes late), ``clear_failures()``;
 * ``blocked``: ``(namespace, name)`` of pods whose eviction is always refused (429).
 
 The file, in order: builders; the resource registry; ``Status`` errors; selectors, patches and the
@@ -810,6 +810,7 @@ class Failure:
     message: str | None = None
     watch: bool | None = None  # only watches (True), only non-watches (False), both (None)
     retry_after: int | None = None
+    delay: float = 0.0  # seconds the answer (or the drop) waits: longer than the client's read timeout, a timeout
     hits: int = 0
 
     def matches(self, method: str, path: str, is_watch: bool) -> bool:
@@ -1111,13 +1112,14 @@ class FakeApiServer:
 
     def fail(self, method: str | None, prefix: str, *, status: int = 500, times: int | None = 1,
              reason: str | None = None, message: str | None = None, watch: bool | None = None,
-             retry_after: int | None = None) -> Failure:
+             retry_after: int | None = None, delay: float = 0.0) -> Failure:
         """The next ``times`` requests with ``method`` (None: any) and a path starting with ``prefix``
         fail with ``status`` and a ``Status`` body; status 0 drops the connection without an answer.
 
         With ``retry_after`` (a Retry-After header, as the API server's 429s from priority and fairness carry),
-        urllib3 in the client retries a GET by itself; a dropped GET is retried too (three times)."""
-        rule = Failure(method, prefix, status, times, reason, message, watch, retry_after)
+        urllib3 in the client retries a GET by itself; a dropped GET is retried too (three times).  With
+        ``delay`` the failure comes that many seconds late (past the client's read timeout: a timeout)."""
+        rule = Failure(method, prefix, status, times, reason, message, watch, retry_after, delay)
         with self._cond:
             self.failures.append(rule)
         return rule
@@ -1952,7 +1954,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _fail(self, failure: Failure) -> None:
-        """An injected failure: no answer at all (status 0) or a Status body."""
+        """An injected failure: no answer at all (status 0) or a Status body, after the failure's ``delay``."""
+        if failure.delay:
+            time.sleep(failure.delay)
         if not failure.status:
             self.close_connection = True
             try:

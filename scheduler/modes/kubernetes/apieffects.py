@@ -26,12 +26,24 @@
 
 Every request passes one client-side rate limiter (``--kube-qps``/``--kube-burst``)
 and has a timeout: a silent connection cannot hang a writer.
+
+**Faults.**  A bind, eviction or event the server answers with 5xx, or that gets
+no answer (a timeout, a dropped connection), is sent again with exponential
+backoff (:data:`ATTEMPTS` tries); a 429 waits at least its ``Retry-After``
+before the next try.  A bind whose answer was lost and that then meets 409 is
+looked up, as above.  A failed status write stays queued and is tried again
+after a backoff of its own (or its ``Retry-After``).  With leader election,
+no bind, eviction or status write leaves once this replica has stopped
+leading (``leading``, checked before every try): a bind that waited for the
+rate limiter or a backoff past the renew deadline is undone instead, so two
+replicas never bind at once.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import random
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -51,12 +63,21 @@ log = logging.getLogger(__name__)
 
 VOLCANO = ("scheduling.volcano.sh", "v1beta1")
 TIMEOUT = (5.0, 30.0)  # connect, read: every write
+ATTEMPTS = 5  # tries of one bind, eviction or event through 5xx, 429 and lost answers
+BACKOFF = (0.2, 5.0)  # first retry delay, cap (seconds; doubled each try, jittered)
+RETRY_AFTER_CAP = 60.0  # the longest a Retry-After is waited for, seconds
+RETRIABLE = frozenset({429, 500, 502, 503, 504})
+
+
+class NotLeading(Exception):
+    """This replica stopped leading: the write is not sent."""
 
 
 class KubeEffects:
     def __init__(self, cache: ClusterCache, api_client: Any, *, scheduler_names: Iterable[str] = ("scoria",),
                  limiter: RateLimiter | None = None, workers: int = 16, event_interval: float = 300.0,
-                 clock: Callable[[], float] = time.time, metrics: SchedulerMetrics | None = None):
+                 clock: Callable[[], float] = time.time, metrics: SchedulerMetrics | None = None,
+                 leading: Callable[[], bool] = lambda: True, sleep: Callable[[float], object] | None = None):
         from kubernetes import client
 
         self.cache = cache
@@ -77,11 +98,19 @@ class KubeEffects:
         self._written: dict[tuple[str, str], dict] = {}  # (kind, key) -> status last written
         self._reasons: dict[str, tuple[str, float]] = {}  # pod uid -> (reason, when its event was recorded)
         self._futures: list[Future[object]] = []
+        self.leading = leading  # checked before every bind, eviction and status write goes out
+        self._closing = threading.Event()
+        self.sleep = sleep or self._closing.wait  # backoff waits end at once on shutdown
+        self._not_before: dict[tuple[str, str], float] = {}  # status key -> monotonic time of its next try
+        self._failed: dict[tuple[str, str], int] = {}  # status key -> failed tries in a row
 
     def close(self, wait: bool = True) -> None:
-        """Shut down: what is queued is written, writes in flight finish."""
+        """Shut down: what is queued is written, writes in flight finish (backoff waits end at once)."""
+        with self._lock:
+            self._not_before.clear()
         if wait:
             self.flush()
+        self._closing.set()
         self.writer.shutdown(wait=wait)
         self.pool.shutdown(wait=wait)
 
@@ -127,6 +156,10 @@ class KubeEffects:
             self._call(self.core.create_namespaced_pod_binding, name, namespace, binding, _preload_content=False)
             self.metrics.kube_write("bind", "ok")
             self._event(namespace, name, uid, "Normal", "Scheduled", f"Successfully assigned {namespace}/{name} to {node}")
+        except NotLeading:
+            self.metrics.kube_write("bind", "not_leading")
+            log.warning("bind %s/%s -> %s not sent: this replica stopped leading", namespace, name, node)
+            self.cache.unbind(uid)
         except ApiException as exc:
             self.metrics.kube_write("bind", "refused")
             if exc.status == 409 and self._bound_on_server(namespace, name, uid):
@@ -154,7 +187,8 @@ class KubeEffects:
         """
         from kubernetes.client.exceptions import ApiException
         try:
-            resp = self._call(self.core.read_namespaced_pod, name, namespace, _preload_content=False)
+            resp = self._call(self.core.read_namespaced_pod, name, namespace, _preload_content=False,
+                              guarded=False)
             current = json.loads(resp.data).get("metadata", {}).get("uid")
         except ApiException as read:
             current = None if read.status == 404 else ""
@@ -173,7 +207,8 @@ class KubeEffects:
     def _bound_on_server(self, namespace: str, name: str, uid: str) -> bool:
         """Is the pod (this uid) bound on the server?  Unknown (unreachable) counts as not."""
         try:
-            resp = self._call(self.core.read_namespaced_pod, name, namespace, _preload_content=False)
+            resp = self._call(self.core.read_namespaced_pod, name, namespace, _preload_content=False,
+                              guarded=False)
             obj = json.loads(resp.data)
         except Exception:
             return False
@@ -198,6 +233,9 @@ class KubeEffects:
             self._call(self.core.create_namespaced_pod_eviction, name, namespace, body, _preload_content=False)
             self.metrics.kube_write("eviction", "ok")
             self._event(namespace, name, uid, "Normal", "Preempted", reason)
+        except NotLeading:
+            self.metrics.kube_write("eviction", "not_leading")
+            self._unevict(uid)
         except ApiException as exc:
             if exc.status in (404, 409):  # gone, or a new pod under the name: nothing of ours to evict
                 self.cache.evicting.pop(uid, None)
@@ -275,9 +313,12 @@ class KubeEffects:
 
     def flush(self) -> int:
         """Hand what this cycle changed to the status writer; how many writes were queued."""
+        now = time.monotonic()
         with self._lock:
             batch, self._queued = self._queued, {}
-            batch = {k: v for k, v in batch.items() if _normal(v[0]) != self._written.get(k)}
+            waiting = {k: v for k, v in batch.items() if self._not_before.get(k, 0.0) > now}  # backing off
+            self._queued.update(waiting)
+            batch = {k: v for k, v in batch.items() if k not in waiting and _normal(v[0]) != self._written.get(k)}
             self._writing += len(batch)
         if batch:
             self._submit(self._write_all, batch, executor=self.writer)
@@ -289,6 +330,12 @@ class KubeEffects:
             return len(self._queued) + self._writing
 
     def _write_all(self, batch: dict) -> None:
+        if not self.leading():  # another replica may lead now: its statuses stand; ours are dropped
+            log.warning("%d status writes dropped: this replica stopped leading", len(batch))
+            with self._lock:
+                self._writing -= len(batch)
+                self._written.clear()  # what the server holds is the new leader's business now
+            return
         for key, (status, send) in batch.items():
             body = dict(status)
             if key[0] == "Queue":  # a merge patch keeps keys it is not given: drop the ones gone
@@ -299,14 +346,20 @@ class KubeEffects:
                 send({"status": body})  # its own timeout is bound in
             except Exception as exc:
                 self.metrics.kube_write("status", "failed")
-                log.warning("writing the status of %s %s failed (%s); will retry", key[0], key[1], exc)
                 with self._lock:
+                    failures = self._failed[key] = self._failed.get(key, 0) + 1
+                    delay = _retry_delay(exc, failures)
+                    self._not_before[key] = time.monotonic() + delay
                     self._queued.setdefault(key, (status, send))  # unless a newer status came meanwhile
                     self._writing -= 1
+                log.warning("writing the status of %s %s failed (%s); will retry in %.1fs", key[0], key[1],
+                            _describe(exc), delay)
                 continue
             self.metrics.kube_write("status", "ok")
             with self._lock:
                 self._written[key] = _normal(status)
+                self._failed.pop(key, None)
+                self._not_before.pop(key, None)
                 self._writing -= 1
 
     def forget(self, kind: str, key: str) -> None:
@@ -314,6 +367,8 @@ class KubeEffects:
         with self._lock:
             self._written.pop((kind, key), None)
             self._queued.pop((kind, key), None)
+            self._not_before.pop((kind, key), None)
+            self._failed.pop((kind, key), None)
         if kind == "Pod":
             self._reasons.pop(key, None)
 
@@ -327,17 +382,68 @@ class KubeEffects:
                 "reason": reason, "message": message[:1024], "type": kind,
                 "source": {"component": self.component}, "reportingComponent": self.component,
                 "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1}
-        try:
-            self._call(self.core.create_namespaced_event, namespace, body, _preload_content=False)
+        try:  # a lost answer is not retried: the event may be there already
+            self._call(self.core.create_namespaced_event, namespace, body, _preload_content=False, lost_ok=False)
             self.metrics.kube_write("event", "ok")
         except Exception as exc:  # events are best effort
             self.metrics.kube_write("event", "failed")
             log.debug("event %s on %s/%s not recorded: %s", reason, namespace, name, exc)
 
-    def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        self.limiter.acquire()
+    def _call(self, fn: Callable[..., Any], *args: Any, lost_ok: bool = True, guarded: bool = True,
+              **kwargs: Any) -> Any:
+        """One request through the rate limiter, retried with backoff through 5xx, 429 (after its
+        ``Retry-After``) and, if ``lost_ok``, no answer; a ``guarded`` one (a write) raises NotLeading
+        instead of going out once this replica has stopped leading."""
         kwargs.setdefault("_request_timeout", TIMEOUT)
-        return fn(*args, **kwargs)
+        for attempt in range(1, ATTEMPTS + 1):
+            self.limiter.acquire()
+            if guarded and not self.leading():
+                raise NotLeading
+            try:
+                return fn(*args, **kwargs)
+            except Exception as exc:
+                if attempt == ATTEMPTS or self._closing.is_set() or not _retriable(exc, lost_ok):
+                    raise
+                delay = _retry_delay(exc, attempt)
+                log.info("%s: %s; try %d of %d in %.1fs", getattr(fn, "__name__", "request"), _describe(exc),
+                         attempt + 1, ATTEMPTS, delay)
+                self.sleep(delay)
+                if self._closing.is_set():
+                    raise
+        raise AssertionError("unreachable")
+
+
+def _retriable(exc: Exception, lost_ok: bool) -> bool:
+    """5xx and 429 always; no answer (timeout, refused or dropped connection) if ``lost_ok``."""
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    if isinstance(exc, ApiException):
+        return exc.status in RETRIABLE
+    return lost_ok and isinstance(exc, HTTPError | OSError)
+
+
+def _retry_after(exc: Exception) -> float | None:
+    """The server's ``Retry-After`` (seconds) on a 429 or 503, if it gave one."""
+    headers = getattr(exc, "headers", None)
+    value = headers.get("Retry-After") if headers is not None else None
+    try:
+        return min(RETRY_AFTER_CAP, max(0.0, float(value))) if value is not None else None
+    except ValueError:  # an HTTP date: not sent by kube-apiserver; plain backoff
+        return None
+
+
+def _retry_delay(exc: Exception, failures: int) -> float:
+    """Exponential backoff with jitter after ``failures`` failed tries, never shorter than ``Retry-After``."""
+    first, cap = BACKOFF
+    delay = min(cap, first * 2 ** min(failures - 1, 10)) * random.uniform(0.5, 1.0)
+    after = _retry_after(exc)
+    return max(delay, after) if after is not None else delay
+
+
+def _describe(exc: Exception) -> str:
+    status = getattr(exc, "status", None)
+    return f"{status} {getattr(exc, 'reason', '')}" if status else f"{type(exc).__name__}: {exc}"
 
 
 def _normal(status: dict) -> dict:

@@ -141,6 +141,8 @@ def start(cache: ClusterCache, client: Any, stop: threading.Event, *, metrics: S
         elector = LeaderElector(client, name=lease_name, namespace=namespace, lease_duration=lease_duration,
                                 renew_deadline=renew_deadline, retry_period=retry_period,
                                 identity=pod_name or None, on_step=on_step)
+        # binds queued behind the rate limiter or a backoff must not go out once the renew deadline passed
+        effects.leading = lambda: elector is not None and elector.is_leader
         t = threading.Thread(target=elector.run, args=(stop,), name="leader-election", daemon=True)
         t.start()
         threads.append(t)

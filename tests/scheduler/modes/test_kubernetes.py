@@ -279,7 +279,7 @@ def test_bind_refused_by_the_server_is_undone_in_the_cache(api, harness) -> None
     api.put(pending_pod("p"))
     h = harness()
     assert h.kube.source.wait_synced(10)
-    api.fail("POST", "/api/v1/namespaces/default/pods/p/binding", status=500)
+    api.fail("POST", "/api/v1/namespaces/default/pods/p/binding", status=403)  # refused (a 5xx is retried first)
     h.cycle()
     pod = next(p for p in h.cache.pods.values() if p.name == "p")
     assert not pod.node_name  # pending again
