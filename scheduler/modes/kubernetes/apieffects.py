@@ -166,8 +166,8 @@ class KubeEffects:
                 log.info("bind %s/%s -> %s: bound already; the watch will say where", namespace, name, node)
                 return
             log.warning("bind %s/%s -> %s refused: %s %s", namespace, name, node, exc.status, exc.reason)
-            if exc.status == 404:
-                self._bind_not_found(namespace, name, uid, node, exc)
+            if exc.status in (404, 409):  # gone, or (409) recreated under its name, gated, changed: ask
+                self._bind_refused_reread(namespace, name, uid, node, exc)
                 return
             self.cache.unbind(uid)
             self._event(namespace, name, uid, "Warning", "FailedScheduling", f"binding to {node} rejected: "
@@ -178,8 +178,8 @@ class KubeEffects:
             if not self._bound_on_server(namespace, name, uid):
                 self.cache.unbind(uid)
 
-    def _bind_not_found(self, namespace: str, name: str, uid: str, node: str, exc: Exception) -> None:
-        """A 404 from binding: ask for the pod instead of guessing.
+    def _bind_refused_reread(self, namespace: str, name: str, uid: str, node: str, exc: Exception) -> None:
+        """A 404 or 409 from binding: ask for the pod instead of guessing.
 
         Gone, or recreated under its name (another uid): this pod is forgotten, so no cycle binds it
         again (the watch brings any new one).  Still there, or the answer is unknown: the assumption is
@@ -201,8 +201,8 @@ class KubeEffects:
             return
         self.cache.unbind(uid)
         self._event(namespace, name, uid, "Warning", "FailedScheduling",
-                    f"binding to {node} rejected: 404 {getattr(exc, 'reason', '')}; the pod is still there, "
-                    "scheduling it again")
+                    f"binding to {node} rejected: {getattr(exc, 'status', '')} {getattr(exc, 'reason', '')}; "
+                    "the pod is still there, scheduling it again")
 
     def _bound_on_server(self, namespace: str, name: str, uid: str) -> bool:
         """Is the pod (this uid) bound on the server?  Unknown (unreachable) counts as not."""

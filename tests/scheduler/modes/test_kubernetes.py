@@ -302,6 +302,29 @@ def test_a_404_from_binding_a_pod_that_is_gone_forgets_it(api, harness) -> None:
     assert not [p for p in h.cache.pods.values() if p.name == "p"]
 
 
+def test_a_409_for_a_pod_recreated_under_its_name_forgets_the_old_one(api, harness) -> None:
+    """Issue 16: a stale uid (the pod deleted and recreated while the watch was away) gets 409 from binding;
+    the pod is read back, the old uid forgotten, and the new pod, once the watch brings it, bound once."""
+    api.put(node("n1", allocatable={"cpu": "4", "memory": "16Gi", "pods": "110"}))
+    api.put(pending_pod("p"))
+    h = harness()
+    assert h.kube.source.wait_synced(10)
+    (old,) = [p for p in h.cache.pods.values() if p.name == "p"]
+    api.fail("GET", "/api/v1/pods", status=503, times=None, watch=True)  # the watch is away
+    api.close_watches()
+    core = api.core_v1()
+    core.delete_namespaced_pod("p", "default", grace_period_seconds=0)
+    core.create_namespaced_pod("default", pending_pod("p"))
+    h.cycle()  # binds the old uid: 409
+    assert old.uid not in h.cache.pods
+    api.clear_failures()
+    wait_until(lambda: [p for p in h.cache.pods.values() if p.name == "p"])
+    h.cycle()
+    assert h.node_of("p") == "n1"
+    refused = [c for c in api.calls if c.subresource == "binding" and c.status == 409]
+    assert len(refused) == 1
+
+
 def test_a_404_from_binding_a_pod_still_there_is_said_and_retried(api, harness) -> None:
     api.put(node("n1", allocatable={"cpu": "4", "memory": "16Gi", "pods": "110"}))
     api.put(pending_pod("p"))
