@@ -101,6 +101,22 @@ class MemoryHost:
         obj = self.objects.get(kind, {}).get(self._key(kind, namespace, name))
         return copy.deepcopy(obj) if obj is not None else None
 
+    def seed(self, doc: dict) -> dict:
+        """Put an object in place as it is, filling in only what an API server would have (not a write):
+        what existed before the controllers ran."""
+        kind = kind_of(doc)
+        stored = copy.deepcopy(doc)
+        m = stored.setdefault("metadata", {})
+        if kind.namespaced:
+            m.setdefault("namespace", "default")
+        if not m.get("uid"):
+            self._serial += 1
+            m["uid"] = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{self._seed}/{kind}/{key_of(stored)}/{self._serial}"))
+        m.setdefault("creationTimestamp", rfc3339(self.clock()))
+        m["resourceVersion"] = self._bump()
+        self.objects.setdefault(kind, {})[key_of(stored)] = stored
+        return copy.deepcopy(stored)
+
     # -- writing -------------------------------------------------------------------------------------------
     def create(self, obj: dict) -> dict:
         kind = kind_of(obj)

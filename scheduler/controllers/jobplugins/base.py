@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
+from proto.errors import InputError
 from scheduler.controllers.jobs import keys
 from scheduler.controllers.jobs.spec import Job, Task
 from scheduler.controllers.kinds import Kind
@@ -30,7 +31,7 @@ class Flag:
     help: str
 
 
-class ArgumentError(ValueError):
+class ArgumentError(InputError):
     """A plugin argument that is not one of the plugin's flags, or not of the flag's type."""
 
 

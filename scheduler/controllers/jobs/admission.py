@@ -90,9 +90,7 @@ def admit_job(doc: Any, source: str, context: AdmissionContext | None = None) ->
     _check_plugins(job, refuse)
     _check_volumes(job, refuse)
     _check_queue(job, context, refuse)
-    if context.priority_classes is not None and spec.priority_class_name \
-            and spec.priority_class_name not in context.priority_classes:
-        raise refuse("spec.priorityClassName", f"PriorityClass {spec.priority_class_name!r} is not defined")
+    _check_priority_classes(job, context, refuse)
     if cycle := _dependency_cycle(job):
         raise refuse(f"spec.tasks[{spec.task_index(cycle[0])}].dependsOn",
                      "job has dependencies between tasks, but doesn't form a directed acyclic graph (DAG): "
@@ -247,6 +245,18 @@ def _check_queue(job: Job, context: AdmissionContext, refuse: _Refuse) -> None:
     if queue.children:
         raise refuse("spec.queue", f"can only submit job to leaf queue, queue `{name}` has {queue.children} "
                                    "child queues")
+
+
+def _check_priority_classes(job: Job, context: AdmissionContext, refuse: _Refuse) -> None:
+    known = context.priority_classes
+    if known is None:
+        return
+    if job.spec.priority_class_name and job.spec.priority_class_name not in known:
+        raise refuse("spec.priorityClassName", f"PriorityClass {job.spec.priority_class_name!r} is not defined")
+    for i, task in enumerate(job.spec.tasks):
+        name = part(task.template, "spec").get("priorityClassName")
+        if name and name not in known:
+            raise refuse(f"spec.tasks[{i}].template.spec.priorityClassName", f"PriorityClass {name!r} is not defined")
 
 
 def _dependency_cycle(job: Job) -> list[str] | None:
