@@ -25,7 +25,7 @@ class MpiPlugin(JobPlugin):
 
     def validate(self, job: Job) -> tuple[str, str] | None:
         if job.spec.task(self.args["master"]) is None:
-            return "spec.plugins.mpi", f"the mpi master task {self.args['master']!r} was not found in spec.tasks"
+            return "spec.plugins.mpi", f"The specified mpi master task was not found: spec.tasks has no {self.args['master']!r}"
         return None
 
     def on_pod_create(self, pod: dict, job: Job) -> None:

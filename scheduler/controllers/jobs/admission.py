@@ -84,8 +84,8 @@ def admit_job(doc: Any, source: str, context: AdmissionContext | None = None) ->
             if dep not in seen:
                 raise refuse(f"spec.tasks[{i}].dependsOn.name[{j}]", f"the job has no task {dep!r}")
     if spec.min_available > spec.total_replicas:
-        raise refuse("spec.minAvailable", f"job 'minAvailable' ({spec.min_available}) should not be greater than "
-                                          f"total replicas in tasks ({spec.total_replicas})")
+        raise refuse("spec.minAvailable", f"job 'minAvailable' should not be greater than total replicas in tasks "
+                                          f"({spec.min_available} > {spec.total_replicas})")
     _check_policies(spec.policies, "spec.policies", refuse)
     _check_plugins(job, refuse)
     _check_volumes(job, refuse)
@@ -297,3 +297,32 @@ def admit_command(doc: Any, source: str) -> Command:
     if not command.target_name:
         raise ManifestError(source, obj, "target.name: missing")
     return command
+
+
+_UPDATE_MESSAGE = ("job updates may not change fields other than `minAvailable`, `tasks[*].replicas` (and "
+                   "`tasks[*].minAvailable`) under spec and `priorityClassName`")
+_SPEC_JSON = {"scheduler_name": "schedulerName", "queue": "queue", "max_retry": "maxRetry", "policies": "policies",
+              "plugins": "plugins", "volumes": "volumes", "ttl_seconds_after_finished": "ttlSecondsAfterFinished",
+              "min_success": "minSuccess", "network_topology": "networkTopology", "running_estimate": "runningEstimate"}
+_TASK_JSON = {"name": "name", "template": "template", "policies": "policies", "topology_policy": "topologyPolicy",
+              "max_retry": "maxRetry", "depends_on": "dependsOn", "partition": "partitionPolicy"}
+
+
+def admit_job_update(old_doc: Any, new_doc: Any, source: str, context: AdmissionContext | None = None) -> Job:
+    """A change to an existing Job, as validateJobUpdate and the admission policy allow it: the new Job must be
+    valid, keep its tasks (no task added or removed) and change only the job's minAvailable and
+    priorityClassName and each task's replicas and minAvailable (scaling)."""
+    context = context or AdmissionContext()
+    new = admit_job(new_doc, source, context)
+    old = parse_job(old_doc, source, scheduler_name=context.scheduler_name)
+    refuse = _Refuse(source, new)
+    if len(old.spec.tasks) != len(new.spec.tasks):
+        raise refuse("spec.tasks", "job updates may not add or remove tasks")
+    for i, (was, now) in enumerate(zip(old.spec.tasks, new.spec.tasks, strict=True)):
+        for attr, name in _TASK_JSON.items():
+            if getattr(was, attr) != getattr(now, attr):
+                raise refuse(f"spec.tasks[{i}].{name}", _UPDATE_MESSAGE)
+    for attr, name in _SPEC_JSON.items():
+        if getattr(old.spec, attr) != getattr(new.spec, attr):
+            raise refuse(f"spec.{name}", _UPDATE_MESSAGE)
+    return new
