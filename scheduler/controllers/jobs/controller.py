@@ -98,6 +98,16 @@ def decide(observed: Observed, memory: JobMemory | None, now: datetime, settings
     return _Run(job, observed, memory, now, settings).reconcile()
 
 
+def run_action(job: Job, observed: Observed, action: str, now: datetime, settings: Settings | None = None,
+               request: Request | None = None) -> tuple[JobStatus, list[Effect]]:
+    """One action on a Job as it stands, the way Volcano's ``state.NewState(job).Execute(action)`` runs it: the
+    status after it and the effects (no admission, no memory, no follow-up sync).  For tests of the state
+    machine against Volcano's own cases."""
+    run = _Run(job, observed, None, now, settings or Settings())
+    run._execute(action, request or Request())
+    return run.status, run.effects
+
+
 class _Objects:
     """The plugins' view of the Job's objects (base.JobObjects), recording effects as they go."""
 
@@ -520,4 +530,4 @@ def job_uid_of(doc: dict) -> str:
     return str((doc.get("metadata") or {}).get("uid", ""))
 
 
-__all__ = ["Settings", "Observed", "Outcome", "decide", "JobMemory"]
+__all__ = ["Settings", "Observed", "Outcome", "decide", "run_action", "JobMemory"]

@@ -9,7 +9,7 @@ integers (millicores, bytes, counts) until :func:`format_resources` writes them 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from proto.vocab.quantity import QuantityError, format_quantity, to_canonical
 from scheduler.controllers.jobs.spec import Job, Task
@@ -82,28 +82,45 @@ def _times(usage: Mapping[str, int], count: int, into: dict[str, int]) -> None:
 
 
 def min_resources(job: Job, priorities: Mapping[str, int]) -> dict[str, int]:
-    """The PodGroup's minResources (calcPGMinResources): tasks by their pods' priority class, highest first."""
-    ordered = sorted(job.spec.tasks, key=lambda t: -_priority(t, priorities))
-    total_min = sum(t.min_available for t in job.spec.tasks)
-    want = job.spec.min_available
+    """The PodGroup's minResources (calcPGMinResources): with a job minimum below the tasks' minimums together,
+    what its first minAvailable pods need; else what the tasks' minimums and then their other replicas need,
+    tasks by their pods' priority class, highest first."""
+    tasks, want = job.spec.tasks, job.spec.min_available
+    if want < sum(t.min_available for t in tasks):
+        return first_count_resources(tasks, want, priorities)
+    return group_min_resources(tasks, want, priorities)
+
+
+def _by_priority(tasks: Sequence[Task], priorities: Mapping[str, int]) -> list[Task]:
+    return sorted(tasks, key=lambda t: -_priority(t, priorities))  # stable: equal priorities keep spec order
+
+
+def first_count_resources(tasks: Sequence[Task], count: int, priorities: Mapping[str, int]) -> dict[str, int]:
+    """What the first ``count`` pods need, task by task (TasksPriority.CalcFirstCountResources)."""
     out: dict[str, int] = {}
-    if want < total_min:  # the first minAvailable pods, task by task
-        for task in ordered:
-            take = min(want, task.replicas)
-            _times(pod_usage(_spec(task)), take, out)
-            want -= take
-            if want <= 0:
-                break
-        return out
+    for task in _by_priority(tasks, priorities):
+        take = min(count, task.replicas)
+        _times(pod_usage(_spec(task)), take, out)
+        count -= take
+        if count <= 0:
+            break
+    return out
+
+
+def group_min_resources(tasks: Sequence[Task], job_min: int, priorities: Mapping[str, int]) -> dict[str, int]:
+    """Every task's minimum as far as ``job_min`` goes, then replicas beyond the minimums up to ``job_min``
+    (TasksPriority.CalcPGMinResources)."""
+    ordered = _by_priority(tasks, priorities)
+    out: dict[str, int] = {}
     count = 0
-    for task in ordered:  # every task's minimum, as far as the job's minimum goes
-        take = min(task.min_available, want - count)
+    for task in ordered:
+        take = min(task.min_available, job_min - count)
         _times(pod_usage(_spec(task)), take, out)
         count += take
-        if count >= want:
+        if count >= job_min:
             return out
-    left = want - count
-    for task in ordered:  # then fill up with replicas beyond the minimums, highest priority first
+    left = job_min - count
+    for task in ordered:
         spare = task.replicas - task.min_available
         if spare == 0:
             continue
