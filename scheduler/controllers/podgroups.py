@@ -21,6 +21,8 @@ from scheduler.controllers.effects import Annotate, Create, Delete, Effect
 from scheduler.controllers.jobs import keys
 from scheduler.controllers.jobs.quota import format_resources, pod_usage
 from scheduler.controllers.kinds import (
+    BATCH_JOB,
+    DAEMONSET,
     JOB,
     POD,
     PODGROUP,
@@ -33,6 +35,7 @@ from scheduler.controllers.kinds import (
     meta,
     name_of,
     namespace_of,
+    new_controller_ref,
     uid_of,
 )
 
@@ -55,19 +58,31 @@ def _ours(pod: dict, settings: PodGroupSettings) -> bool:
     return name in settings.scheduler_names or (not name and settings.unnamed_is_ours)
 
 
+_INHERITED_FROM = (REPLICASET, DAEMONSET, STATEFULSET, BATCH_JOB)  # the owner kinds Volcano looks up, by kind name
+
+
 def _owner_annotations(pod: dict, owners: Mapping[Kind, list[dict]]) -> dict[str, str]:
-    """The annotations of the pod's owners, the first owner's winning (getAnnotationsFromUpperRes)."""
+    """The annotations of the pod's owners, the first owner's winning (getAnnotationsFromUpperRes: an owner is
+    found by its kind and name in the pod's namespace)."""
     out: dict[str, str] = {}
     ns = namespace_of(pod)
     for ref in meta(pod).get("ownerReferences") or ():
-        for kind, objects in owners.items():
-            if ref.get("kind") != kind.kind or ref.get("apiVersion", kind.api_version) != kind.api_version:
+        for kind in _INHERITED_FROM:
+            objects = owners.get(kind, [])
+            if ref.get("kind") != kind.kind:
                 continue
             for owner in objects:
                 if namespace_of(owner) == ns and name_of(owner) == ref.get("name"):
                     for k, v in annotations_of(owner).items():
                         out.setdefault(k, v)
     return out
+
+
+def _owner_references(pod: dict) -> list[dict]:
+    """The pod's owners when one is its controller, else the pod itself (newPGOwnerReferences)."""
+    if controller_ref(pod) is not None:
+        return [dict(r) for r in meta(pod).get("ownerReferences") or ()]
+    return [new_controller_ref({"apiVersion": "v1", "kind": "Pod", "metadata": meta(pod)})]
 
 
 def _min_member(annotations: Mapping[str, str]) -> int:
@@ -94,8 +109,7 @@ def build_podgroup(pod: dict, name: str, owners: Mapping[Kind, list[dict]], sett
     elif keys.JDB_MAX_UNAVAILABLE in pod_notes:
         notes[keys.JDB_MAX_UNAVAILABLE] = pod_notes[keys.JDB_MAX_UNAVAILABLE]
     labels = {k: pod_labels[k] for k in (keys.PREEMPTABLE, keys.COOLDOWN_TIME) if k in pod_labels}
-    owner_refs = meta(pod).get("ownerReferences") or []
-    metadata: dict = {"name": name, "namespace": namespace_of(pod), "ownerReferences": [dict(r) for r in owner_refs]}
+    metadata: dict = {"name": name, "namespace": namespace_of(pod), "ownerReferences": _owner_references(pod)}
     if notes:
         metadata["annotations"] = notes
     if labels:
