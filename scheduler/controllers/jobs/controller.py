@@ -328,7 +328,8 @@ class _Run:
                 self.pods[name_of(doc)] = PodView.of(doc)  # a later sync in this reconcile must not make it again
                 _count(counts, tasks, "Pending", task.name, doc)
         for pod in deleting:
-            self._delete_pod(pod, mark=False)
+            if not pod.terminating:  # one already going needs no second delete
+                self._delete_pod(pod, mark=False)
             counts["terminating"] = counts.get("terminating", 0) + 1
         new_status = JobStatus(phase=self.status.phase, reason=self.status.reason, message=self.status.message,
                                last_transition=self.status.last_transition, min_available=self.job.spec.min_available,
