@@ -322,7 +322,7 @@ def test_every_document_is_valid(case):
     if api_version == "scoria.io/v1":  # the simulator's own documents: tests/test_shipped.py and test_cli.py
         assert kind in ("NodeReport", "NodeLoadHistory") and "/examples/" in path
         return
-    if api_version.startswith("scheduling.volcano.sh/"):
+    if api_version.startswith(("scheduling.volcano.sh/", "batch.volcano.sh/", "bus.volcano.sh/")):
         errors = custom_resource_errors(doc)
         assert not errors, f"{path}: {kind} {doc['metadata'].get('name')}:\n  " + "\n  ".join(errors)
         return
