@@ -97,3 +97,42 @@ def test_min_resources_case(case: dict) -> None:
 def test_first_count_takes_the_highest_priority_task_first() -> None:
     tasks, priorities = _tasks({"mins": [1, 1], "priorities": [0, 2]})
     assert first_count_resources(tasks, 3, priorities)["cpu"] == 2 * 100 + 50
+
+
+@pytest.mark.parametrize("case", FIXTURE["actions"], ids=lambda c: c["case"])
+def test_kill_and_sync_case(case: dict) -> None:
+    from scheduler.controllers.effects import Create, Delete
+    from scheduler.controllers.kinds import CONFIGMAP, SECRET, SERVICE
+
+    raw = case["job"]
+    tasks = [dict(t, template=TEMPLATE) for t in raw.get("tasks", [{"name": "task1", "replicas": 2}])]
+    plugins = {name: [] for name in raw["plugins"]}
+    doc = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+           "metadata": {"name": raw["name"], "namespace": "test", "uid": raw["uid"]},
+           "spec": {"tasks": tasks, "plugins": plugins},
+           "status": {"state": {"phase": raw["phase"]},
+                      "controlledResources": {f"plugin-{p}": p for p in raw["plugins"]}}}
+    kinds = {"Service": SERVICE, "Secret": SECRET, "ConfigMap": CONFIGMAP}
+    objects = {(kinds[o["kind"]], o["name"]): {"apiVersion": "v1", "kind": o["kind"],
+                                               "metadata": {"name": o["name"], "namespace": "test"}}
+               for o in case.get("objects", [])}
+    group = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+             "metadata": {"name": case["podgroup"], "namespace": "test"}, "spec": {},
+             "status": {"phase": case.get("podgroupPhase", "Running")}}
+    pods = [_pod(**p) for p in case["pods"]]
+    observed = Observed(job=doc, pods=pods, podgroup=group, objects=objects)
+    job = parse_job(doc, "case")
+    if case.get("sync"):
+        status, effects = run_action(job, observed, keys.SYNC_JOB, NOW)
+        made = [e.obj["metadata"]["name"] for e in effects if isinstance(e, Create) and e.obj["kind"] == "Pod"]
+        assert len(made) + len(pods) == case["expect"]["pods"]
+        return
+    status, effects = run_action(job, observed, keys.RESTART_JOB, NOW)
+    deleted = sorted(f"{e.kind.kind}/{e.name}" for e in effects if isinstance(e, Delete))
+    assert deleted == case["expect"]["deleted"]
+    assert status.controlled_resources == case["expect"]["controlledResources"]
+    assert status.version == 1
+
+
+def test_every_left_out_action_case_says_why() -> None:
+    assert all(c["why"] for c in FIXTURE["actions_left_out"])
