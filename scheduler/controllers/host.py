@@ -80,12 +80,15 @@ class MemoryHost:
 
     ``graceful_pods``: a deleted pod first gets a ``deletionTimestamp`` (terminating) and goes only
     when :meth:`finish_terminating` is called, as a kubelet would; otherwise it goes at once.
+    ``copy_on_list``: :meth:`list` returns copies (False: the stored objects themselves, for speed, as an
+    informer's cache does — the controllers never change what they list).
     """
 
     def __init__(self, *, clock: Callable[[], datetime] | None = None, graceful_pods: bool = False,
-                 uid_seed: str = "scoria") -> None:
+                 uid_seed: str = "scoria", copy_on_list: bool = True) -> None:
         self.clock = clock or (lambda: datetime.now(UTC))
         self.graceful_pods = graceful_pods
+        self.copy_on_list = copy_on_list
         self.objects: dict[Kind, dict[str, dict]] = {k: {} for k in ALL_KINDS}
         self.events: list[dict] = []
         self.writes = 0  # every create, update, annotate, delete, status write and event
@@ -95,7 +98,8 @@ class MemoryHost:
 
     # -- reading -------------------------------------------------------------------------------------------
     def list(self, kind: Kind) -> list[dict]:
-        return [copy.deepcopy(o) for o in self.objects.get(kind, {}).values()]
+        objects = self.objects.get(kind, {}).values()
+        return [copy.deepcopy(o) for o in objects] if self.copy_on_list else list(objects)
 
     def get(self, kind: Kind, namespace: str, name: str) -> dict | None:
         obj = self.objects.get(kind, {}).get(self._key(kind, namespace, name))

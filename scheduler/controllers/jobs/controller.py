@@ -18,11 +18,13 @@ sync, as Volcano's own status write brings one.
 from __future__ import annotations
 
 import copy
+import json
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from proto.errors import InputError
 from scheduler.api.manifests import ManifestError
 from scheduler.controllers.effects import Annotate, Create, Delete, Effect, Emit, Update, WriteStatus
 from scheduler.controllers.host import rfc3339
@@ -34,7 +36,7 @@ from scheduler.controllers.jobs.observe import JobMemory, PodMemo, requests_sinc
 from scheduler.controllers.jobs.podgroup import desired_podgroup, podgroup_update
 from scheduler.controllers.jobs.pods import PodView, job_ref, new_pod, volume_claim_name
 from scheduler.controllers.jobs.policies import Delayed, Request, apply_policies, cancels, superseded
-from scheduler.controllers.jobs.spec import Job, Task, format_duration, parse_time
+from scheduler.controllers.jobs.spec import Job, Task, format_duration, parse_job, parse_time
 from scheduler.controllers.jobs.status import JobStatus
 from scheduler.controllers.kinds import COMMAND, JOB, POD, PODGROUP, PVC, Kind, kind_of, name_of, object_ref
 from scheduler.controllers.sshkeys import ssh_keygen
@@ -83,19 +85,32 @@ class Target:
 
 def decide(observed: Observed, memory: JobMemory | None, now: datetime, settings: Settings) -> Outcome:
     doc = observed.job
-    try:
-        job = admit_job(doc, f"{kind_of(doc)} {name_of(doc)}", AdmissionContext(scheduler_name=settings.scheduler_name))
-    except ManifestError as exc:
-        uid = str((doc.get("metadata") or {}).get("uid", ""))
-        old = memory if memory is not None and memory.uid == uid else JobMemory(uid=uid)
-        effects: list[Effect] = []
-        if old.refused != exc.detail:
-            effects.append(Emit(object_ref(doc), "Warning", keys.REASON_FAILED_ADMISSION, exc.detail))
-        old.refused = exc.detail
-        return Outcome(effects, old)
-    if memory is not None and memory.uid != job.uid:
+    uid = str((doc.get("metadata") or {}).get("uid", ""))
+    if memory is not None and memory.uid != uid:
         memory = None  # a new Job under an old name
-    return _Run(job, observed, memory, now, settings).reconcile()
+    source = f"{kind_of(doc)} {name_of(doc)}"
+    try:
+        if memory is not None and not memory.refused and memory.spec == json.dumps(doc.get("spec"), sort_keys=True,
+                                                                                    default=str):
+            job = parse_job(doc, source, scheduler_name=settings.scheduler_name)  # admitted already, unchanged since
+        else:
+            job = admit_job(doc, source, AdmissionContext(scheduler_name=settings.scheduler_name))
+    except ManifestError as exc:
+        return _refused(doc, memory, uid, exc.detail, keys.REASON_FAILED_ADMISSION)
+    try:
+        return _Run(job, observed, memory, now, settings).reconcile()
+    except InputError as exc:  # the host cannot do what a plugin needs (no ssh-keygen): reported, retried later
+        return _refused(doc, memory, uid, str(exc), keys.REASON_PLUGIN_ERROR)
+
+
+def _refused(doc: dict, memory: JobMemory | None, uid: str, message: str, reason: str) -> Outcome:
+    """A Job left as it is, with one Warning event per new problem."""
+    old = memory if memory is not None else JobMemory(uid=uid)
+    effects: list[Effect] = []
+    if old.refused != message:
+        effects.append(Emit(object_ref(doc), "Warning", reason, message))
+    old.refused = message
+    return Outcome(effects, old)
 
 
 def run_action(job: Job, observed: Observed, action: str, now: datetime, settings: Settings | None = None,

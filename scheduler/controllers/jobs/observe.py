@@ -53,6 +53,7 @@ class JobMemory:
 
 
 def spec_json(job: Job) -> str:
+    """The Job's spec as it was written (the controller's check that nothing changed since it admitted it)."""
     return json.dumps(job.doc.get("spec"), sort_keys=True, default=str)
 
 

@@ -23,7 +23,7 @@ SOURCE = "controller"
 
 class SimulatorHost(MemoryHost):
     def __init__(self, cache: ClusterCache, clock: Callable[[], datetime]) -> None:
-        super().__init__(clock=clock, uid_seed="scoria-simulator")
+        super().__init__(clock=clock, uid_seed="scoria-simulator", copy_on_list=False)
         self.cache = cache
         self.created_pods: list[str] = []  # uids, in creation order
         self.created_groups: list[str] = []  # namespace/name, in creation order

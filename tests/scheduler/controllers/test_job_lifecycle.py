@@ -376,3 +376,24 @@ def test_ssh_secret_keys_and_config() -> None:
     config = base64.b64decode(secret["data"]["config"]).decode()
     assert "Host train-worker-1\n  HostName train-worker-1.train\n  Port 22" in config
     assert base64.b64decode(secret["data"]["authorized_keys"]).decode() == "ssh-rsa PUBLIC"
+
+
+def test_a_plugin_the_host_cannot_serve_is_reported_once_and_retried() -> None:
+    from proto.errors import InputError
+
+    cluster = JobCluster()
+    calls = []
+
+    def no_keygen() -> tuple[str, str]:
+        calls.append(1)
+        raise InputError("the ssh Job plugin needs ssh-keygen")
+
+    cluster.loop.settings.key_pair = no_keygen
+    cluster.host.create(job_manifest(plugins={"ssh": []}))
+    cluster.reconcile()
+    cluster.reconcile()
+    assert cluster.events(keys.REASON_PLUGIN_ERROR) == ["the ssh Job plugin needs ssh-keygen"]
+    assert cluster.podgroups() == [] and len(calls) == 2  # nothing half made; tried again each time
+    cluster.loop.settings.key_pair = lambda: ("PRIVATE", "ssh-rsa PUBLIC")
+    cluster.settle()
+    assert cluster.host.get(SECRET, "default", "train-ssh") is not None and cluster.phase() == "Pending"

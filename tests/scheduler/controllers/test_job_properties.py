@@ -5,6 +5,8 @@ reconcile writes nothing; it never creates a pod whose name is taken; and the po
 
 from __future__ import annotations
 
+import copy
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -17,9 +19,21 @@ PROPS = settings(max_examples=60, deadline=None, suppress_health_check=list(Heal
 
 
 class StrictHost(MemoryHost):
-    """A MemoryHost that fails the test if a pod is created under a name that is taken."""
+    """A MemoryHost that fails the test if a pod is created under a name that is taken, and that remembers what
+    it listed, to check that the controllers never change what they are given."""
 
     created: list[str]
+    listed: list[tuple[dict, dict]]
+
+    def list(self, kind):
+        out = super().list(kind)
+        self.listed.extend((o, copy.deepcopy(o)) for o in out)
+        return out
+
+    def unchanged(self) -> bool:
+        same = all(given == snapshot for given, snapshot in self.listed)
+        self.listed = []
+        return same
 
     def create(self, obj: dict) -> dict:
         if kind_of(obj) == POD:
@@ -92,7 +106,7 @@ def _check(cluster: JobCluster) -> None:
 def test_reconcile_is_idempotent_and_never_makes_a_pod_twice(policies, graceful, ops) -> None:
     cluster = JobCluster(graceful_pods=graceful)
     strict = StrictHost(clock=lambda: cluster.now, graceful_pods=graceful)
-    strict.created = []
+    strict.created, strict.listed = [], []
     cluster.host = strict
     strict.create(job_manifest(policies=policies, maxRetry=3))
     for step, op in enumerate(ops):
@@ -102,6 +116,7 @@ def test_reconcile_is_idempotent_and_never_makes_a_pod_twice(policies, graceful,
                 break
         else:
             raise AssertionError(f"no fixpoint after {op}")
+        assert strict.unchanged(), "a controller changed an object it listed"
         before_writes, before_events = strict.writes, len(strict.events)
         again = cluster.reconcile()
         assert again.writes == 0, f"a reconcile after the fixpoint wrote {again.writes} after {op}"
