@@ -28,6 +28,7 @@ from scheduler.controllers.kinds import (
     WORKLOAD_OWNERS,
     Kind,
     controller_ref,
+    meta,
     name_of,
     namespace_of,
     part,
@@ -50,6 +51,9 @@ class ControllerLoop:
     settings: Settings = field(default_factory=Settings)
     podgroups: PodGroupSettings = field(default_factory=PodGroupSettings)
     memory: dict[str, JobMemory] = field(default_factory=dict)  # by namespace/name
+    # what each Job's last decision saw (resource versions) and when it wanted to look again: a Job whose objects
+    # are as they were, with nothing due, is not decided again (the decision would be the same, writing nothing)
+    seen: dict[str, tuple[tuple, float | None]] = field(default_factory=dict)
 
     def reconcile(self, host: Host, now: datetime) -> ReconcileResult:
         result = ReconcileResult()
@@ -79,6 +83,12 @@ class ControllerLoop:
             group = groups.get((ns, f"{name}-{uid}")) or groups.get((ns, name))  # Volcano < 1.5 named it after the job
             observed = Observed(job=job, pods=by_owner.get(uid, []), podgroup=group, commands=mine,
                                 objects=objects[ns], priorities=priorities)
+            mark = _fingerprint(observed)
+            last = self.seen.get(key)
+            if mark is not None and last is not None and last[0] == mark and key in self.memory \
+                    and (last[1] is None or last[1] > now.timestamp()):
+                result.wake_at = _earliest(result.wake_at, last[1])
+                continue
             outcome = decide(observed, self.memory.get(key), now, self.settings)
             applied = apply_effects(host, outcome.effects)
             result.writes += applied.writes
@@ -86,12 +96,15 @@ class ControllerLoop:
                 result.failures.append(f"Job {key}: {applied.failed}")
                 log.warning("Job %s: %s (retried at the next reconcile)", key, applied.failed)
                 self.memory.pop(key, None)  # look again from scratch: what was applied is seen as new
+                self.seen.pop(key, None)
                 result.wake_at = _earliest(result.wake_at, now.timestamp() + 1.0)
                 continue
             self.memory[key] = outcome.memory
+            self.seen[key] = (mark, outcome.wake_at) if mark is not None else ((), outcome.wake_at)
             result.wake_at = _earliest(result.wake_at, outcome.wake_at)
         for key in [k for k in self.memory if k not in live]:
             del self.memory[key]
+            self.seen.pop(key, None)
         for (ns, _), stale in sorted(commands.items()):  # Commands for Jobs that do not exist
             for cmd in stale:
                 applied = apply_effects(host, [Delete(COMMAND, ns, name_of(cmd))])
@@ -104,6 +117,22 @@ class ControllerLoop:
             result.failures.append(applied.failed)
             result.wake_at = _earliest(result.wake_at, now.timestamp() + 1.0)
         return result
+
+
+def _version(obj: dict) -> str | None:
+    return meta(obj).get("resourceVersion") or None
+
+
+def _fingerprint(observed: Observed) -> tuple | None:
+    """The resource versions of what a Job's decision reads (None when the host gives none)."""
+    parts: list = [_version(observed.job)]
+    parts += sorted((name_of(p), uid_of(p), _version(p)) for p in observed.pods)
+    parts.append(_version(observed.podgroup) if observed.podgroup is not None else "")
+    parts.append(tuple(sorted(name_of(c) for c in observed.commands)))
+    parts.append(tuple(sorted(observed.priorities.items())))
+    if parts[0] is None or any(p[2] is None for p in parts[1:-3]) or parts[-3] is None:
+        return None
+    return tuple(parts)
 
 
 def _earliest(a: float | None, b: float | None) -> float | None:

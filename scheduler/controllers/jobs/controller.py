@@ -43,6 +43,7 @@ from scheduler.controllers.sshkeys import ssh_keygen
 
 log = logging.getLogger(__name__)
 MAX_PASSES = 8  # syncs following phase changes within one reconcile
+RETRY_S = 10.0  # a Job a plugin could not be served for is tried again after this many seconds
 
 
 @dataclass
@@ -100,17 +101,18 @@ def decide(observed: Observed, memory: JobMemory | None, now: datetime, settings
     try:
         return _Run(job, observed, memory, now, settings).reconcile()
     except InputError as exc:  # the host cannot do what a plugin needs (no ssh-keygen): reported, retried later
-        return _refused(doc, memory, uid, str(exc), keys.REASON_PLUGIN_ERROR)
+        return _refused(doc, memory, uid, str(exc), keys.REASON_PLUGIN_ERROR, retry=now.timestamp() + RETRY_S)
 
 
-def _refused(doc: dict, memory: JobMemory | None, uid: str, message: str, reason: str) -> Outcome:
+def _refused(doc: dict, memory: JobMemory | None, uid: str, message: str, reason: str,
+             retry: float | None = None) -> Outcome:
     """A Job left as it is, with one Warning event per new problem."""
     old = memory if memory is not None else JobMemory(uid=uid)
     effects: list[Effect] = []
     if old.refused != message:
         effects.append(Emit(object_ref(doc), "Warning", reason, message))
     old.refused = message
-    return Outcome(effects, old)
+    return Outcome(effects, old, wake_at=retry)
 
 
 def run_action(job: Job, observed: Observed, action: str, now: datetime, settings: Settings | None = None,

@@ -43,9 +43,12 @@ class SimulatorHost(MemoryHost):
             if pod is None or pod.evicted:
                 del table[key]  # an evicted pod is deleted (its record stays in the cache for the report)
                 continue
-            doc.setdefault("status", {})["phase"] = pod.phase
-            if pod.node_name:
-                doc.setdefault("spec", {})["nodeName"] = pod.node_name
+            status, spec = doc.setdefault("status", {}), doc.setdefault("spec", {})
+            if status.get("phase") != pod.phase or (pod.node_name and spec.get("nodeName") != pod.node_name):
+                status["phase"] = pod.phase
+                if pod.node_name:
+                    spec["nodeName"] = pod.node_name
+                doc["metadata"]["resourceVersion"] = self._bump()  # a change the controllers must see
 
     def _refresh_groups(self) -> None:
         table = self.objects.get(PODGROUP, {})
@@ -54,11 +57,13 @@ class SimulatorHost(MemoryHost):
             if group is None:
                 del table[key]
                 continue
-            status = doc.setdefault("status", {})
-            status["phase"] = group.phase
-            status["conditions"] = [{"type": c.type, "status": c.status, "reason": c.reason, "message": c.message,
+            fresh = {"phase": group.phase,
+                     "conditions": [{"type": c.type, "status": c.status, "reason": c.reason, "message": c.message,
                                      **({"lastTransitionTime": rfc3339(c.transition)} if c.transition else {})}
-                                    for c in group.conditions]
+                                    for c in group.conditions]}
+            if doc.get("status") != fresh:
+                doc["status"] = fresh
+                doc["metadata"]["resourceVersion"] = self._bump()
 
     # -- writing: mirrored into the cache ---------------------------------------------------------------
     def create(self, obj: dict) -> dict:

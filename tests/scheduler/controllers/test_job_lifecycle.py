@@ -390,10 +390,14 @@ def test_a_plugin_the_host_cannot_serve_is_reported_once_and_retried() -> None:
 
     cluster.loop.settings.key_pair = no_keygen
     cluster.host.create(job_manifest(plugins={"ssh": []}))
-    cluster.reconcile()
+    wake = cluster.reconcile().wake_at
+    assert cluster.reconcile().writes == 0 and len(calls) == 1  # nothing changed: not tried again at once
+    assert wake is not None and wake > cluster.now.timestamp()
+    cluster.advance(wake - cluster.now.timestamp())
     cluster.reconcile()
     assert cluster.events(keys.REASON_PLUGIN_ERROR) == ["the ssh Job plugin needs ssh-keygen"]
-    assert cluster.podgroups() == [] and len(calls) == 2  # nothing half made; tried again each time
+    assert cluster.podgroups() == [] and len(calls) == 2  # nothing half made; tried again when due
     cluster.loop.settings.key_pair = lambda: ("PRIVATE", "ssh-rsa PUBLIC")
+    cluster.advance(10)
     cluster.settle()
     assert cluster.host.get(SECRET, "default", "train-ssh") is not None and cluster.phase() == "Pending"

@@ -120,6 +120,9 @@ def test_reconcile_is_idempotent_and_never_makes_a_pod_twice(policies, graceful,
         before_writes, before_events = strict.writes, len(strict.events)
         again = cluster.reconcile()
         assert again.writes == 0, f"a reconcile after the fixpoint wrote {again.writes} after {op}"
+        cluster.loop.seen.clear()  # decide again, not trusting that unchanged objects mean an unchanged decision
+        forced = cluster.reconcile()
+        assert forced.writes == 0, f"a forced decision after the fixpoint wrote {forced.writes} after {op}"
         assert strict.writes == before_writes and len(strict.events) == before_events
         if strict.get(JOB, "default", "train") is None:
             return
