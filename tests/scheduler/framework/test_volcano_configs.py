@@ -11,7 +11,11 @@ Left out on purpose, because Volcano itself cannot load them or they are not con
 custom-plugin.md (a made-up plugin ``magic``), plugin-conf.md (placeholder names), job-resource-reservation-design.md
 (broken YAML, actions that no longer exist), gang-aware-eviction-design.md (``gangPreempt``, a case Volcano does not
 accept), queue-scoped-overcommit.md (``max-queue-overcommit-factor``, a proposal Volcano never read) and
-tdm-plugin.md (no ``actions``, which Volcano refuses).
+tdm-plugin.md (no ``actions``, which Volcano refuses).  Not copied because they repeat a fixture or are not a
+configuration (checked at volcano-sh/volcano ed72c7c815a9): ``installer/volcano-development-vap.yaml`` and
+``installer/volcano-development-vap-map.yaml`` hold the same scheduler ConfigMap as ``volcano-development.yaml``;
+``installer/helm/chart/volcano/values.yaml`` has it only as a commented-out example; and
+docs/user-guide/how_to_tune_volcano_performance.md shows one ``actions:`` line, without tiers.
 """
 
 from __future__ import annotations
