@@ -200,3 +200,41 @@ def test_volcano_configuration_refused_on_purpose(name):
         with pytest.raises(ConfigError) as info:
             parse_config(form, name)
         assert str(info.value).startswith(REFUSED[name])
+
+
+def _compat_rows() -> list[tuple[str, str, str]]:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("volcano_compat", FIXTURES.parents[2] / "hack" / "volcano_compat.py")
+    assert spec and spec.loader
+    compat = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(compat)
+    return compat.rows()
+
+
+def _row_for(rows: list[tuple[str, str, str]], kind: str, name: str, key: str) -> str | None:
+    """The README table's status for one setting Scoria warned about, or None when the table does not list it."""
+    for what, setting, status in rows:
+        if kind == "metrics":
+            if what == "`metrics`" and setting == f"`{key}`":
+                return status
+        elif what == f"{kind} `{name}`":
+            shown = [s.strip("`") for s in setting.split(", ")] if setting else [""]
+            if key in shown or any(s.endswith("<name>") and key.startswith(s[:-6]) for s in shown):
+                return status
+            if kind == "configuration" and not key:
+                return status
+    return None
+
+
+def test_every_setting_warned_about_is_in_the_readme_table_as_warned():
+    """What a shipped Volcano configuration is warned about is listed in README's compatibility table, as warned:
+    the table is the complete list of what Scoria accepts without acting on."""
+    rows = _compat_rows()
+    problems = []
+    for name in sorted(UNIMPLEMENTED):
+        for setting in expected(name):
+            status = _row_for(rows, *setting)
+            if status is None or not status.startswith("warned"):
+                problems.append((name, setting, status))
+    assert not problems
