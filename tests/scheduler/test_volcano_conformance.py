@@ -94,3 +94,31 @@ def test_every_volcano_test_function_is_ported_or_left_out() -> None:
     unknown = sorted((f, fn) for f, fn in ported | left if f in upstream["files"] and fn not in upstream["files"][f])
     assert not unknown, f"cited, but not a test function of that file: {unknown}"
 
+
+
+def test_the_upstream_list_is_read_from_a_clone(tmp_path: Path) -> None:
+    """hack/volcano_cases.py on a small clone: test functions of the two globs only, TestMain left out."""
+    import importlib.util
+    import subprocess
+
+    spec = importlib.util.spec_from_file_location("volcano_cases", ROOT.parents[2] / "hack" / "volcano_cases.py")
+    assert spec and spec.loader
+    cases = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cases)
+    files = {"pkg/scheduler/actions/allocate/allocate_test.go": "func TestMain(m *testing.M) {}\n"
+                                                                 "func TestAllocate(t *testing.T) {}\n"
+                                                                 "func helper() {}\nfunc BenchmarkAllocate(b *B) {}\n",
+             "pkg/scheduler/plugins/gang/gang_test.go": "func TestGang(t *testing.T) {}\n",
+             "pkg/scheduler/plugins/util/k8s/snapshot_test.go": "func TestSnapshot(t *testing.T) {}\n",
+             "pkg/scheduler/plugins/defaults_test.go": "func TestDefaults(t *testing.T) {}\n"}
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "x"], check=True)
+    got = cases.functions(str(tmp_path), "HEAD")
+    assert got["files"] == {"pkg/scheduler/actions/allocate/allocate_test.go": ["TestAllocate", "BenchmarkAllocate"],
+                            "pkg/scheduler/plugins/gang/gang_test.go": ["TestGang"]}
+    assert len(str(got["commit"])) == 40
