@@ -30,7 +30,10 @@ and has a timeout: a silent connection cannot hang a writer.
 **Faults.**  A bind, eviction or event the server answers with 5xx, or that gets
 no answer (a timeout, a dropped connection), is sent again with exponential
 backoff (:data:`ATTEMPTS` tries); a 429 waits at least its ``Retry-After``
-before the next try.  A bind whose answer was lost and that then meets 409 is
+before the next try — except the Eviction API's 429 for a PodDisruptionBudget
+(its Status names the cause ``DisruptionBudget``): that is the budget's answer,
+not overload, so the eviction is undone at once and a later cycle may choose
+again.  A bind whose answer was lost and that then meets 409 is
 looked up, as above.  A failed status write stays queued and is tried again
 after a backoff of its own (or its ``Retry-After``).  With leader election,
 no bind, eviction or status write leaves once this replica has stopped
@@ -419,8 +422,22 @@ def _retriable(exc: Exception, lost_ok: bool) -> bool:
     from urllib3.exceptions import HTTPError
 
     if isinstance(exc, ApiException):
-        return exc.status in RETRIABLE
+        return exc.status in RETRIABLE and not _budget_refusal(exc)
     return lost_ok and isinstance(exc, HTTPError | OSError)
+
+
+def _budget_refusal(exc: Exception) -> bool:
+    """Is this the Eviction API's 429 for a PodDisruptionBudget (a Status cause ``DisruptionBudget``: no
+    disruption allowed, or the budget not yet processed)?  Trying again at once would only be refused again."""
+    if getattr(exc, "status", None) != 429:
+        return False
+    try:
+        body = json.loads(getattr(exc, "body", None) or "{}")
+    except (TypeError, ValueError):
+        return False
+    details = body.get("details") if isinstance(body, dict) else None
+    causes = (details.get("causes") if isinstance(details, dict) else None) or []
+    return any(isinstance(c, dict) and c.get("reason") == "DisruptionBudget" for c in causes)
 
 
 def _retry_after(exc: Exception) -> float | None:
