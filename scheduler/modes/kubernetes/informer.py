@@ -107,6 +107,8 @@ class Informer:
     def relist(self) -> None:
         """List everything and hand on only the differences from what was handed on before."""
         resp = self.list_fn(_preload_content=False, _request_timeout=(10.0, 120.0), **self.list_kwargs)
+        if self._stop.is_set():  # answered after stop(): shutdown did not wait for it, and nothing is handed on
+            return
         body = json.loads(resp.data)
         self.lists += 1
         self.on_list(self.kind)
