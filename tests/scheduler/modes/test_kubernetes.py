@@ -366,6 +366,43 @@ def test_a_409_for_a_pod_recreated_under_its_name_forgets_the_old_one(api, harne
     assert len(refused) == 1
 
 
+def test_binding_a_pod_recreated_with_a_scheduling_gate_is_refused_once_and_not_retried(api, harness) -> None:
+    """Issue 16: the one way a gated pod gets a bind on a real server (gates can only be removed once a pod
+    exists) is a stale cache: the pod deleted and recreated gated under its name while the watch was away
+    (a StatefulSet's pod, gated by a queueing controller).  The bind meets 409 once; the pod is read back and
+    the old one forgotten, so no cycle binds it again while the watch is away; the gated pod, once seen, is
+    never bound and is told why; with its gate removed it is bound once."""
+    api.put(node("n1", allocatable={"cpu": "4", "memory": "16Gi", "pods": "110"}))
+    api.put(pending_pod("p"))
+    h = harness()
+    assert h.kube.source.wait_synced(10)
+    (old,) = [p for p in h.cache.pods.values() if p.name == "p"]
+    api.fail("GET", "/api/v1/pods", status=503, times=None, watch=True)  # the watch is away
+    api.close_watches()
+    core = api.core_v1()
+    core.delete_namespaced_pod("p", "default", grace_period_seconds=0)
+    gated = pending_pod("p")
+    gated["spec"]["schedulingGates"] = [{"name": "example.com/admission"}]
+    core.create_namespaced_pod("default", gated)
+    for _ in range(3):  # the old pod is bound once (409: the Binding's uid), then forgotten: no retry storm
+        h.cycle()
+    assert [c.status for c in api.calls if c.subresource == "binding"] == [409]
+    assert old.uid not in h.cache.pods
+    api.clear_failures()
+    wait_until(lambda: [p for p in h.cache.pods.values() if p.name == "p" and p.scheduling_gates])
+    for _ in range(3):
+        h.cycle()
+    assert [c.status for c in api.calls if c.subresource == "binding"] == [409]  # gated: never sent
+    told = [e for e in api.objects("events") if e["reason"] == "FailedScheduling"
+            and e["involvedObject"]["uid"] != old.uid]
+    assert len(told) == 1 and "waiting for scheduling gates: [example.com/admission]" in told[0]["message"]
+    core.patch_namespaced_pod("p", "default", {"spec": {"schedulingGates": None}})  # admitted
+    wait_until(lambda: [p for p in h.cache.pods.values() if p.name == "p" and not p.scheduling_gates])
+    h.cycle()
+    assert h.node_of("p") == "n1"
+    assert [c.status for c in api.calls if c.subresource == "binding"] == [409, 201]
+
+
 def test_a_404_from_binding_a_pod_still_there_is_said_and_retried(api, harness) -> None:
     api.put(node("n1", allocatable={"cpu": "4", "memory": "16Gi", "pods": "110"}))
     api.put(pending_pod("p"))
