@@ -20,8 +20,10 @@
   up scheduling.  A failed write is retried (:meth:`backlog` keeps the loop
   flushing until it is through).
 * **Events**: a ``FailedScheduling`` event per pending pod when its reason
-  changes, and again every ``event_interval`` while it stays; ``Scheduled``,
-  ``Preempted`` and ``EvictionRefused`` for the other outcomes.  Pods that name
+  changes, and again every ``event_interval`` while it stays; an
+  ``EvictionRefused`` per victim at most every ``event_interval`` too (a later
+  cycle choosing it again while its budget still holds says nothing new);
+  ``Scheduled`` and ``Preempted`` for the other outcomes.  Pods that name
   another scheduler are never written to.
 
 Every request passes one client-side rate limiter (``--kube-qps``/``--kube-burst``)
@@ -100,6 +102,7 @@ class KubeEffects:
         self._writing = 0  # status writes taken by the writer and not finished
         self._written: dict[tuple[str, str], dict] = {}  # (kind, key) -> status last written
         self._reasons: dict[str, tuple[str, float]] = {}  # pod uid -> (reason, when its event was recorded)
+        self._refusals: dict[str, float] = {}  # victim uid -> when its EvictionRefused event was recorded
         self._futures: list[Future[object]] = []
         self.leading = leading  # checked before every bind, eviction and status write goes out
         self._closing = threading.Event()
@@ -247,13 +250,23 @@ class KubeEffects:
             log.info("eviction of %s/%s refused (%s %s); it stays, and may be chosen again later", namespace,
                      name, exc.status, exc.reason)
             self._unevict(uid)
-            if exc.status == 429:
+            if exc.status == 429 and self._refusal_due(uid):
                 self._event(namespace, name, uid, "Warning", "EvictionRefused",
                             f"{reason}: refused, a PodDisruptionBudget holds it")
         except Exception:
             self.metrics.kube_write("eviction", "failed")
             log.exception("eviction of %s/%s failed", namespace, name)
             self._unevict(uid)
+
+    def _refusal_due(self, uid: str) -> bool:
+        """Record an EvictionRefused event for this victim now?  Once per ``event_interval``."""
+        now = self.clock()
+        with self._lock:
+            last = self._refusals.get(uid)
+            if last is not None and now - last < self.event_interval:
+                return False
+            self._refusals[uid] = now
+            return True
 
     def _unevict(self, uid: str) -> None:
         with self.cache.lock:
@@ -374,6 +387,8 @@ class KubeEffects:
             self._failed.pop((kind, key), None)
         if kind == "Pod":
             self._reasons.pop(key, None)
+            with self._lock:
+                self._refusals.pop(key, None)
 
     # -- events and the rate limiter --------------------------------------------------------------------------
     def _event(self, namespace: str, name: str, uid: str, kind: str, reason: str, message: str) -> None:

@@ -231,6 +231,7 @@ def test_an_eviction_refused_by_a_disruption_budget_is_not_forced(api, harness) 
     for _ in range(2):  # retried by later cycles, one request each, and never forced
         h.cycle()
     assert [c.status for c in api.calls if c.subresource == "eviction"] == [429, 429, 429]
+    assert len([e for e in api.objects("events") if e["reason"] == "EvictionRefused"]) == 1  # said once, not per cycle
     assert not [c for c in api.calls if c.method == "DELETE" and c.plural == "pods"]
     assert not api.get("pods", "guarded", "default")["metadata"].get("deletionTimestamp")
     assert h.node_of("urgent") is None
