@@ -83,16 +83,17 @@ class KubeSource:
         """Stop every informer, waiting at most ``wait`` seconds in all for their threads.
 
         A quiet watch ends at once (:meth:`Informer.stop`).  A thread inside a request the server has not
-        answered yet (a watch being opened, a list) cannot be woken: it is a daemon, hands nothing on once
-        stopped, and ends when the answer or its timeout comes; shutdown does not wait for it (it waited 2 s
-        for each such informer, 12 s in all when the API server stalled).
+        answered yet (``Informer.asking``: a watch being opened, a list) cannot be woken: it is a daemon,
+        hands nothing on once stopped, and ends when the answer or its timeout comes; shutdown does not
+        wait for it (it waited 2 s for each such informer, 12 s in all when the API server stalled).
         """
         self._stop.set()
         for inf in self.informers:
             inf.stop()
         deadline = time.monotonic() + wait
-        for t in self._threads:
-            t.join(timeout=max(0.0, deadline - time.monotonic()))
+        for inf, t in zip(self.informers, self._threads, strict=False):
+            if not inf.asking:
+                t.join(timeout=max(0.0, deadline - time.monotonic()))
 
     # -- handlers -----------------------------------------------------------------------------------
     def _parse(self, kind: str, obj: dict) -> Node | Pod | PodGroup | Queue | PriorityClass | None:
