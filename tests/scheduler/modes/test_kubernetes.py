@@ -681,6 +681,27 @@ def test_shutdown_hands_the_lease_back_only_after_the_binds_went_out(api, harnes
     assert max(i for i, c in enumerate(calls) if c == ("pods", "create", "binding")) < released
 
 
+def test_shutdown_writes_the_statuses_of_the_last_cycle_before_handing_the_lease_back(api, harness) -> None:
+    """SIGTERM right after a cycle: its status writes (here every pod's PodScheduled=False) go out, then the
+    Lease is handed back."""
+    api.put(node("n1", allocatable={"cpu": "1", "memory": "16Gi", "pods": "110"}))
+    for i in range(5):
+        api.put(pending_pod(f"big-{i}", cpu="4"))
+    h = harness(leader_elect=True, lease_namespace="kube-system", lease_duration=3, renew_deadline=2,
+                retry_period=0.5, qps=20, burst=1)
+    wait_until(h.kube.leading)
+    h.scheduler.run_once()  # no drain: the writes wait for the rate limiter
+    h.stop.set()
+    h.kube.close()
+    for obj in api.objects("pods"):
+        assert [c["reason"] for c in obj["status"].get("conditions") or [] if c["type"] == "PodScheduled"] == [
+            "Unschedulable"], obj["metadata"]["name"]
+    calls = [(c.plural, c.verb, c.subresource) for c in api.calls if c.method != "GET"]
+    released = max(i for i, c in enumerate(calls) if c[0] == "leases")
+    assert calls.count(("pods", "patch", "status")) == 5
+    assert max(i for i, c in enumerate(calls) if c == ("pods", "patch", "status")) < released
+
+
 def test_shutdown_does_not_wait_for_a_quiet_watch() -> None:
     """Issue 16 item 1: on a real cluster a watch of PriorityClasses or Queues stays silent for a minute
     or more; stopping must not wait for its next byte (it waited for the 330 s read timeout)."""
