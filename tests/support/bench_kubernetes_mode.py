@@ -127,10 +127,17 @@ def run(nodes: int, pods: int, cycles: int, qps: float, burst: int) -> dict:
         out["steady_cycle_s"] = round(sorted(s for _, s in steady)[len(steady) // 2], 3)
         # relist after 410
         lists = {inf.kind: inf.lists for inf in kube.source.informers}
+        # a write no informer watches first: an informer that saw the latest write would resume from the
+        # compacted revision itself, which is no 410, and the loop below would wait for ever
+        api.put_namespace("bench-relist")
         t = time.perf_counter()
         api.expire_watches()
         pods_done = None
+        deadline = time.monotonic() + 600
         while not all(inf.lists > lists[inf.kind] for inf in kube.source.informers):
+            if time.monotonic() > deadline:
+                late = [i.kind for i in kube.source.informers if i.lists == lists[i.kind]]
+                raise RuntimeError(f"not listed again within 600 s after every watch got 410: {late}")
             pods_inf = next(i for i in kube.source.informers if i.kind == "pods")
             if pods_done is None and pods_inf.lists > lists["pods"]:
                 pods_done = time.perf_counter() - t
