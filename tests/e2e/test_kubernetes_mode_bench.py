@@ -1,4 +1,4 @@
-"""tests/support/bench_kubernetes_mode.py scaled down to 100 nodes and 1,000 pods: one JSON line with every
+"""hack/bench/kube_mode.py scaled down to 100 nodes and 1,000 pods: one JSON line with every
 figure, every gang bound by the first cycle, and no write in a cycle where nothing changed (issue 16).
 No figure is judged against a time: speed is the benchmark's to report, at the issue's size."""
 
@@ -16,7 +16,7 @@ KEYS = {"nodes", "pods", "qps", "burst", "sync_s", "first_cycle_s", "first_cycle
 
 
 def test_the_benchmark_reports_every_figure_at_a_small_size() -> None:
-    out = subprocess.run([sys.executable, "-m", "tests.support.bench_kubernetes_mode", "--nodes", "100", "--pods",
+    out = subprocess.run([sys.executable, "hack/bench/kube_mode.py", "--nodes", "100", "--pods",
                           "1000", "--cycles", "2"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
     (line,) = out.stdout.strip().splitlines()
@@ -31,7 +31,7 @@ def test_the_benchmark_reports_every_figure_at_a_small_size() -> None:
 
 
 def test_the_benchmark_refuses_a_size_it_cannot_seed() -> None:
-    out = subprocess.run([sys.executable, "-m", "tests.support.bench_kubernetes_mode", "--pods", "10"], cwd=ROOT,
+    out = subprocess.run([sys.executable, "hack/bench/kube_mode.py", "--pods", "10"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "need --nodes >= 1 and --pods >= 100" in out.stderr
     assert "Traceback" not in out.stderr

@@ -1,4 +1,4 @@
-"""The scheduler in Kubernetes mode, through the real ``kubernetes`` client against tests/support/fake_apiserver.py.
+"""The scheduler in Kubernetes mode, through the real ``kubernetes`` client against hack/lib/fake_apiserver.py.
 
 Informers feed the real cache, the real scheduler cycles, and its effects go
 back through the API server: binds, evictions (PodDisruptionBudgets), status
@@ -13,12 +13,12 @@ from datetime import UTC, datetime
 
 import pytest
 
+from hack.lib.fake_apiserver import FakeApiServer, node
 from scheduler.cluster.cache import ClusterCache
 from scheduler.cycle import Scheduler
 from scheduler.framework.config import parse_config
 from scheduler.modes.kubernetes import mode
 from scheduler.modes.kubernetes.leader import LeaderElector
-from tests.support.fake_apiserver import FakeApiServer, node
 
 PG = "scheduling.volcano.sh/v1beta1"
 GANG_CONFIG = """
