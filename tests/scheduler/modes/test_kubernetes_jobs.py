@@ -438,3 +438,21 @@ def test_the_host_writes_only_onto_the_object_it_read(api, cluster) -> None:
         host.create(volcano_job() | {"metadata": {"name": "train", "namespace": "default"}})
     with pytest.raises(NotFound):
         host.delete(JOB, "default", "nothing")
+
+
+def test_without_the_controllers_jobs_are_left_to_volcano(api, cluster, tmp_path) -> None:
+    """``serve --kubernetes --no-job-controllers``: beside Volcano's own controller-manager, nothing of a Job is
+    touched, and Jobs are not even watched."""
+    from scheduler.cli import build_parser, select_mode
+    from tests.scheduler.modes.test_kubernetes import _kubeconfig
+
+    kubeconfig = str(_kubeconfig(tmp_path, api.url))
+    for flags, wanted in (([], True), (["--no-job-controllers"], False)):
+        args = build_parser().parse_args(["serve", "--kubernetes", "--kubeconfig", kubeconfig, *flags])
+        assert select_mode(args).settings["controllers"] is wanted
+    c = cluster(controllers=False)
+    assert c.kube.controllers is None
+    api.put(volcano_job() | {"metadata": {"name": "train", "namespace": "default"}})
+    c.cycle()
+    time.sleep(0.3)
+    assert not api.objects("podgroups") and not [x for x in api.calls if x.group == "batch.volcano.sh"]
