@@ -20,8 +20,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from datetime import datetime
 
 from proto.errors import InputError
@@ -32,6 +31,7 @@ from scheduler.controllers.jobplugins.base import JobPlugin, pod_name
 from scheduler.controllers.jobplugins.registry import build
 from scheduler.controllers.jobs import keys, state
 from scheduler.controllers.jobs.admission import AdmissionContext, admit_job
+from scheduler.controllers.jobs.inputs import Observed, Outcome, Settings, Target
 from scheduler.controllers.jobs.observe import JobMemory, PodMemo, requests_since, scale_of, spec_json
 from scheduler.controllers.jobs.podgroup import desired_podgroup, podgroup_update
 from scheduler.controllers.jobs.pods import PodView, job_ref, new_pod, volume_claim_name
@@ -39,49 +39,10 @@ from scheduler.controllers.jobs.policies import Delayed, Request, apply_policies
 from scheduler.controllers.jobs.spec import Job, Task, format_duration, parse_job, parse_time
 from scheduler.controllers.jobs.status import JobStatus
 from scheduler.controllers.kinds import COMMAND, JOB, POD, PODGROUP, PVC, Kind, kind_of, name_of, object_ref
-from scheduler.controllers.sshkeys import ssh_keygen
 
 log = logging.getLogger(__name__)
 MAX_PASSES = 8  # syncs following phase changes within one reconcile
 RETRY_S = 10.0  # a Job a plugin could not be served for is tried again after this many seconds
-
-
-@dataclass
-class Settings:
-    """How the Job controller runs in a mode."""
-
-    scheduler_name: str = "scoria"  # a Job that names none gets this (Volcano's webhook default)
-    # Volcano creates a Job's pods only once the scheduler admitted its PodGroup (Inqueue); a scheduler
-    # configured without the enqueue action admits nothing, so there pods are created at once
-    wait_for_admission: bool = True
-    key_pair: Callable[[], tuple[str, str]] = ssh_keygen
-
-
-@dataclass
-class Observed:
-    """What exists of one Job."""
-
-    job: dict
-    pods: list[dict] = field(default_factory=list)  # the pods it controls
-    podgroup: dict | None = None
-    commands: list[dict] = field(default_factory=list)  # Commands whose target is this Job
-    objects: Mapping[tuple[Kind, str], dict] = field(default_factory=dict)  # its namespace's plugin-kind objects
-    priorities: Mapping[str, int] = field(default_factory=dict)  # PriorityClass values by name
-
-
-@dataclass
-class Outcome:
-    effects: list[Effect]
-    memory: JobMemory
-    wake_at: float | None = None  # Unix seconds: reconcile again then, even if nothing changes
-
-
-@dataclass(frozen=True)
-class Target:
-    kind: str  # task, pod or partition
-    task: str
-    pod: str = ""
-    partition: str = ""
 
 
 def decide(observed: Observed, memory: JobMemory | None, now: datetime, settings: Settings) -> Outcome:
