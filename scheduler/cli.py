@@ -126,6 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
                            "plain workloads' PodGroups to Volcano's own controller-manager)")
     from scheduler.modes.embedded.client import add_commands
     add_commands(sub)
+    from scheduler.vcctl.cli import add_commands as add_vcctl_commands
+    add_vcctl_commands(sub)
     return parser
 
 
@@ -329,6 +331,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in ("apply", "get", "describe", "logs", "delete", "top"):
             from scheduler.modes.embedded.client import run
             return run(args)
+        if args.command in ("job", "queue"):
+            from scheduler.vcctl.cli import run as run_vcctl
+            return run_vcctl(args)
     except InputError as exc:  # bad input is one line; anything else is a bug and stays a traceback
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
