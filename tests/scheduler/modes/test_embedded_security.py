@@ -530,6 +530,39 @@ def test_a_bug_answers_one_line_and_the_server_stays_up(control, monkeypatch) ->
     assert status == 1 and err == "error: the store /x/store.sqlite could not apply: database or disk is full\n", err
 
 
+def test_once_reached_the_cli_never_says_it_cannot_reach_the_scheduler(tmp_path: Path, control, monkeypatch) -> None:
+    """Issue 13 item 6: a request the scheduler is slow to answer, or drops, is reported as that — "cannot reach"
+    is for a scheduler that cannot be connected to (a 3.6 MiB body of small values took over the CLI's 30 s to
+    parse on a loaded machine, and the CLI said it could not reach the scheduler)."""
+    server = control()
+    release = threading.Event()
+
+    def slow(*_: Any) -> list[str]:
+        release.wait(10)
+        return []
+
+    monkeypatch.setattr(server.embedded, "apply", slow)
+    monkeypatch.setattr(client, "TIMEOUT", 0.5)
+    try:
+        status, _, err = ctl(f"unix://{server.socket_path}", "apply", "-f", str(_manifest(tmp_path, "slow")))
+    finally:
+        release.set()
+    assert status == 1 and "did not answer within 0.5 s" in err and "cannot reach" not in err, err
+    dropping = tmp_path / "drop.sock"  # accepts, reads the request, closes without an answer
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind(str(dropping))
+        listener.listen()
+
+        def drop() -> None:
+            conn, _ = listener.accept()
+            conn.recv(65536)
+            conn.close()
+
+        threading.Thread(target=drop, daemon=True).start()
+        status, _, err = ctl(f"unix://{dropping}", "get", "pods")
+    assert status == 1 and "closed the connection without an answer" in err and "cannot reach" not in err, err
+
+
 def test_a_body_that_is_not_utf8_is_refused_with_its_source(control) -> None:
     server = control()
     with pytest.raises(CtlError, match=r"bad.yaml: not UTF-8 text \(byte 6\)"):
