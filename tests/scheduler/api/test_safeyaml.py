@@ -14,6 +14,7 @@ from scheduler.api import safeyaml
 from scheduler.api.loader import iter_text
 from scheduler.api.manifests import ManifestError
 from scheduler.api.safeyaml import Limits, YamlError, load_all, load_one
+from tests.support.timebox import timeboxed
 
 
 @pytest.fixture(params=["libyaml", "pure Python"])
@@ -158,6 +159,7 @@ _json = st.recursive(
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_json)
+@timeboxed()
 def test_json_round_trips(value) -> None:
     """JSON is YAML: any JSON value reads back as itself (the loader takes .json files too), escaped
     non-BMP characters (UTF-16 surrogate pairs) included, which libyaml alone would refuse."""
@@ -172,6 +174,7 @@ def test_json_round_trips(value) -> None:
 @given(st.lists(st.sampled_from(list("ab: -[]{},&*!<>|'\"\n\t#?~%@`=\\") + ["!!int ", "!!binary ", "&a ", "*a", "<<: ",
                                                                          "\x00", "é", "\\ud800", "1e999", ".nan"]),
                 max_size=40).map("".join))
+@timeboxed()
 def test_any_text_is_values_or_one_error(text: str) -> None:
     """No text makes the loader raise anything but YamlError, or yield what JSON cannot hold."""
     try:
