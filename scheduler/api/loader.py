@@ -24,7 +24,7 @@ from scheduler.api.safeyaml import DEFAULT_LIMITS, Limits, YamlError, construct,
 
 YAML_SUFFIXES = (".yaml", ".yml", ".json")
 # Files on the simulator's command line are the user's own: a whole cluster may be one List document.
-FILE_LIMITS = Limits(max_document_chars=64 * 2**20, max_text_chars=256 * 2**20)
+FILE_LIMITS = Limits(max_document_chars=64 * 2**20, max_text_chars=256 * 2**20, max_values=None)
 SCORIA_API = "scoria.io/v1"
 # Scoria's own document kinds (apiVersion scoria.io/v1): kind -> parser(doc, source) -> (name, object).
 # A parser raises ManifestError (or ValueError, reported with the source) for a document it cannot use.
