@@ -23,7 +23,7 @@ class NodeIndex:
     def __init__(self, nodes: list) -> None:
         self.nodes = nodes
         self.count = len(nodes)
-        self._labels: dict[str, dict[str, np.ndarray]] = {}
+        self._labels: dict[str, dict[str, np.ndarray]] = {}  # key -> value -> the nodes with it (indices)
         self._has_key: dict[str, np.ndarray] = {}
         self._names = {n.name: i for i, n in enumerate(nodes)}
         groups: dict[tuple[Taint, ...], list[int]] = {}
@@ -50,6 +50,8 @@ class NodeIndex:
 
     # -- labels -------------------------------------------------------------------------
     def _index_key(self, key: str) -> dict[str, np.ndarray]:
+        """The nodes with each value of label ``key``, as index arrays: memory in proportion to the nodes
+        however many values there are (a hostname key has one per node)."""
         table = self._labels.get(key)
         if table is None:
             members: dict[str, list[int]] = {}
@@ -57,21 +59,18 @@ class NodeIndex:
                 value = node.labels.get(key)
                 if value is not None:
                     members.setdefault(value, []).append(i)
-            table = {value: _frozen(self._mask(idx)) for value, idx in members.items()}
+            table = {value: _frozen(np.array(idx, dtype=np.intp)) for value, idx in members.items()}
             self._labels[key] = table
-            has = np.zeros(self.count, dtype=bool)
-            for mask in table.values():
-                has |= mask
-            self._has_key[key] = _frozen(has)
+            self._has_key[key] = _frozen(self._mask([i for idx in members.values() for i in idx]))
         return table
 
     def label_mask(self, key: str, values: tuple[str, ...]) -> np.ndarray:
         table = self._index_key(key)
         out = np.zeros(self.count, dtype=bool)
         for value in values:
-            mask = table.get(value)
-            if mask is not None:
-                out |= mask
+            idx = table.get(value)
+            if idx is not None:
+                out[idx] = True
         return out
 
     def key_mask(self, key: str) -> np.ndarray:
@@ -93,13 +92,13 @@ class NodeIndex:
             return ~self.key_mask(req.key)
         bound = int(req.values[0])
         out = np.zeros(self.count, dtype=bool)
-        for value, mask in self._index_key(req.key).items():
+        for value, idx in self._index_key(req.key).items():
             try:
                 number = int(value)
             except ValueError:
                 continue
             if (number > bound) if op == "Gt" else (number < bound):
-                out |= mask
+                out[idx] = True
         return out
 
     def term_mask(self, term: SelectorTerm) -> np.ndarray:
