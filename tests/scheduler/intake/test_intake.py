@@ -14,7 +14,7 @@ from proto.model import Gpu, NumaZone, PodUsage
 from scheduler.api.nodereport import ReportLimits, check_report
 from scheduler.api.objects import Pod
 from scheduler.cluster.cache import ClusterCache
-from scheduler.framework.snapshot import take_snapshot
+from scheduler.framework.keeper import take_snapshot
 from scheduler.intake.reports import CloseStream, ReportIntake, StreamState
 from scheduler.metrics import SchedulerMetrics
 from tests.support.timebox import timeboxed

@@ -25,8 +25,9 @@ from scheduler.cluster.cache import ClusterCache
 from scheduler.cluster.effects import CacheEffects
 from scheduler.cycle import Scheduler
 from scheduler.framework.config import ConfigError, parse_config
+from scheduler.framework.keeper import take_snapshot
 from scheduler.framework.session import Session
-from scheduler.framework.snapshot import TaskStatus, take_snapshot
+from scheduler.framework.snapshot import TaskStatus
 from scheduler.framework.statement import Statement
 from tests.support.builders import node, pod, podgroup, report
 
