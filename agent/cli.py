@@ -174,9 +174,9 @@ def _layout(backend: Backend, cgroup_parent: str | None, *, enforce: bool) -> La
         return FixedLayout(backend, cgroup_parent)
     try:
         return detect_layout(backend)
-    except FileNotFoundError:
-        if enforce:
-            raise
+    except FileNotFoundError as exc:
+        if enforce:  # acting on pods needs the kubelet's tree, or --cgroup-parent naming ours
+            raise InputError(f"{exc} (or give --cgroup-parent)") from None
         return NoLayout(backend)  # observing a host without a kubelet: node figures only
 
 
@@ -325,7 +325,7 @@ def main(argv: list[str] | None = None, *, early: list[int] | None = None) -> in
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:
         return cmd_report(args) if args.command == "report" else cmd_run(args, requested)
-    except (InputError, FileNotFoundError) as exc:  # bad input or a path that is not there; anything else is a bug
+    except InputError as exc:  # bad input is one line; anything else (a FileNotFoundError too) is a bug: a traceback
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except BrokenPipeError:
