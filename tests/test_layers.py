@@ -42,6 +42,15 @@ def test_the_builtins_register_every_plugin_and_action_module() -> None:
     assert {c.__module__ for c in BUILTIN_ACTIONS} == modules_in("scheduler/actions")
 
 
+def test_only_the_codec_of_proto_may_import_the_generated_code() -> None:
+    """The wire-boundary contract names proto's modules one by one (proto itself holds the generated code):
+    a new module of proto is under it unless it is the codec."""
+    contract = next(c for c in CONTRACTS if c.get("forbidden_modules") == ["proto.scoria"])
+    assert set(contract["source_modules"]) >= {"agent", "scheduler"}
+    assert {m for m in contract["source_modules"] if m.startswith("proto.")} == modules_in("proto") - {
+        "proto.codec", "proto.scoria"}
+
+
 def test_the_contracts_hold() -> None:
     lint = Path(sys.executable).with_name("lint-imports")
     result = subprocess.run([str(lint), "--no-cache"], cwd=ROOT, capture_output=True, text=True)
