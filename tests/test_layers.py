@@ -76,3 +76,11 @@ def test_every_job_plugin_is_in_its_contract_and_the_registry() -> None:
     modules = modules_in("scheduler/controllers/jobplugins") - {"scheduler.controllers.jobplugins.registry"}
     assert independence("scheduler.controllers.jobplugins.") == modules
     assert {cls.__module__ for cls in PLUGINS.values()} == modules
+
+
+def test_test_helpers_live_in_tests_support() -> None:
+    """Outside tests/support (builders, fakes, runners) a module of tests/ is a test, a package marker or conftest."""
+    stray = [str(p.relative_to(ROOT)) for p in sorted((ROOT / "tests").rglob("*.py"))
+             if p.parts[len(ROOT.parts) + 1] not in ("support", "fixtures")
+             and not (p.name.startswith("test_") or p.name in ("__init__.py", "conftest.py"))]
+    assert not stray
