@@ -84,3 +84,19 @@ def test_test_helpers_live_in_tests_support() -> None:
              if p.parts[len(ROOT.parts) + 1] not in ("support", "fixtures")
              and not (p.name.startswith("test_") or p.name in ("__init__.py", "conftest.py"))]
     assert not stray
+
+
+def test_the_readme_layout_names_every_package_and_only_files_that_exist() -> None:
+    """README's layout block cannot fall behind the tree: each package of agent/, scheduler/ and proto/ (and the
+    folders of hack/ and tests/) is named there, and every file it names exists."""
+    import re
+
+    readme = (ROOT / "README.md").read_text()
+    block = readme[readme.index("## Layout"):readme.index("### How the parts depend on each other")]
+    missing = [f"{top}/{d.name}/" for top in ("agent", "scheduler", "proto", "hack", "tests")
+               for d in sorted((ROOT / top).iterdir())
+               if d.is_dir() and d.name not in ("__pycache__", "scoria") and f"{d.name}/" not in block]
+    assert not missing, "README's layout does not name these folders"
+    files = {p.name for p in ROOT.rglob("*") if ".git" not in p.parts and ".venv" not in p.parts}
+    named = set(re.findall(r"[\w-]+\.(?:py|sh|proto)\b", block))
+    assert not named - files, "README's layout names files that do not exist"
