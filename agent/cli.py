@@ -135,6 +135,7 @@ def make_agent(args: argparse.Namespace, *, enforce: bool, publish: Callable[[No
     """The agent the flags describe, with its mode built and started (ready, or given up on after 30 s, or as
     soon as ``stop`` is set)."""
     from agent.cgroups.backend import detect_backend
+    from agent.collectors.load import read_cpu_ticks
     from agent.hostpaths import HostPaths
     from agent.labels import NodeLabels, parse_labels
     from agent.loop import Agent, AgentConfig
@@ -147,6 +148,7 @@ def make_agent(args: argparse.Namespace, *, enforce: bool, publish: Callable[[No
     if args.cgroup_root:
         paths = HostPaths(paths.sys, paths.proc, Path(args.cgroup_root))
     backend = detect_backend(paths)
+    read_cpu_ticks(paths)  # a --host-root without a readable /proc/stat: one line now, not a loop failing each tick
     layout = _layout(backend, choice.cgroup_parent, enforce=enforce)
     metrics = AgentMetrics()
     profiles = ProfileWatcher(args.profile, on_result=lambda r: metrics.profile_reloads.labels(r).inc())

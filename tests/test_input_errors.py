@@ -98,6 +98,9 @@ def test_agent_host_paths_without_what_the_agent_reads_are_input_errors(tmp_path
     with pytest.raises(InputError, match="proc/stat is missing"):
         read_cpu_ticks(HostPaths.under(tmp_path))
     backend = detect_backend(make_tree(tmp_path / "cg"))
+    run = ["run", "--dry-run", "--host-root", str(tmp_path), "--cgroup-root", str(tmp_path / "cg"), "--no-devices"]
+    assert agent.cli.main(run) == 2  # before any loop runs
+    assert "proc/stat is missing" in capsys.readouterr().err
     (tmp_path / "cg" / "cpu" / "kubepods").rename(tmp_path / "cg" / "cpu" / "elsewhere")
     with pytest.raises(InputError, match=r"no kubepods cgroup .* \(or give --cgroup-parent\)"):
         agent.cli._layout(backend, None, enforce=True)
