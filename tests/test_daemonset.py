@@ -57,6 +57,7 @@ SCHEDULER_RIGHTS = {
     ("cluster", "scheduling.volcano.sh", "podgroups/status", "*"): {"update", "patch"},
     ("cluster", "scheduling.volcano.sh", "queues/status", "*"): {"update", "patch"},
     ("cluster", "scheduling.k8s.io", "priorityclasses", "*"): R,
+    ("cluster", "", "namespaces", "*"): R,
     ("cluster", "policy", "poddisruptionbudgets", "*"): R,
     (NAMESPACE, "coordination.k8s.io", "leases", "*"): {"create"},
     (NAMESPACE, "coordination.k8s.io", "leases", "scoria-scheduler"): {"get", "update"},

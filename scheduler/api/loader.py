@@ -19,12 +19,12 @@ import yaml
 from proto.codec import report_from_json
 from scheduler.api.loadhistory import parse_node_load_history
 from scheduler.api.manifests import ManifestError, object_id, parse_object
-from scheduler.api.objects import DEFAULT_QUEUE, ROOT_QUEUE, Node, Pod, PodGroup, PriorityClass, Queue
+from scheduler.api.objects import DEFAULT_QUEUE, ROOT_QUEUE, Namespace, Node, Pod, PodGroup, PriorityClass, Queue
 from scheduler.api.safeyaml import DEFAULT_LIMITS, Limits, YamlError, construct, iter_nodes
 
 YAML_SUFFIXES = (".yaml", ".yml", ".json")
 # Files on the simulator's command line are the user's own: a whole cluster may be one List document.
-FILE_LIMITS = Limits(max_document_chars=64 * 2**20, max_text_chars=256 * 2**20)
+FILE_LIMITS = Limits(max_document_chars=64 * 2**20, max_text_chars=256 * 2**20, max_values=None)
 SCORIA_API = "scoria.io/v1"
 # Scoria's own document kinds (apiVersion scoria.io/v1): kind -> parser(doc, source) -> (name, object).
 # A parser raises ManifestError (or ValueError, reported with the source) for a document it cannot use.
@@ -57,6 +57,7 @@ class Workload:
     podgroups: list[PodGroup] = field(default_factory=list)
     queues: list[Queue] = field(default_factory=list)
     priority_classes: list[PriorityClass] = field(default_factory=list)
+    namespaces: list[Namespace] = field(default_factory=list)
     # scoria.io/v1 documents by kind (NodeReport, NodeLoadHistory): (name, object) in input order
     scoria: dict[str, list[tuple[str, Any]]] = field(default_factory=dict)
     # documents of the kinds a caller added (load_workload's extra_kinds): kind -> (key, object) in input order
@@ -65,7 +66,7 @@ class Workload:
     documents: dict[tuple[str, str], dict] = field(default_factory=dict)
     sources: dict[tuple[str, str], str] = field(default_factory=dict)
 
-    def add(self, obj: Node | Pod | PodGroup | Queue | PriorityClass, source: str) -> None:
+    def add(self, obj: Node | Pod | PodGroup | Queue | PriorityClass | Namespace, source: str) -> None:
         kind = type(obj).__name__
         key = (kind, getattr(obj, "key", None) or obj.name)
         if key in self.sources:
@@ -83,6 +84,8 @@ class Workload:
                 self.queues.append(obj)
             case PriorityClass():
                 self.priority_classes.append(obj)
+            case Namespace():
+                self.namespaces.append(obj)
 
     def add_scoria(self, kind: str, name: str, obj: Any, source: str) -> None:
         if (kind, name) in self.sources:
