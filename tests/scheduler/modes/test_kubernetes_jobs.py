@@ -107,7 +107,14 @@ class Cluster:
             time.sleep(0.05)
 
     def quiet_writes(self, seconds: float = 1.0) -> int:
-        """Writes to the server over ``seconds`` with nothing changing (leases aside)."""
+        """Writes to the server over ``seconds`` once the controllers have settled (no reconcile for 0.3 s, the
+        last change an informer brought handled), with nothing changing; the Lease's renewals aside."""
+        if self.kube.controllers is not None:
+            seen, since = -1, time.monotonic()
+            while time.monotonic() - since < 0.3:
+                if self.controllers.reconciles != seen:
+                    seen, since = self.controllers.reconciles, time.monotonic()
+                time.sleep(0.02)
         self.api.reset_requests()
         time.sleep(seconds)
         return sum(1 for c in self.api.calls if c.verb in WRITES and c.plural != "leases")
