@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from proto.codec import report_from_json
+from scheduler.api.fields import refuse_unknown_fields
 from scheduler.api.loadhistory import parse_node_load_history
 from scheduler.api.manifests import ManifestError, object_id, parse_object
 from scheduler.api.objects import DEFAULT_QUEUE, ROOT_QUEUE, Node, Pod, PodGroup, PriorityClass, Queue
@@ -172,6 +173,7 @@ def load_workload(paths: Iterable[str | os.PathLike], *, extra_kinds: dict | Non
             if isinstance(doc, dict) and doc.get("apiVersion") == SCORIA_API:
                 work.add_scoria(*parse_scoria(doc, where), where)
             else:
+                refuse_unknown_fields(doc, where)  # strict, as kubectl: a typo is named, never read as absent
                 work.add(parse_object(doc, where), where)
     check_references(work)
     return work

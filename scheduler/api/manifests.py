@@ -720,7 +720,10 @@ def _tolerations(f: _Fields, spec: dict) -> tuple[Toleration, ...]:
         key = f.text(raw.get("key"), f"{path}.key")
         if not key and op != "Exists":
             raise f.fail(path, "a toleration without a key must use operator Exists")
-        out.append(Toleration(key, op, f.text(raw.get("value"), f"{path}.value"), effect))
+        seconds = f.get(raw, path, "tolerationSeconds", int)
+        if seconds is not None and not -INT64_MAX - 1 <= seconds <= INT64_MAX:
+            raise f.fail(f"{path}.tolerationSeconds", f"must be a 64-bit integer, got {seconds}")
+        out.append(Toleration(key, op, f.text(raw.get("value"), f"{path}.value"), effect, seconds))
     return tuple(out)
 
 

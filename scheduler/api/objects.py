@@ -40,6 +40,8 @@ class Toleration:
     operator: str = "Equal"
     value: str = ""
     effect: str = ""
+    # NoExecute: how long the pod stays on a node after the taint is added (None: for ever; <= 0: not at all)
+    seconds: int | None = None
 
     def tolerates(self, taint: Taint) -> bool:
         if self.effect and self.effect != taint.effect:

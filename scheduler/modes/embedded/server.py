@@ -7,9 +7,13 @@ for a group granted with ``serve --api-group`` — never a TCP port.  JSON over
 HTTP/1.1:
 
 * ``POST /apply`` — a YAML (or JSON) body of at most :data:`MAX_BODY` bytes, the
-  file's name in ``X-Source``; every document is checked (the simulator's checks
-  and references against what is stored) and stored all at once, or nothing is:
-  200 ``{"applied": [...]}`` or 400 ``{"error": "file:line: Pod ns/name: field: problem"}``;
+  file's name in ``X-Source``, or several files at once (``Content-Type``
+  :data:`FILES_TYPE`, ``{"files": [{"name", "text"}]}``: what ``apply -f FOLDER``
+  sends); every document is checked (the simulator's checks, strict fields,
+  references against what is stored, what an update may change) and what changed
+  is stored all at once, or nothing is: 200 ``{"applied": [names], "results":
+  [{"name", "result": created|configured|unchanged}]}`` or 400 ``{"error":
+  "file:line: Pod ns/name: field: problem"}``;
 * ``GET /objects/KIND`` and ``GET /objects/KIND/NAMESPACE/NAME`` (``-`` for
   cluster-scoped): what is stored and what was decided, as
   ``{"kind", "key", "manifest", "status"}``; nodes come from the agents' reports;
@@ -113,15 +117,21 @@ class ControlServer:
         self.socket_path.unlink(missing_ok=True)
 
     # -- answers -----------------------------------------------------------------------------------
-    def apply(self, text: str, source: str) -> tuple[int, dict]:
+    def apply(self, files: list[tuple[str, str]]) -> tuple[int, dict]:
+        """Apply ``(source, text)`` files as one transaction; each object's name and what became of it."""
         with self._parsing:
             try:
-                docs = list(iter_text(text, source))  # parsed here, before apply takes any lock
-                if not docs:
-                    return 400, {"error": f"{source}: no objects in it"}
-                return 200, {"applied": self.embedded.apply(docs)}
+                docs = []
+                for source, text in files:  # parsed here, before apply takes any lock
+                    found = list(iter_text(text, source))
+                    if not found:
+                        return 400, {"error": f"{source}: no objects in it"}
+                    docs += found
+                applied = self.embedded.apply(docs)
             except InputError as exc:
                 return 400, {"error": str(exc)}
+        return 200, {"applied": [a.name for a in applied],
+                     "results": [{"name": a.name, "result": a.result} for a in applied]}
 
     def objects(self, kind: str, key: str | None = None) -> tuple[int, Any]:
         if kind == "Node":
@@ -252,6 +262,22 @@ def _busy(request: socket.socket, connections: int) -> None:
         pass
 
 
+FILES_TYPE = "application/vnd.scoria.files+json"  # several files in one apply: {"files": [{"name", "text"}]}
+
+
+def _files(body: bytes) -> list[tuple[str, str]]:
+    """The ``(source, text)`` files of a :data:`FILES_TYPE` body (400 when it is not one)."""
+    try:
+        doc = json.loads(body)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise Refused(400, f"the body is not JSON ({exc})") from None
+    files = doc.get("files") if isinstance(doc, dict) else None
+    if not isinstance(files, list) or not files or not all(
+            isinstance(f, dict) and isinstance(f.get("name"), str) and isinstance(f.get("text"), str) for f in files):
+        raise Refused(400, 'expected {"files": [{"name": ..., "text": ...}, ...]} with at least one file')
+    return [(f["name"][:1024], f["text"]) for f in files]
+
+
 def _route(path: str) -> tuple[str, str | None] | None:
     """``(kind, key)`` of an ``/objects/...`` path (names unquoted and checked), None for another path."""
     parts = [unquote(p) for p in path.strip("/").split("/")] if path.strip("/") else []
@@ -334,11 +360,13 @@ def _handler(server: ControlServer) -> type[BaseHTTPRequestHandler]:
                     raise Refused(404, f"no such path {self.path[:200]}", close=True)
                 source = unquote(self.headers.get("X-Source") or "(request)")[:1024]  # the CLI quotes it
                 body = self._body()
+                if (self.headers.get("Content-Type") or "").split(";")[0].strip() == FILES_TYPE:
+                    return server.apply(_files(body))
                 try:
                     text = body.decode("utf-8")
                 except UnicodeDecodeError as exc:
                     return 400, {"error": f"{source}: not UTF-8 text (byte {exc.start})"}
-                return server.apply(text, source)
+                return server.apply([(source, text)])
             self._answer(work)
 
         def do_DELETE(self) -> None:  # noqa: N802

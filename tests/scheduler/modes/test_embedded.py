@@ -94,16 +94,14 @@ def test_a_failed_transaction_leaves_nothing(tmp_path: Path) -> None:
 def test_apply_stores_a_whole_file_or_nothing(tmp_path: Path) -> None:
     embedded, _ = cluster(tmp_path)
     good = docs(queue("q"), pod("a", queue="q"))
-    assert embedded.apply(good) == ["queue/q", "pod/default/a"]
+    assert embedded.apply(good) == [("queue/q", "created"), ("pod/default/a", "created")]
     bad = docs(pod("b"), pod("c", cpu="5x"))
     with pytest.raises(ManifestError, match=r"test.yaml:\d+: Pod default/c: .*invalid quantity"):
         embedded.apply(bad)
     assert [s.key for s in embedded.store.load() if s.kind == "Pod"] == ["default/a"]  # b was not stored either
     with pytest.raises(ManifestError, match="PodGroup default/missing is not defined"):
         embedded.apply(docs(pod("d", group="missing")))
-    with pytest.raises(ManifestError, match="already exists"):
-        embedded.apply(docs(pod("a")))
-    assert embedded.apply(docs(queue("q", weight=3))) == ["queue/q"]  # queues are updated
+    assert embedded.apply(docs(queue("q", weight=3))) == [("queue/q", "configured")]  # queues are updated
     assert embedded.cache.queues["q"].weight == 3
 
 
@@ -237,7 +235,7 @@ def test_unquoted_dates_are_stored_as_the_strings_they_are(tmp_path: Path) -> No
     text = POD_TEXT.replace("name: web\n", "name: web\n  creationTimestamp: 2024-01-01T00:00:00Z\n"
                                            "  labels: {since: 2024-01-01}\n")
     embedded, _ = cluster(tmp_path)
-    assert embedded.apply(list(iter_text(text, "x.yaml"))) == ["pod/default/web"]
+    assert [a.name for a in embedded.apply(list(iter_text(text, "x.yaml")))] == ["pod/default/web"]
     stored = embedded.store.get("Pod", "default/web")
     assert stored.manifest["metadata"]["creationTimestamp"] == "2024-01-01T00:00:00Z"
     assert stored.manifest["metadata"]["labels"] == {"since": "2024-01-01"}
@@ -272,7 +270,7 @@ def test_the_largest_pod_accepted_starts_in_one_message(tmp_path: Path) -> None:
 
     embedded, sched = cluster(tmp_path)
     text = POD_TEXT + "    args: [" + "y" * (MAX_OBJECT_BYTES - 400) + "]\n"
-    assert embedded.apply(list(iter_text(text, "x.yaml"))) == ["pod/default/web"]
+    assert [a.name for a in embedded.apply(list(iter_text(text, "x.yaml")))] == ["pod/default/web"]
     sched.run_once()
     (start,) = embedded.pod_actions("n0", View())
     assert start.kind == PodActionKind.START
