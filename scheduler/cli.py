@@ -235,11 +235,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from proto.httpd import start_http
+    from proto.localsock import check_socket_free, unix_path
+    from proto.ports import check_port
     from scheduler.cluster.cache import ClusterCache
     from scheduler.cycle import Scheduler
     from scheduler.intake.reports import ProfileSource, ReportIntake
-    from scheduler.intake.server import AgentServer, ServeError, TlsFiles, serve_forever
+    from scheduler.intake.server import AgentServer, ServeError, TlsFiles, check_listen, serve_forever
     from scheduler.metrics import SchedulerMetrics
+    from scheduler.modes.embedded.mode import EmbeddedMode
+    from scheduler.statelock import hold_state
 
     if bool(args.tls_cert) != bool(args.tls_key):
         raise ServeError("--tls-cert and --tls-key go together")
@@ -251,6 +255,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
     os.umask(0o077)
     listen = agent_listen(args)
     mode = select_mode(args)
+    # one scheduler per state folder, held before anything in it is read or changed
+    lock = hold_state(Path(args.state_dir), group=api_group(args)) if args.state_dir else None
+    # every port and socket checked before anything starts: one taken is one line naming the flag that changes it
+    if not listen.startswith("unix:"):
+        check_listen(listen)
+    elif (agent_socket := unix_path(listen)) is not None:
+        check_socket_free(agent_socket, "--listen")
+    if isinstance(mode, EmbeddedMode):
+        check_socket_free(mode.api_socket, "--api-socket")
+    if args.metrics_port:
+        check_port(args.metrics_address, args.metrics_port, flag="--metrics-port",
+                   also=" (0 turns it off), or --metrics-address ADDRESS")
     # Thousands of reports a second churn short-lived objects on top of the cycles': collect young ones
     # less often still, or full collections of the whole cache pause report latency by 100+ ms.
     tune_gc(50_000, 20, 100)
@@ -293,6 +309,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         mode.close(scheduler)
         if saver is not None:
             saver.stop()
+        if lock is not None:
+            lock.release()
     return 0
 
 
