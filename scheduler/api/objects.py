@@ -164,6 +164,9 @@ class Node:
     annotations: dict[str, str] = field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
+    # False: left out of scheduling whatever a pod tolerates, as Volcano's snapshot leaves out nodes that are
+    # not Ready (embedded mode: its agent stopped reporting, or runs no pods); its taints say why
+    ready: bool = True
 
 
 @dataclass(slots=True)

@@ -349,7 +349,8 @@ class Snapshot:
     def __init__(self, index: ResourceIndex, nodes: NodeTable, jobs: dict[str, JobInfo],
                  queues: dict[str, QueueInfo], foreign: list[Pod] | None = None, *,
                  telemetry: dict[str, NodeTelemetry] | None = None, history: LoadHistory | None = None,
-                 now: float | None = None, inventories: InventoryMemo | None = None, node_generation: int = 0):
+                 now: float | None = None, inventories: InventoryMemo | None = None, node_generation: int = 0,
+                 not_ready: list[Node] | None = None):
         self.index = index
         self.nodes = nodes
         self.jobs = jobs
@@ -362,6 +363,7 @@ class Snapshot:
         self.inventories = inventories  # the cache's InventoryMemo: nodes' zones and devices
         self.node_generation = node_generation  # the cache's: changes when a node does
         self.pod_affinity = True  # whether any pod may carry inter-pod affinity terms (False: none does)
+        self.not_ready = not_ready or []  # nodes left out because they are not Ready (reasons name their taints)
 
 
 DEFAULT_SCHEDULER_NAMES = frozenset({"scoria"})
@@ -378,7 +380,8 @@ def take_snapshot(cache: ClusterCache, scheduler_names: frozenset[str] = DEFAULT
     """
     with cache.lock:
         cache.ensure_default_queue()
-        nodes = list(cache.nodes.values())
+        nodes = [n for n in cache.nodes.values() if n.ready]  # as Volcano's snapshot: Ready nodes only
+        not_ready = [n for n in cache.nodes.values() if not n.ready] if len(nodes) < len(cache.nodes) else []
         pods: list[Pod] = []
         foreign: list[Pod] = []
         for pod in cache.pods.values():
@@ -403,7 +406,7 @@ def take_snapshot(cache: ClusterCache, scheduler_names: frozenset[str] = DEFAULT
                 queues[q.parent].children.append(q.name)
         jobs = _jobs(cache, pods, index, table, now)
     snapshot = Snapshot(index, table, jobs, queues, foreign, telemetry=telemetry, history=cache.history, now=now,
-                        inventories=cache.inventories, node_generation=cache.node_generation)
+                        inventories=cache.inventories, node_generation=cache.node_generation, not_ready=not_ready)
     snapshot.pod_affinity = bool(cache.affinity_pods)
     return snapshot
 

@@ -391,10 +391,10 @@ def _queues(items: list[dict[str, Any]]) -> list[tuple]:
 
 
 def _nodes(items: list[dict[str, Any]]) -> list[tuple]:
-    rows = [("NAME", "READY", "CPU", "MEMORY", "PODS")]
+    rows = [("NAME", "STATUS", "CPU", "MEMORY", "PODS")]
     for n in items:
         alloc = n["allocatable"]
-        rows.append((n["key"], "yes" if n["ready"] else "no", f"{alloc.get('cpu', 0) / 1000:g}",
+        rows.append((n["key"], n.get("status") or ("Ready" if n["ready"] else "NotReady"), f"{alloc.get('cpu', 0) / 1000:g}",
                      format_quantity("memory", alloc.get("memory", 0)), n["pods"]))
     return rows
 

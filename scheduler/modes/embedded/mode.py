@@ -45,11 +45,13 @@ from scheduler.api.fields import refuse_unknown_fields
 from scheduler.api.loader import Workload, check_references
 from scheduler.api.manifests import ManifestError, object_id, object_json, parse_object
 from scheduler.api.nodereport import shown
-from scheduler.api.objects import Condition, Node, Pod, PodGroup, PriorityClass, Queue
+from scheduler.api.objects import DEFAULT_QUEUE, Condition, Node, Pod, PodGroup, PriorityClass, Queue
 from scheduler.api.updates import SERVER_METADATA, update_problem
 from scheduler.cluster.cache import ClusterCache
 from scheduler.cluster.effects import CacheEffects
 from scheduler.modes.base import Mode, PodActions
+from scheduler.modes.embedded.lifecycle import LifecycleConfig
+from scheduler.modes.embedded.nodes import NodeLifecycle
 from scheduler.modes.embedded.store import Store, Stored, StoreError
 
 if TYPE_CHECKING:
@@ -72,6 +74,10 @@ CREATED, CONFIGURED, UNCHANGED = "created", "configured", "unchanged"  # what ap
 _KIND_OF = {Pod: "Pod", PodGroup: "PodGroup", Queue: "Queue", PriorityClass: "PriorityClass", Node: "Node"}
 
 
+class Conflict(Exception):
+    """A request that cannot be done as things stand (the control API answers 409 with the message)."""
+
+
 class Applied(NamedTuple):
     """One object of an apply: ``pod/default/web`` and what became of it (created, configured, unchanged)."""
 
@@ -81,14 +87,16 @@ class Applied(NamedTuple):
 
 class Embedded:
     def __init__(self, cache: ClusterCache, store: Store, *, clock: Callable[[], float] = time.time,
-                 agent_state: Path | None = None):
+                 agent_state: Path | None = None, lifecycle: LifecycleConfig | None = None):
         self.cache, self.store, self.clock = cache, store, clock
+        cache.register_ready = False  # a node takes pods once node lifecycle finds its agent reporting and running them
         #: the agent's pod log folder (its --state DIR/logs): logs are read here, never where a report says
         self.log_root = (Path(agent_state) if agent_state is not None else store.path.parent / AGENT_STATE).absolute() / "logs"
         self._lock = threading.Lock()
         self._started: dict[str, float] = {}  # pod uid -> when START was last sent
         self._warned: set[tuple[str, str]] = set()  # (node, what) said once
         self.effects = EmbeddedEffects(self)
+        self.nodes = NodeLifecycle(self, lifecycle)
 
     # -- the store into the cache ----------------------------------------------------------------
     def load(self) -> int:
@@ -96,7 +104,11 @@ class Embedded:
         n = 0
         for stored in self.store.load():
             try:
-                self.cache.upsert(self._object(stored))
+                obj = self._object(stored)
+                if isinstance(obj, Node):  # registered by reports: not Ready until its agent is heard again
+                    obj.ready = False
+                    self.cache.registered[obj.name] = ()  # its next report sets its allocatable
+                self.cache.upsert(obj)
                 n += 1
             except ManifestError as exc:  # stored by an older version, say: keep it stored, say so
                 log.error("stored %s %s cannot be used: %s", stored.kind, stored.key, exc)
@@ -240,14 +252,22 @@ class Embedded:
         check_references(full)
 
     def delete(self, kind: str, key: str) -> str:
-        """Delete an object; a pod that runs is stopped first (its record goes once the agent has)."""
+        """Delete an object; a pod that runs is stopped first (its record goes once the agent has), unless its
+        node is gone (nothing there could confirm it: the record goes at once).  A node goes with what is
+        stored of it; its pods go with it when it is not Ready (its agent is gone), else its agent's next
+        report registers it again, as a kubelet does."""
         with self._lock, self.cache.lock:
+            if kind == "Node":
+                return self._delete_node(key)
+            if kind == "Queue" and key == DEFAULT_QUEUE:
+                raise Conflict(f"queue {DEFAULT_QUEUE} always exists (as in Volcano): it cannot be deleted")
             stored = self.store.get(kind, key)
             if stored is None:
                 raise KeyError(f"{kind.lower()} {key} not found")
             if kind == "Pod":
                 pod = self._pod(key)
-                if pod is not None and pod.node_name and pod.phase not in FINISHED:
+                if pod is not None and pod.node_name and pod.phase not in FINISHED and not self.nodes.gone(
+                        pod.node_name):
                     stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
                     self.store.update_status([("Pod", key, {"deleting": stamp})])
                     pod.terminating = True
@@ -260,6 +280,28 @@ class Embedded:
             self.store.delete(kind, key)
             self.cache.remove(kind, key)
             return "deleted"
+
+    def _delete_node(self, name: str) -> str:
+        node = self.cache.nodes.get(name)
+        if node is None and self.store.get("Node", name) is None:
+            raise KeyError(f"node {name} not found")
+        pods = [p for p in self.cache.pods.values() if p.node_name == name] if self.nodes.gone(name) else []
+        self.store.delete("Node", name)
+        self.cache.remove("Node", name)
+        self.cache.registered.pop(name, None)
+        self.nodes.forget(name)
+        for pod in pods:
+            self.forget_pod(pod)
+        return f"deleted (and its {len(pods)} pod(s))" if pods else "deleted"
+
+    def forget_pod(self, pod: Pod) -> None:
+        """The pod's record is gone, from the store and the cache (a node that still runs it is told to stop it)."""
+        self.store.delete("Pod", pod.key)
+        self.cache.remove_pod(pod.uid)
+        self._started.pop(pod.uid, None)
+
+    def evicted(self, pod: Pod, reason: str) -> None:
+        self._evicted(pod, reason)
 
     def _pod(self, key: str) -> Pod | None:
         return next((p for p in self.cache.pods.values() if p.key == key), None)
@@ -440,9 +482,11 @@ class EmbeddedMode(Mode):
     AGENT_SOCKET = "agent.sock"      # the agents' report stream, in the state folder (unless --listen says otherwise)
 
     def __init__(self, state_dir: Path, *, api_socket: Path | None = None, api_group: int | None = None,
-                 agent_state: Path | None = None) -> None:
+                 agent_state: Path | None = None, lifecycle: LifecycleConfig | None = None) -> None:
         super().__init__(register_nodes=True)  # an agent that reports is a node
         self.state_dir, self.api_group = state_dir, api_group
+        self.lifecycle = lifecycle or LifecycleConfig()
+        self._stop: threading.Event | None = None
         self.api_socket = api_socket or state_dir / self.CONTROL_SOCKET
         self.agent_state = agent_state  # where the agent keeps its pods' logs (None: state_dir/agent)
         self.embedded: Embedded | None = None
@@ -461,8 +505,9 @@ class EmbeddedMode(Mode):
             raise StoreError(str(exc)) from None
         for path in files:  # and new ones too (serve's umask already makes them so)
             private_file(path)
-        self.embedded = Embedded(cache, store, agent_state=self.agent_state)
+        self.embedded = Embedded(cache, store, agent_state=self.agent_state, lifecycle=self.lifecycle)
         log.info("embedded store %s: %d object(s) loaded", store.path, self.embedded.load())
+        self._stop = stop
         return self.embedded.effects
 
     def attach(self, scheduler: Scheduler) -> None:
@@ -472,6 +517,7 @@ class EmbeddedMode(Mode):
         self.control = ControlServer(self.embedded, socket_path=self.api_socket, group=self.api_group)
         self.control.start()
         log.info("control API on %s", self.api_socket)
+        self.embedded.nodes.start(self._stop or threading.Event())
 
     def pod_actions(self) -> PodActions | None:
         return self.embedded.pod_actions if self.embedded is not None else None
@@ -480,5 +526,6 @@ class EmbeddedMode(Mode):
         if self.control is not None:
             self.control.stop()
         if self.embedded is not None:
+            self.embedded.nodes.join()  # the loop ends with serve's stop event
             scheduler.effects.flush()
             self.embedded.store.close()

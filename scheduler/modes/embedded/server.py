@@ -50,7 +50,8 @@ from urllib.parse import unquote, urlsplit
 from proto.errors import InputError
 from proto.localsock import claim_socket_path, restrict_socket
 from scheduler.api.loader import iter_text
-from scheduler.modes.embedded.mode import Embedded
+from scheduler.api.objects import DEFAULT_QUEUE
+from scheduler.modes.embedded.mode import Conflict, Embedded
 from scheduler.modes.embedded.store import Stored
 
 log = logging.getLogger(__name__)
@@ -143,11 +144,27 @@ class ControlServer:
         store = self.embedded.store
         if key is not None:
             stored = store.get(kind, key)
+            if stored is None and (kind, key) == ("Queue", DEFAULT_QUEUE):
+                return 200, self._default_queue()
             if stored is None:
                 return 404, {"error": f"{kind.lower()} {key} not found"}
             return 200, self._view(stored, self._pods_by_key() if kind == "Pod" else {})
         pods = self._pods_by_key() if kind == "Pod" else {}
-        return 200, [self._view(s, pods) for s in store.load() if s.kind == kind]
+        items = [self._view(s, pods) for s in store.load() if s.kind == kind]
+        if kind == "Queue" and not any(i["key"] == DEFAULT_QUEUE for i in items):
+            items.insert(0, self._default_queue())
+        return 200, items
+
+    def _default_queue(self) -> dict:
+        """Queue ``default`` as it is when nobody applied one: it always exists (Volcano makes it at start)."""
+        cache = self.embedded.cache
+        with cache.lock:
+            queue = cache.queues.get(DEFAULT_QUEUE)
+            allocated = dict(queue.allocated) if queue is not None else {}
+        manifest = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": DEFAULT_QUEUE},
+                    "spec": {"weight": 1, "reclaimable": True}}
+        return {"kind": "Queue", "key": DEFAULT_QUEUE, "manifest": manifest, "status": {"allocated": allocated},
+                "implicit": True}
 
     def _pods_by_key(self) -> dict[str, Any]:
         cache = self.embedded.cache
@@ -188,8 +205,13 @@ class ControlServer:
         out = []
         for name, node in nodes:
             t = telemetry.get(name)
+            cond = self.embedded.nodes.condition(name)
             row: dict[str, Any] = {"kind": "Node", "key": name, "allocatable": dict(node.allocatable),
-                                   "ready": t is not None and not t.stale(now, cache.stale_intervals)}
+                                   "ready": node.ready, "status": cond.status if cond else "Unknown",
+                                   "reason": cond.reason if cond else "", "message": cond.message if cond else "",
+                                   "since": cond.since if cond else None,
+                                   "taints": [{"key": x.key, "value": x.value, "effect": x.effect} for x in node.taints],
+                                   "stale": t is None or t.stale(now, cache.stale_intervals)}
             if t is not None:
                 row.update(cpuUsedCores=round(t.cpu_used_cores, 3), memoryUsedBytes=t.memory_used_bytes,
                            batchCpuMillis=t.batch_cpu_millis, batchMemoryBytes=t.batch_memory_bytes,
@@ -204,6 +226,8 @@ class ControlServer:
             return 200, {"result": self.embedded.delete(kind, key)}
         except KeyError as exc:
             return 404, {"error": str(exc.args[0])}
+        except Conflict as exc:
+            return 409, {"error": str(exc)}
 
 
 class _UnixHTTPServer(socketserver.ThreadingUnixStreamServer):

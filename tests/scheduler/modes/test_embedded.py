@@ -41,7 +41,9 @@ def cluster(tmp_path: Path, *, nodes: int = 1, cpu: int = 8) -> tuple[Embedded, 
     for i in range(nodes):
         _, r = _node_report(report(f"n{i}", zones=[cpu]), "test")
         r.identity.sample_time_ns = int(AT.timestamp() * 1e9)
+        r.identity.runs_pods = True  # an embedded agent: it runs what is bound to its node
         cache.accept_report(r, AT.timestamp(), register=True, capacity_key=f"n{i}")
+    embedded.nodes.tick()  # node lifecycle finds them Ready
     return embedded, Scheduler(cache, effects=embedded.effects, clock=lambda: AT)
 
 
@@ -120,8 +122,9 @@ def test_a_gang_binds_only_when_all_three_fit_and_a_restart_keeps_everything(tmp
     embedded2.store.close()
     cache = ClusterCache()
     reloaded = Embedded(cache, Store(tmp_path / "big" / "store.sqlite"))
-    assert reloaded.load() == 4
+    assert reloaded.load() == 6  # the group, three pods and the two nodes they run on
     assert {p.name: p.node_name for p in cache.pods.values()} == bound
+    assert sorted(cache.nodes) == ["n0", "n1"] and not any(n.ready for n in cache.nodes.values())  # till heard
     assert cache.podgroups["default/train"].phase == "Running"
 
 
@@ -306,4 +309,4 @@ def test_null_labels_and_annotations_are_stored_as_absent(tmp_path: Path) -> Non
     sched.run_once()
     (start,) = embedded.pod_actions("n0", View())
     assert json.loads(start.pod_json)["metadata"]["annotations"] == {}
-    assert Embedded(ClusterCache(), embedded.store).load() == 1
+    assert Embedded(ClusterCache(), embedded.store).load() == 2  # the pod and its node
