@@ -424,7 +424,7 @@ def _run_demo(tmp_path: Path) -> None:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-        if proc.returncode != 0:  # killed here or by the watchdog: pods run in their own sessions and are left
+        if proc.returncode != 0:  # killed here or by the watchdog, or failed: pods run in their own sessions
             _remove_demo_leftovers("".join(lines))
     out = "".join(lines) + out
     assert proc.returncode == 0, out
