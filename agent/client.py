@@ -8,6 +8,14 @@ scheduler is away it keeps only the latest report (memory stays bounded) plus
 the evictions not yet acknowledged (bounded too, oldest dropped first and
 counted), and reconnects with exponential backoff and full jitter.
 
+Delta reports (``deltas``, on by default): once the scheduler's acks say it
+takes them, a report leaves out each section (capacity, devices, pods, runtime)
+that is the same as in the last report the scheduler acknowledged, and names
+that report as its base (:mod:`proto.delta`).  A full report goes instead on a
+new stream (the base belongs to the stream), after a refusal, every
+``full_every`` reports, and when no ack has come for ``delta_span`` reports (an
+ack lost or late: the scheduler keeps only its last two acknowledged reports).
+
 A report is sent again only while it is recent (``resend_for`` seconds after
 the agent published it).  An agent whose loop stopped publishing — a tick that
 fails every time, a loop stuck in the kernel — therefore goes quiet instead of
@@ -34,8 +42,9 @@ from typing import TYPE_CHECKING
 import grpc
 
 from proto import codec
+from proto.delta import delta_for
 from proto.errors import InputError
-from proto.model import Directive, Eviction, NodeReport
+from proto.model import Ack, Directive, Eviction, NodeReport, ReportDelta
 from proto.scoria.v1 import agent_pb2_grpc
 
 if TYPE_CHECKING:
@@ -64,6 +73,9 @@ class ClientOptions:
     # A published report is sent again, every interval, for at most this long (None: three intervals, at
     # least 10 s); then nothing is sent until the agent publishes a newer one.
     resend_for: float | None = None
+    deltas: bool = True               # send delta reports to a scheduler that takes them
+    full_every: int = 60              # with deltas: a full report at least every this many reports
+    delta_span: int = 30              # with deltas: a full report when the base is this many reports old
 
     @property
     def report_lifetime(self) -> float:
@@ -125,8 +137,13 @@ class ReportClient:
         self._rng = random.Random(seed)
         self._sent_at: dict[int, float] = {}
         self._healthy = False  # the current stream got an acknowledgement
+        # deltas, this stream's: the last report the scheduler acknowledged as a base (sequence, report), the
+        # reports sent since that may become one, reports since the last full one
+        self._base: tuple[int, NodeReport] | None = None
+        self._unacked_reports: dict[int, NodeReport] = {}
+        self._since_full = 0
         self.connected = False
-        self.stats = {"sent": 0, "acked": 0, "refused": 0, "connects": 0, "evictions_dropped": 0}
+        self.stats = {"sent": 0, "acked": 0, "refused": 0, "connects": 0, "evictions_dropped": 0, "deltas": 0}
         self.last_refusal: str | None = None
         self.on_ack: Callable[[int, int, float], None] | None = None  # (sequence, code, seconds to ack)
 
@@ -197,6 +214,8 @@ class ReportClient:
         self.stats["connects"] += 1
         self._in_flight.clear()
         self._sent_at.clear()
+        self._base, self._since_full = None, 0  # a new stream starts with a full report
+        self._unacked_reports.clear()
         reader = asyncio.create_task(self._read(call))
         stopper = asyncio.create_task(stop.wait())
         try:
@@ -226,10 +245,26 @@ class ReportClient:
                 latest, identity=dataclasses.replace(latest.identity, sequence=self._sequence),
                 colocation=dataclasses.replace(latest.colocation, evictions=evictions))
             self._in_flight[self._sequence] = len(evictions)
-        message = codec.report_to_pb(report)
-        self._sent_at[self._sequence] = time.monotonic()
+        delta = self._delta(report) if self.options.deltas else None
+        message = codec.report_to_pb(report, delta)
+        self._sent_at[report.identity.sequence] = time.monotonic()
         await call.write(message)
         self.stats["sent"] += 1
+
+    def _delta(self, report: NodeReport) -> ReportDelta | None:
+        """How to send ``report``: as a delta on the acknowledged base, or (None) whole; keeps it as a base to be."""
+        sequence, options = report.identity.sequence, self.options
+        unacked = self._unacked_reports
+        unacked[sequence] = report
+        while len(unacked) > options.delta_span:  # no ack for a while: those will not become bases
+            del unacked[next(iter(unacked))]
+        base = self._base
+        if base is None or self._since_full >= options.full_every - 1 or sequence - base[0] > options.delta_span:
+            self._since_full = 0
+            return None
+        self._since_full += 1
+        self.stats["deltas"] += 1
+        return delta_for(report, base[1], base[0])
 
     def _recent(self) -> bool:
         """Whether the latest report may still be sent (called under the lock)."""
@@ -246,13 +281,25 @@ class ReportClient:
         async for message in call:
             directive = codec.directive_from_pb(message)
             if directive.ack is not None:
-                self._acknowledge(directive.ack.sequence, directive.ack.code, directive.ack.message)
+                self._acknowledge(directive.ack)
                 self._healthy = self.connected = True
             self.on_directive(directive)
 
-    def _acknowledge(self, sequence: int, code: int, message: str) -> None:
-        """An OK ack covers this report and every earlier one on the stream (refusals are acked at once)."""
+    def _acknowledge(self, ack: Ack) -> None:
+        """An OK ack covers this report and every earlier one on the stream (refusals are acked at once); with
+        ``deltas`` it makes the report the base of the deltas that follow.  After a refusal the next report is
+        sent whole."""
+        sequence, code, message = ack.sequence, ack.code, ack.message
         carried = self._in_flight.pop(sequence, 0)
+        unacked = self._unacked_reports
+        if unacked:
+            acked = unacked.pop(sequence, None) if code == 0 else None
+            if acked is not None and ack.deltas:
+                self._base = (sequence, acked)
+            for s in [s for s in unacked if s < sequence]:
+                del unacked[s]
+        if code != 0:
+            self._base = None
         sent = self._sent_at.pop(sequence, None)
         if code == 0:
             self.stats["acked"] += 1
