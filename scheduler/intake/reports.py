@@ -30,7 +30,8 @@ What a report can and cannot do:
   merged report is checked and kept like a full one; the sections it took from
   the base are not checked again.  A delta whose base this stream does not
   hold is refused (reason ``delta``), and the agent sends a full report next.
-  Every OK ack says the scheduler takes deltas (``Ack.deltas``).
+  Every OK ack says the scheduler takes deltas (``Ack.deltas``); a stream that
+  sends none by its second ack keeps no base (see :meth:`ReportIntake._keep_base`).
 """
 
 from __future__ import annotations
@@ -234,13 +235,23 @@ class ReportIntake:
         if (first or evictions_sent or profile is not None or actions or new_base
                 or stream.unacked >= self.ack_every):
             stream.unacked = 0
-            if type(report) is not NodeReport:  # a received report: deltas may be based on it
-                bases = stream.bases
-                bases[seq] = Base(report, capacity_key)
-                while len(bases) > KEPT_BASES:
-                    del bases[min(bases)]
+            self._keep_base(stream, first, report, capacity_key)
             return Directive(ack=Ack(seq, OK, deltas=True), qos_profile=profile, pod_actions=actions)
         return None
+
+    @staticmethod
+    def _keep_base(stream: StreamState, first: bool, report: Any, capacity_key: object) -> None:
+        """An acknowledged report becomes a base for deltas — a received one (not a NodeReport), on a stream
+        that sends deltas or as its first: an agent that takes deltas sends its first delta right after the
+        first ack, so an agent that has sent none by the next ack sends full reports, and its stream keeps
+        no second copy of one (a full report is a few kilobytes; 10,000 nodes)."""
+        bases = stream.bases
+        if type(report) is NodeReport or not (first or stream.sends_deltas):
+            bases.clear()
+            return
+        bases[report.identity.sequence] = Base(report, capacity_key)
+        while len(bases) > KEPT_BASES:
+            del bases[min(bases)]
 
     def _claim(self, stream: StreamState, name: str) -> None:
         """The stream's first accepted report: it speaks for ``name`` from now on, and replaces an older one."""

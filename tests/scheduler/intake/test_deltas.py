@@ -114,7 +114,9 @@ def test_a_delta_before_any_full_report_is_refused_and_changes_nothing() -> None
 def test_a_delta_on_a_base_the_stream_does_not_keep_is_refused() -> None:
     it, stream, decoder = intake(), StreamState(), codec.ReportDecoder()
     it.ack_every = 1
-    for seq in range(1, 5):
+    assert send(it, stream, decoder, sample(1)).ack.code == 0
+    assert send(it, stream, decoder, sample(2), ReportDelta(1, True, True, True, True)).ack.code == 0
+    for seq in (3, 4):
         assert send(it, stream, decoder, sample(seq)).ack.code == 0
     assert sorted(stream.bases) == [3, 4] and KEPT_BASES == 2
     before = (it.cache.telemetry["node-a"], stream.last_sequence, dict(stream.bases))
@@ -311,3 +313,15 @@ def test_the_json_form_has_no_deltas() -> None:
     doc["delta"] = {"baseSequence": "3", "sameCapacity": True}
     with pytest.raises(ValueError, match="delta: a delta report exists only on an agent's stream"):
         codec.report_from_json(doc)
+
+
+def test_a_stream_that_sends_no_deltas_keeps_no_copy_of_its_reports() -> None:
+    it, stream, decoder = intake(), StreamState(), codec.ReportDecoder()
+    it.ack_every = 2
+    send(it, stream, decoder, sample(1))
+    assert list(stream.bases) == [1]  # the first: the base of the first delta of an agent that sends them
+    for seq in range(2, 6):
+        send(it, stream, decoder, sample(seq))
+    assert not stream.bases  # an agent that sends full reports: nothing kept beside the cache
+    send(it, stream, decoder, sample(6), ReportDelta(5, True, True, True, True))  # refused: no base
+    assert send(it, stream, decoder, sample(7)).ack.code == 0 and list(stream.bases) == [7]  # now it does
