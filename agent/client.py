@@ -272,8 +272,9 @@ class ReportClient:
         await call.write(message)
         self.stats["sent"] += 1
 
-    def _delta(self, report: NodeReport) -> ReportDelta | None:
-        """How to send ``report``: as a delta on the acknowledged base, or (None) whole; keeps it as a base to be."""
+    def _delta(self, report: NodeReport) -> ReportDelta:
+        """How to send ``report``: as a delta on the acknowledged base, or whole (``base_sequence`` 0, which tells
+        the scheduler to keep it as a base); keeps it as a base to be."""
         sequence, options = report.identity.sequence, self.options
         unacked = self._unacked_reports
         unacked[sequence] = report
@@ -282,7 +283,7 @@ class ReportClient:
         base = self._base
         if base is None or self._since_full >= options.full_every - 1 or sequence - base[0] > options.delta_span:
             self._since_full = 0
-            return None
+            return ReportDelta(0)
         self._since_full += 1
         self.stats["deltas"] += 1
         return delta_for(report, base[1], base[0])

@@ -64,7 +64,8 @@ def _processes_to(procs: list[DeviceProcess], out: Any) -> None:
 
 
 def report_to_pb(r: NodeReport, delta: ReportDelta | None = None) -> Any:
-    """``r`` on the wire: whole, or with ``delta`` (a base_sequence) leaving out the sections it marks the same."""
+    """``r`` on the wire: whole, or with ``delta`` (a base_sequence) leaving out the sections it marks the same;
+    ``ReportDelta(0)``: whole, marked as coming from an agent that sends deltas."""
     msg = pb.NodeReport()
     i = r.identity
     mi = msg.identity
@@ -76,6 +77,8 @@ def report_to_pb(r: NodeReport, delta: ReportDelta | None = None) -> Any:
                                                                delta.same_devices)
         md.same_pods, md.same_runtime = delta.same_pods, delta.same_runtime
     else:
+        if delta is not None:  # ReportDelta(0): whole, from an agent that sends deltas
+            msg.delta.SetInParent()
         delta = None
     if delta is None or not delta.same_capacity:
         _capacity_to(r.capacity, msg.capacity)

@@ -228,7 +228,8 @@ class NodeReport:
 
 @dataclass(slots=True, frozen=True)
 class ReportDelta:
-    """What a delta report leaves out: each ``same_*`` section is as in the acknowledged report ``base_sequence``."""
+    """What a delta report leaves out: each ``same_*`` section is as in the acknowledged report ``base_sequence``
+    (0: none, a full report from an agent that sends deltas)."""
 
     base_sequence: int
     same_capacity: bool = False

@@ -30,8 +30,8 @@ What a report can and cannot do:
   merged report is checked and kept like a full one; the sections it took from
   the base are not checked again.  A delta whose base this stream does not
   hold is refused (reason ``delta``), and the agent sends a full report next.
-  Every OK ack says the scheduler takes deltas (``Ack.deltas``); a stream that
-  sends none by its second ack keeps no base (see :meth:`ReportIntake._keep_base`).
+  Every OK ack says the scheduler takes deltas (``Ack.deltas``); only a stream
+  whose agent marks its full reports as from one that sends deltas keeps bases.
 """
 
 from __future__ import annotations
@@ -83,7 +83,8 @@ class StreamState:
     superseded: bool = False
     peer: str = ""
     warned_foreign: bool = False  # said once that this stream named another node's pods
-    sends_deltas: bool = False  # a delta came on this stream: its full reports are acked at once (new bases)
+    takes_deltas: bool = False  # its agent marks its full reports as from one that sends deltas: keep bases
+    sent_delta: bool = False  # a delta came on this stream: its full reports are acked at once (new bases)
     # the reports this stream acknowledged last (at most KEPT_BASES), by sequence: what deltas are based on
     bases: dict[int, Base] = field(default_factory=dict)
 
@@ -159,8 +160,8 @@ class ReportIntake:
         d = message.delta
         if not d.base_sequence:
             key = decoder.capacity_key(message)
-            return self._receive(stream, message, partial(decoder.decode, message, key), key)
-        stream.sends_deltas = True
+            return self._receive(stream, message, partial(decoder.decode, message, key), key,
+                                 takes_deltas=stream.takes_deltas or message.HasField("delta"))
         base = stream.bases.get(d.base_sequence)
         if base is None:
             problem = (f"delta.base_sequence: {d.base_sequence} is not a report this stream acknowledged and "
@@ -185,9 +186,10 @@ class ReportIntake:
 
     def _receive(self, stream: StreamState, report: Any, decode: Callable[[], NodeReport] | None,
                  capacity_key: object, *, checked: tuple[bool, bool, bool, bool] | None = None,
-                 problem: tuple[str, str] | None = None) -> Directive | None:
+                 problem: tuple[str, str] | None = None, takes_deltas: bool = False) -> Directive | None:
         """:meth:`receive`; ``checked``: a merged delta's sections taken from its base (None: a full report),
-        ``problem``: why it is refused already."""
+        ``problem``: why it is refused already, ``takes_deltas``: a full report marked as from an agent that
+        sends deltas."""
         if not self.accepting():
             raise CloseStream(grpc.StatusCode.UNAVAILABLE, "this scheduler replica is not the leader: reconnect")
         if stream.superseded:
@@ -221,6 +223,10 @@ class ReportIntake:
         self._claim(stream, name)
         stream.boot_id, stream.last_sequence = report.identity.boot_id, seq
         stream.checked_capacity = capacity_key
+        if checked is not None:
+            stream.sent_delta = True
+        elif takes_deltas:
+            stream.takes_deltas = True
         if dropped:
             self._ignored(stream, name, dropped)
         evictions = len(report.colocation.evictions)
@@ -231,24 +237,22 @@ class ReportIntake:
         # evictions (ignored ones too) are acked at once: the agent resends them until they are
         evictions_sent = evictions or any(field_name == "colocation.evictions" for field_name, _ in dropped)
         # a full report from an agent that sends deltas: acked at once, it is the base of the deltas to come
-        new_base = stream.sends_deltas and checked is None
+        new_base = stream.sent_delta and checked is None
         if (first or evictions_sent or profile is not None or actions or new_base
                 or stream.unacked >= self.ack_every):
             stream.unacked = 0
-            self._keep_base(stream, first, report, capacity_key)
+            self._keep_base(stream, report, capacity_key)
             return Directive(ack=Ack(seq, OK, deltas=True), qos_profile=profile, pod_actions=actions)
         return None
 
     @staticmethod
-    def _keep_base(stream: StreamState, first: bool, report: Any, capacity_key: object) -> None:
-        """An acknowledged report becomes a base for deltas — a received one (not a NodeReport), on a stream
-        that sends deltas or as its first: an agent that takes deltas sends its first delta right after the
-        first ack, so an agent that has sent none by the next ack sends full reports, and its stream keeps
-        no second copy of one (a full report is a few kilobytes; 10,000 nodes)."""
-        bases = stream.bases
-        if type(report) is NodeReport or not (first or stream.sends_deltas):
-            bases.clear()
+    def _keep_base(stream: StreamState, report: Any, capacity_key: object) -> None:
+        """An acknowledged report becomes a base for deltas on a stream whose agent sends them (it marks its
+        full reports so); an older agent's stream keeps no second copy of its reports (a full report is a few
+        kilobytes; 10,000 nodes)."""
+        if not stream.takes_deltas or type(report) is NodeReport:
             return
+        bases = stream.bases
         bases[report.identity.sequence] = Base(report, capacity_key)
         while len(bases) > KEPT_BASES:
             del bases[min(bases)]

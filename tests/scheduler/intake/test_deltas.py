@@ -22,6 +22,7 @@ from tests.support.wire import changed_report, full_report, running_server, wait
 
 NOW = 1_800_000_000.0
 GI = 2**30
+FULL = ReportDelta(0)  # a full report from an agent that sends deltas
 
 
 def intake() -> ReportIntake:
@@ -74,7 +75,7 @@ def test_a_merged_delta_is_the_full_report(changed: tuple[str, ...]) -> None:
     """Whatever changed since the base, the scheduler keeps exactly what a full report would have given it."""
     it, stream, decoder = intake(), StreamState(), codec.ReportDecoder()
     base = sample(1)
-    d = send(it, stream, decoder, base)
+    d = send(it, stream, decoder, base, FULL)
     assert d.ack.code == 0 and d.ack.deltas  # the first report is acked, and the scheduler takes deltas
     report = changes(base, changed)
     report.identity.sequence, report.identity.sample_time_ns = 2, base.identity.sample_time_ns + 1
@@ -106,23 +107,25 @@ def test_a_delta_before_any_full_report_is_refused_and_changes_nothing() -> None
     d = send(it, stream, decoder, report, ReportDelta(7, True, True, True, True))
     assert d.ack.code == 3 and d.ack.message.startswith("delta.base_sequence: 7 is not a report")
     assert not d.ack.deltas
-    assert not it.cache.telemetry and not it.cache.nodes and stream.node is None and stream.last_sequence is None
+    assert not it.cache.telemetry and not it.cache.nodes and stream == StreamState()
+    d = send(it, stream, decoder, sample(1, load__cpu_used_cores=-1.0), FULL)  # a refused full report, marked
+    assert d.ack.code == 3 and stream == StreamState()
     assert it.metrics.reports_refused.labels("delta")._value.get() == 1
-    assert send(it, stream, decoder, sample(2)).ack.code == 0  # the full report that follows is taken
+    assert send(it, stream, decoder, sample(2), FULL).ack.code == 0  # the full report that follows is taken
 
 
 def test_a_delta_on_a_base_the_stream_does_not_keep_is_refused() -> None:
     it, stream, decoder = intake(), StreamState(), codec.ReportDecoder()
     it.ack_every = 1
-    assert send(it, stream, decoder, sample(1)).ack.code == 0
+    assert send(it, stream, decoder, sample(1), FULL).ack.code == 0
     assert send(it, stream, decoder, sample(2), ReportDelta(1, True, True, True, True)).ack.code == 0
     for seq in (3, 4):
-        assert send(it, stream, decoder, sample(seq)).ack.code == 0
+        assert send(it, stream, decoder, sample(seq), FULL).ack.code == 0
     assert sorted(stream.bases) == [3, 4] and KEPT_BASES == 2
-    before = (it.cache.telemetry["node-a"], stream.last_sequence, dict(stream.bases))
+    before = (it.cache.telemetry["node-a"], dataclasses.replace(stream, bases=dict(stream.bases)))
     d = send(it, stream, decoder, sample(5), ReportDelta(2, same_capacity=True))
     assert d.ack.code == 3 and "delta.base_sequence: 2" in d.ack.message
-    assert (it.cache.telemetry["node-a"], stream.last_sequence, dict(stream.bases)) == before
+    assert (it.cache.telemetry["node-a"], stream) == before  # nothing changed, not even the stream
     # the previous base is still good: a delta sent while the newer ack was on its way
     assert send(it, stream, decoder, sample(5), ReportDelta(3, True, True, True, True)).ack.code == 0
     # another stream of the same node holds no base of its own
@@ -135,7 +138,7 @@ def test_a_merged_delta_is_checked_whole() -> None:
     when the capacity that comes with the delta has one zone."""
     it, stream, decoder = intake(), StreamState(), codec.ReportDecoder()
     base = sample(1)
-    send(it, stream, decoder, base)
+    send(it, stream, decoder, base, FULL)
     report = sample(2)
     report.capacity.numa_zones = [NumaZone(0, list(range(8)), 32 * GI, [10])]
     for cpu in report.capacity.cpu_topology.cpus:
@@ -153,7 +156,7 @@ def test_a_merged_delta_is_checked_whole() -> None:
 def test_a_delta_drops_other_nodes_pods_without_touching_its_base() -> None:
     it, stream, decoder = intake(), StreamState(), codec.ReportDecoder()
     base = sample(1)
-    send(it, stream, decoder, base)
+    send(it, stream, decoder, base, FULL)
     kept_base = stream.bases[1].report
     it.cache.upsert(Pod("ml", "done-0", "pod-uid-8", {"cpu": 1000}, node_name="node-b", phase="Running"))
     assert send(it, stream, decoder, sample(2, colocation__evictions=[]),
@@ -165,9 +168,9 @@ def test_a_delta_drops_other_nodes_pods_without_touching_its_base() -> None:
 def test_a_full_report_after_deltas_is_acked_at_once() -> None:
     """The agent sends a full report after a refusal or a lost ack; acked at once, it is the next base."""
     it, stream, decoder = intake(), StreamState(), codec.ReportDecoder()
-    send(it, stream, decoder, sample(1))
+    send(it, stream, decoder, sample(1), FULL)
     assert send(it, stream, decoder, sample(2, colocation__evictions=[]), ReportDelta(1, True, True, True, True)) is None
-    d = send(it, stream, decoder, sample(3, colocation__evictions=[]))
+    d = send(it, stream, decoder, sample(3, colocation__evictions=[]), FULL)
     assert d is not None and d.ack.code == 0 and d.ack.sequence == 3 and 3 in stream.bases
 
 
@@ -285,7 +288,7 @@ def test_a_refused_report_makes_the_next_one_full() -> None:
     assert client._delta(report) == ReportDelta(4, True, True, True, True)
     from proto.model import Ack
     client._acknowledge(Ack(5, 3, "delta.base_sequence: 4 is not a report this stream acknowledged"))
-    assert client._base is None and client._delta(full_report(sequence=6)) is None
+    assert client._base is None and client._delta(full_report(sequence=6)) == FULL
 
 
 def test_an_old_scheduler_gets_full_reports() -> None:
@@ -293,7 +296,7 @@ def test_an_old_scheduler_gets_full_reports() -> None:
     from proto.model import Ack
     client = ReportClient(ClientOptions("127.0.0.1:1", insecure=True))
     for seq in range(1, 5):
-        assert client._delta(full_report(sequence=seq)) is None
+        assert client._delta(full_report(sequence=seq)) == FULL
         client._acknowledge(Ack(seq))
     assert client._base is None
 
@@ -316,12 +319,30 @@ def test_the_json_form_has_no_deltas() -> None:
 
 
 def test_a_stream_that_sends_no_deltas_keeps_no_copy_of_its_reports() -> None:
+    """An agent that does not mark its full reports (an older one) never sends deltas: nothing is kept for it."""
     it, stream, decoder = intake(), StreamState(), codec.ReportDecoder()
     it.ack_every = 2
-    send(it, stream, decoder, sample(1))
-    assert list(stream.bases) == [1]  # the first: the base of the first delta of an agent that sends them
-    for seq in range(2, 6):
+    for seq in range(1, 6):
         send(it, stream, decoder, sample(seq))
-    assert not stream.bases  # an agent that sends full reports: nothing kept beside the cache
-    send(it, stream, decoder, sample(6), ReportDelta(5, True, True, True, True))  # refused: no base
-    assert send(it, stream, decoder, sample(7)).ack.code == 0 and list(stream.bases) == [7]  # now it does
+    assert not stream.bases
+    d = send(it, stream, decoder, sample(6), ReportDelta(5, True, True, True, True))
+    assert d.ack.code == 3 and "delta.base_sequence" in d.ack.message
+    assert send(it, stream, decoder, sample(7), FULL).ack.code == 0 and list(stream.bases) == [7]
+
+
+def test_a_full_report_says_whether_its_agent_sends_deltas() -> None:
+    report = sample(1)
+    assert not codec.report_to_pb(report).HasField("delta")
+    marked = codec.report_to_pb(report, FULL)
+    assert marked.HasField("delta") and marked.delta.base_sequence == 0
+    assert codec.report_from_pb(marked) == report
+    assert codec.report_from_json(codec.report_to_json(report)) == report
+
+
+def test_an_agent_whose_first_ack_came_late_bases_its_first_delta_on_a_later_one() -> None:
+    """Under load the first ack can reach the agent after it sent ten more full reports; the next ack is its base."""
+    it, stream, decoder = intake(), StreamState(), codec.ReportDecoder()
+    acked = [seq for seq in range(1, 12)
+             if send(it, stream, decoder, sample(seq, colocation__evictions=[]), FULL) is not None]
+    assert acked == [1, 11] and sorted(stream.bases) == [1, 11]
+    assert send(it, stream, decoder, sample(12, colocation__evictions=[]), ReportDelta(11, True, True, True, True)) is None
