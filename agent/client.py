@@ -2,8 +2,9 @@
 
 :class:`ReportClient` keeps one stream open.  The agent calls
 :meth:`ReportClient.publish` whenever it has a new picture of the node; the
-client sends the latest one as soon as it connects and then every interval,
-numbering them, and hands every directive to a callback.  While the
+client sends the latest one as soon as it connects and, once the scheduler
+has acknowledged that one, every interval, numbering them, and hands every
+directive to a callback.  While the
 scheduler is away it keeps only the latest report (memory stays bounded) plus
 the evictions not yet acknowledged (bounded too, oldest dropped first and
 counted), and reconnects with exponential backoff and full jitter.
@@ -209,8 +210,8 @@ class ReportClient:
                 pass
 
     async def _stream(self, channel: grpc.aio.Channel, stop: asyncio.Event) -> None:
-        """One stream: the latest report at once, then every interval (at a steady pace, not an interval after
-        each write)."""
+        """One stream: the latest report at once, then — once the scheduler acknowledged it — every interval
+        (at a steady pace, not an interval after each write)."""
         call = open_stream(channel)
         self.stats["connects"] += 1
         self._in_flight.clear()
@@ -230,10 +231,14 @@ class ReportClient:
 
         reader.add_done_callback(poke)
         stopper.add_done_callback(poke)
-        next_at = loop.time()
+        next_at, sent_at = loop.time(), -float("inf")
         try:
             while not reader.done() and not stopper.done():
-                await self._send(call)
+                # until the stream's first report is acknowledged, nothing more (but a retry after ten
+                # intervals): a scheduler still accepting thousands of reconnecting streams would find a
+                # backlog of stale reports queued on each, and read them all
+                if (self._healthy or loop.time() - sent_at >= 10 * self.options.interval) and await self._send(call):
+                    sent_at = loop.time()
                 if reader.done() or stopper.done():  # ended while the report was being written
                     break
                 # every interval from the stream's start; a late report is not made up for with a burst
@@ -255,11 +260,12 @@ class ReportClient:
                 if task is not None and task.cancelling():
                     raise  # this task itself is being cancelled: never swallow that (asyncio.run would wait for ever)
 
-    async def _send(self, call: ReportStream) -> None:
+    async def _send(self, call: ReportStream) -> bool:
+        """Send the latest report (False: none recent enough to send)."""
         with self._lock:
             latest = self._latest
             if latest is None or not self._recent():
-                return
+                return False
             self._sequence += 1
             evictions = list(self._evictions)
             report = dataclasses.replace(
@@ -271,6 +277,7 @@ class ReportClient:
         self._sent_at[report.identity.sequence] = time.monotonic()
         await call.write(message)
         self.stats["sent"] += 1
+        return True
 
     def _delta(self, report: NodeReport) -> ReportDelta:
         """How to send ``report``: as a delta on the acknowledged base, or whole (``base_sequence`` 0, which tells

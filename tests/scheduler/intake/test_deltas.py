@@ -346,3 +346,33 @@ def test_an_agent_whose_first_ack_came_late_bases_its_first_delta_on_a_later_one
              if send(it, stream, decoder, sample(seq, colocation__evictions=[]), FULL) is not None]
     assert acked == [1, 11] and sorted(stream.bases) == [1, 11]
     assert send(it, stream, decoder, sample(12, colocation__evictions=[]), ReportDelta(11, True, True, True, True)) is None
+
+
+async def _first_ack() -> None:
+    async with running_server() as (_, it, port):
+        receive = it.receive_message
+        holding = [True]
+
+        def slow_to_accept(stream, message, decoder):  # as a scheduler still accepting a reconnect storm
+            return None if holding[0] else receive(stream, message, decoder)
+
+        it.receive_message = slow_to_accept  # type: ignore[method-assign]
+        recorder = Recorder(it)
+        client = ReportClient(ClientOptions(f"127.0.0.1:{port}", interval=0.02, insecure=True))
+        client.publish(full_report())
+        stop = asyncio.Event()
+        task = asyncio.create_task(client.run(stop))
+        try:
+            await asyncio.sleep(0.15)  # seven intervals
+            assert client.stats["sent"] == 1  # one report until it is acknowledged
+            await wait_for(lambda: client.stats["sent"] == 2, 2)  # ten intervals on: tried again
+            holding[0] = False
+            await wait_for(lambda: client.stats["sent"] >= 10, 5)  # acknowledged: every interval
+        finally:
+            stop.set()
+            await task
+        assert [seq for _, seq, _ in recorder.seen][:2] == [1, 2]
+
+
+def test_a_client_sends_one_report_until_the_stream_is_acknowledged() -> None:
+    asyncio.run(_first_ack())
