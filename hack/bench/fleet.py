@@ -79,6 +79,7 @@ from proto.model import (  # noqa: E402
 )
 
 GI = 2**30
+SCRAPE_GRACE = 2.0  # seconds the fleet keeps reporting after the window, while the scheduler's figures are read
 
 
 def make_report(name: str, rng: random.Random, interval_ms: int) -> NodeReport:
@@ -238,6 +239,8 @@ def worker(names: list[str], target: str, args: argparse.Namespace, seed: int, s
             stats["reconnects"] += c.stats["connects"] - 1
             if c.last_refusal:
                 stats["last_refusal"] = c.last_refusal
+        # the fleet goes on until the scheduler's figures have been read at the end of the window
+        await asyncio.sleep(max(0.0, measure[1] + SCRAPE_GRACE - time.time()))
         stop.set()
         await asyncio.gather(*tasks, return_exceptions=True)
         for ch in channels:
