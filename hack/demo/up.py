@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TextIO
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -82,6 +83,13 @@ def last_json(path: Path) -> dict:
     return {}
 
 
+def private_log(path: Path) -> TextIO:
+    """``path`` opened afresh for writing, ``0600`` whatever the umask or an earlier run left."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    os.fchmod(fd, 0o600)
+    return open(fd, "w")
+
+
 class Demo:
     def __init__(self, args: argparse.Namespace):
         self.args = args
@@ -91,8 +99,9 @@ class Demo:
         self.samples: list[dict] = []
 
     def start(self) -> None:
-        (self.state / "logs").mkdir(parents=True, exist_ok=True)
-        with open(self.state / "logs" / "scheduler.log", "w") as log:  # the child has its own descriptor
+        (self.state / "logs").mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(self.state / "logs", 0o700)  # the components' logs are root's alone, as the pods' are
+        with private_log(self.state / "logs" / "scheduler.log") as log:  # the child has its own descriptor
             # agents report on STATE/agent.sock and the CLI talks to STATE/control.sock: Unix sockets only root
             # can open (pods run as root), in a folder only root can enter
             self.scheduler = subprocess.Popen(
@@ -104,7 +113,7 @@ class Demo:
         self.procs.append(self.scheduler)
         agents = wait_file(self.state / "port", self.scheduler, "the scheduler")  # unix:STATE/scheduler/agent.sock
         self.api = self.state / "scheduler" / "control.sock"
-        with open(self.state / "logs" / "agent.log", "w") as log:
+        with private_log(self.state / "logs" / "agent.log") as log:
             self.agent = subprocess.Popen(
                 [PY, "-m", "agent", "-v", "run", "--embedded", "--scheduler", agents,
                  "--state", str(self.state / "agent"), "--cgroup-parent", self.parent, "--metrics-port", "0",

@@ -22,7 +22,6 @@ import numpy as np
 from scheduler.cluster.effects import Effects
 from scheduler.framework.config import SchedulerConfig
 from scheduler.framework.ledger import Topology
-from scheduler.framework.nodeindex import NodeIndex
 from scheduler.framework.plugin import HOOK_FLAGS, Plugin, Vote, VoteKind
 from scheduler.framework.resources import EPS, PODS
 from scheduler.framework.scores import ScoreCache, Scorer
@@ -103,7 +102,7 @@ class Session:
         self.snapshot = snapshot
         self.index = snapshot.index
         self.nodes = snapshot.nodes
-        self.node_index = NodeIndex(snapshot.nodes.nodes)
+        self.node_index = snapshot.node_index
         self.score_cache = ScoreCache(snapshot.nodes)
         self.jobs = snapshot.jobs
         self.queues = snapshot.queues
@@ -150,7 +149,7 @@ class Session:
         if self._topology is None:
             snap = self.snapshot
             inventories = snap.inventories
-            assert inventories is not None  # take_snapshot passes the cache's
+            assert inventories is not None  # snapshots carry the cache's
             self._topology = Topology(inventories.static(self.nodes.nodes, snap.node_generation), self.index)
         return self._topology
 
@@ -403,6 +402,32 @@ class Session:
             label = "Too many pods" if col == PODS else f"Insufficient {names[col]}"
             count_reason(reasons, label, remaining & (avail[col] + EPS < task.req[col]))
         return summarize(self.nodes.count, reasons)
+
+    def refusals(self, task: TaskInfo, avail: np.ndarray) -> list[str | None]:
+        """Per node, why ``task`` cannot go there (None where it can), worded and ordered as :meth:`explain`
+        counts it: one node at a time (a diagnosis, not for the scheduling path)."""
+        if task.pod.resource_claims:
+            return [self.explain(task, avail)] * self.nodes.count
+        feasible = self.feasible(task, avail)
+        out: list[str | None] = []
+        for node in range(self.nodes.count):
+            if feasible[node]:
+                out.append(None)
+                continue
+            remaining = np.zeros(self.nodes.count, dtype=bool)
+            remaining[node] = True
+            reasons: Counter = Counter()
+            for plugin in self._flat["predicate"]:
+                if "predicate_reasons" in plugin.hooks:
+                    reasons.update(cast(_PredicateReasons, plugin).predicate_reasons(task, avail, remaining))
+                remaining &= cast(_Predicate, plugin).predicate(task, avail)
+            names = self.index.names
+            for col in task.cols:
+                label = "Too many pods" if col == PODS else f"Insufficient {names[col]}"
+                count_reason(reasons, label, remaining & (avail[col] + EPS < task.req[col]))
+            found = [reason for reason, n in reasons.items() if n]
+            out.append("; ".join(found) or "refused by a filter that gives no reason")
+        return out
 
     def node_scores(self, task: TaskInfo) -> np.ndarray | None:
         """Summed plugin scores of every node; None when no plugin scores nodes."""

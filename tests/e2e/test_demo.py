@@ -382,7 +382,8 @@ def test_ctrl_c_on_the_demo_leaves_no_process_or_cgroup(tmp_path: Path) -> None:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-            _remove_demo_leftovers("".join(lines))  # pods run in their own sessions: a killed demo leaves them
+        if proc.returncode != 0:  # killed here or by the watchdog, or failed: pods run in their own sessions
+            _remove_demo_leftovers("".join(lines))
     out = "".join(lines) + out
     assert proc.returncode == 0, out
     assert "summary over" in out and "cleaned up: no pod process or cgroup left behind" in out, out

@@ -30,7 +30,8 @@ MAX_BODY = 4 * 2**20  # what the server takes in one apply (scheduler.modes.embe
 TIMEOUT = 30.0
 KINDS = {"pod": "pods", "pods": "pods", "po": "pods", "podgroup": "podgroups", "podgroups": "podgroups",
          "pg": "podgroups", "queue": "queues", "queues": "queues", "q": "queues", "node": "nodes", "nodes": "nodes",
-         "no": "nodes", "priorityclass": "priorityclasses", "priorityclasses": "priorityclasses", "pc": "priorityclasses"}
+         "no": "nodes", "priorityclass": "priorityclasses", "priorityclasses": "priorityclasses", "pc": "priorityclasses",
+         "namespace": "namespaces", "namespaces": "namespaces", "ns": "namespaces"}
 NAMESPACED = {"pods", "podgroups"}
 CONTAINER_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")  # a DNS-1123 label, as Kubernetes names containers
 
@@ -53,7 +54,7 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     p.add_argument("-f", "--filename", action="append", required=True, metavar="FILE",
                    help="YAML/JSON file or folder (repeatable)")
     server(p)
-    p = sub.add_parser("get", help="list pods, podgroups, queues, nodes or priorityclasses (embedded mode)")
+    p = sub.add_parser("get", help="list pods, podgroups, queues, nodes, priorityclasses or namespaces (embedded mode)")
     p.add_argument("kind")
     p.add_argument("name", nargs="?")
     p.add_argument("-n", "--namespace", default=None)
@@ -119,13 +120,22 @@ def request(server: str, method: str, path: str, body: bytes | None = None, head
     conn = UnixConnection(sock, TIMEOUT)
     try:
         try:
+            conn.connect()
+        except OSError as exc:
+            raise _unreachable(server, sock, exc) from None
+        # reached: from here on a failure is the scheduler's answer (or the lack of one), never "cannot reach"
+        try:
             conn.request(method, path, body=body, headers=headers or {})
         except (BrokenPipeError, ConnectionResetError):
             pass  # refused before the whole body was read (413, say): its answer is waiting
         resp = conn.getresponse()
         data = resp.read()
+    except TimeoutError:
+        raise CtlError(f"the scheduler at {server} did not answer within {TIMEOUT:g} s (it may still be working "
+                       "on the request: see its log)") from None
     except OSError as exc:
-        raise _unreachable(server, sock, exc) from None
+        raise CtlError(f"the scheduler at {server} closed the connection without an answer "
+                       f"({exc.strerror or str(exc) or type(exc).__name__}): see its log") from None
     except http.client.HTTPException as exc:
         raise CtlError(f"the scheduler at {server} answered something that is not HTTP ({exc!r})") from None
     finally:
@@ -153,7 +163,7 @@ def _unreachable(server: str, sock: Path, exc: OSError) -> CtlError:
 def _kind(text: str) -> str:
     plural = KINDS.get(text.lower())
     if plural is None:
-        raise CtlError(f"unknown kind {text!r}; one of pods, podgroups, queues, nodes, priorityclasses", 2)
+        raise CtlError(f"unknown kind {text!r}; one of pods, podgroups, queues, nodes, priorityclasses, namespaces", 2)
     return plural
 
 
@@ -345,6 +355,14 @@ def _classes(items: list[dict[str, Any]]) -> list[tuple]:
     return [("NAME", "VALUE")] + [(i["key"], i["manifest"].get("value")) for i in items]
 
 
-TABLES = {"pods": _pods, "podgroups": _groups, "queues": _queues, "nodes": _nodes, "priorityclasses": _classes}
+def _namespaces(items: list[dict[str, Any]]) -> list[tuple]:
+    def labels(item: dict[str, Any]) -> str:
+        found = (item["manifest"].get("metadata") or {}).get("labels") or {}
+        return ",".join(f"{k}={v}" for k, v in sorted(found.items())) or "-"
+    return [("NAME", "LABELS")] + [(i["key"], labels(i)) for i in items]
+
+
+TABLES = {"pods": _pods, "podgroups": _groups, "queues": _queues, "nodes": _nodes, "priorityclasses": _classes,
+          "namespaces": _namespaces}
 
 

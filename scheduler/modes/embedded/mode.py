@@ -44,7 +44,7 @@ from proto.model import PodAction, PodActionKind
 from scheduler.api.loader import Workload, check_references
 from scheduler.api.manifests import ManifestError, object_id, object_json, parse_object
 from scheduler.api.nodereport import shown
-from scheduler.api.objects import Condition, Node, Pod, PodGroup, PriorityClass, Queue
+from scheduler.api.objects import Condition, Namespace, Node, Pod, PodGroup, PriorityClass, Queue
 from scheduler.cluster.cache import ClusterCache
 from scheduler.cluster.effects import CacheEffects
 from scheduler.modes.base import Mode, PodActions
@@ -66,7 +66,8 @@ START_BUDGET_BYTES = 3 * 2**20
 FINISHED = ("Succeeded", "Failed")
 AGENT_STATE = "agent"  # the agent's --state under the scheduler's, unless serve --agent-state says otherwise
 MAX_RUNTIME_TEXT = 1024  # a runtime reason or message is kept up to this many characters
-_KIND_OF = {Pod: "Pod", PodGroup: "PodGroup", Queue: "Queue", PriorityClass: "PriorityClass", Node: "Node"}
+_KIND_OF = {Pod: "Pod", PodGroup: "PodGroup", Queue: "Queue", PriorityClass: "PriorityClass", Node: "Node",
+            Namespace: "Namespace"}
 
 
 class Embedded:
@@ -92,7 +93,7 @@ class Embedded:
                 log.error("stored %s %s cannot be used: %s", stored.kind, stored.key, exc)
         return n
 
-    def _object(self, stored: Stored) -> Node | Pod | PodGroup | Queue | PriorityClass:
+    def _object(self, stored: Stored) -> Node | Pod | PodGroup | Queue | PriorityClass | Namespace:
         doc = copy.deepcopy(stored.manifest)
         status = stored.status
         if stored.kind == "Pod":
@@ -119,8 +120,8 @@ class Embedded:
 
         ``docs`` are ``(document, source)`` pairs as the loader reads them.
         Pods are created once (a pod of the same name must be deleted first,
-        and a uid may name only one pod); PodGroups, Queues and
-        PriorityClasses are replaced.  Every object must fit in
+        and a uid may name only one pod); PodGroups, Queues,
+        PriorityClasses and Namespaces are replaced.  Every object must fit in
         :data:`~scheduler.api.manifests.MAX_OBJECT_BYTES` as JSON.  A refused
         document raises ManifestError, a store that cannot be written
         StoreFault; either way nothing of the file is kept.

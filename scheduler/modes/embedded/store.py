@@ -32,7 +32,7 @@ from scheduler.sqlitefile import open_owned, transaction
 
 APPLICATION_ID = 0x53434F53  # "SCOS": marks a SQLite file as a Scoria embedded store
 SCHEMA_VERSION = 1
-KINDS = ("PriorityClass", "Queue", "Node", "PodGroup", "Pod")  # the order objects are loaded in
+KINDS = ("Namespace", "PriorityClass", "Queue", "Node", "PodGroup", "Pod")  # the order objects are loaded in
 
 
 class StoreError(InputError):

@@ -79,7 +79,7 @@ UNIMPLEMENTED: dict[str, set[tuple[str, str, str]]] = {
         "urlPrefix", "httpTimeout", "onSessionOpenVerb", "onSessionCloseVerb", "predicateVerb", "prioritizeVerb",
         "preemptableVerb", "reclaimableVerb", "queueOverusedVerb", "jobEnqueueableVerb", "ignorable")},
     "user-guide-how-to-use-gpu-number-1.yaml": {("plugin", "deviceshare", "deviceshare.GPUNumberEnable")},
-    "user-guide-how-to-use-gpu-number-2.yaml": {("plugin", "predicates", "predicate.GPUNumberEnable")},
+    "user-guide-how-to-use-gpu-number-2.yaml": {("plugin", "predicates", "predicate.GPUNumberEnable")},  # now read
     "user-guide-how-to-use-gpu-sharing-1.yaml": {("plugin", "deviceshare", "deviceshare.GPUSharingEnable")},
     "user-guide-how-to-use-gpu-sharing-2.yaml": {("plugin", "predicates", "predicate.GPUSharingEnable")},
     "user-guide-how-to-use-network-topology-aware-scheduling-1.yaml": {("plugin", NTA, key) for key in (

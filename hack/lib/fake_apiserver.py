@@ -17,7 +17,8 @@ server's shapes, status codes and ``Status`` bodies, on a loopback socket:
   ``bindings``, and discovery (``/api``, ``/apis``, ``/api/v1``, ``/apis/G/V``, ``/version``);
 * what the server itself does: uid, resourceVersion, creationTimestamp, generation; pod defaults
   (schedulerName, requests from limits, priority from the PriorityClass, status Pending with the QoS
-  class); no write and no event for an update that changes nothing; selector-filtered watches see an
+  class); a namespace's ``kubernetes.io/metadata.name`` label (its name) on every create and update; no
+  write and no event for an update that changes nothing; selector-filtered watches see an
   object that leaves the selection as ``DELETED`` and one that enters it as ``ADDED``; an eviction reads the
   one selecting budget's STATUS (429 while ``observedGeneration`` lags — a fresh budget — or
   ``disruptionsAllowed`` is 0) and decrements ``disruptionsAllowed`` itself, as kube's EvictionREST does; it
@@ -722,6 +723,14 @@ def event_namespace_errors(event: dict) -> list[str]:
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 
+def _name_label(namespace: dict) -> None:
+    """The API server sets ``kubernetes.io/metadata.name`` on every namespace it creates or updates."""
+    meta = namespace["metadata"]
+    if not isinstance(meta.get("labels"), dict):
+        meta["labels"] = {}
+    meta["labels"]["kubernetes.io/metadata.name"] = meta["name"]
+
+
 def _namespace(name: str, now: str) -> dict:
     return {"apiVersion": "v1", "kind": "Namespace",
             "metadata": {"name": name, "uid": str(uuid.uuid4()), "creationTimestamp": now, "generation": 1,
@@ -1018,13 +1027,25 @@ class FakeApiServer:
     def put_pod(self, obj: dict) -> None:
         self.put(obj)
 
-    def put_namespace(self, name: str) -> dict:
-        """An Active Namespace (clients' creates in a namespace that does not exist get 404)."""
+    def put_namespace(self, name: str, labels: dict[str, str] | None = None) -> dict:
+        """An Active Namespace (clients' creates in a namespace that does not exist get 404); ``labels``
+        (besides ``kubernetes.io/metadata.name``) replace those of one that exists."""
         with self._cond:
+            res = self.resource("namespaces")
             existing = self._stores[("", "namespaces")].get(name)
             if existing is not None:
-                return _copy(existing)
-            return _copy(self._write(self.resource("namespaces"), "ADDED", _namespace(name, self._now()), None))
+                if labels is None:
+                    return _copy(existing)
+                new = _copy(existing)
+                new["metadata"]["labels"] = dict(labels)
+                _name_label(new)
+                if new == existing:
+                    return new
+                return _copy(self._write(res, "MODIFIED", new, existing))
+            fresh = _namespace(name, self._now())
+            fresh["metadata"]["labels"].update(labels or {})
+            _name_label(fresh)
+            return _copy(self._write(res, "ADDED", fresh, None))
 
     def delete_pod(self, namespace: str, name: str) -> None:
         self.remove("pods", name, namespace)
@@ -1290,6 +1311,7 @@ class FakeApiServer:
         elif res.store_key == ("", "namespaces"):
             obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
             obj["status"] = {"phase": "Active"}
+            _name_label(obj)
         elif res.store_key == ("policy", "poddisruptionbudgets"):
             obj["status"] = {"disruptionsAllowed": 0, "currentHealthy": 0, "desiredHealthy": 0, "expectedPods": 0}
 
@@ -1422,6 +1444,8 @@ class FakeApiServer:
                     result.pop("status", None)
             if res.store_key == ("", "pods"):
                 self._check_pod_update(old, result)
+            elif res.store_key == ("", "namespaces"):
+                _name_label(result)
         result["metadata"]["resourceVersion"] = old_meta.get("resourceVersion")
         result = self._validate(res, result)
         if result == old:
