@@ -386,7 +386,7 @@ class Snapshot:
                  queues: dict[str, QueueInfo], foreign: list[Pod] | None = None, *,
                  telemetry: dict[str, NodeTelemetry] | None = None, history: LoadHistory | None = None,
                  now: float | None = None, inventories: InventoryMemo | None = None, node_generation: int = 0,
-                 node_index: NodeIndex | None = None):
+                 node_index: NodeIndex | None = None, not_ready: list[Node] | None = None):
         self.index = index
         self.nodes = nodes
         # label, affinity and taint masks over the nodes: a keeper's, shared while the nodes stay the same
@@ -404,6 +404,7 @@ class Snapshot:
         # Namespace name -> its labels, for pod affinity terms' namespaceSelectors (namespaces without a
         # Namespace object are not listed: they have only kubernetes.io/metadata.name)
         self.namespace_labels: Mapping[str, Mapping[str, str]] = {}
+        self.not_ready = not_ready or []  # nodes left out because they are not Ready (reasons name their taints)
 
 
 DEFAULT_SCHEDULER_NAMES = frozenset({"scoria"})

@@ -21,7 +21,6 @@ import logging
 import signal
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +31,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from proto import codec
 from proto.errors import InputError
 from proto.localsock import check_socket_path, claim_socket_path, restrict_socket, unix_path
+from proto.ports import check_port
 from proto.scoria.v1 import agent_pb2_grpc
 from scheduler.api.nodereport import bounded
 from scheduler.intake.reports import CloseStream, ReportIntake, StreamState
@@ -79,6 +79,12 @@ def split_address(listen: str) -> tuple[str, int]:
     if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
         raise ServeError(f"--listen: expected HOST:PORT, got {listen!r}")
     return host, int(port)
+
+
+def check_listen(listen: str) -> None:
+    """PortInUse (one line, naming --listen) when the agents' TCP endpoint cannot be had."""
+    host, port = split_address(listen)
+    check_port(host, port, flag="--listen")
 
 
 def peer_names(context: grpc.aio.ServicerContext) -> frozenset[str]:
@@ -129,7 +135,7 @@ class AgentService(agent_pb2_grpc.NodeAgentServicer):
         # is not read)
         stream = StreamState(allowed_names=peer_names(context) if self.check_identity else None, peer=context.peer())
         decoder = codec.ReportDecoder()
-        read, write, receive, key_of = context.read, context.write, self.intake.receive, decoder.capacity_key
+        read, write, receive = context.read, context.write, self.intake.receive_message
         received = 0
         try:
             while True:
@@ -143,10 +149,9 @@ class AgentService(agent_pb2_grpc.NodeAgentServicer):
                     log.debug("undecodable message %d from %s: %s", received, stream.peer, message.error)
                     await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                                         bounded(f"message {received} is not a scoria.v1.NodeReport: {message.error}"))
-                key = key_of(message)
                 try:
                     # validated as received; the dataclasses are built only if something needs them
-                    directive = receive(stream, message, partial(decoder.decode, message, key), key)
+                    directive = receive(stream, message, decoder)
                 except CloseStream as closed:
                     await context.abort(closed.code, closed.message)
                 if directive is not None:
@@ -203,12 +208,18 @@ class AgentServer:
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         if self.unix_path is not None:  # grpc would replace a live server's socket: refuse that, clear a dead one's
             claim_socket_path(self.unix_path, "--listen")
-        if self.tls:
-            self.port = self.server.add_secure_port(self.listen, credentials(self.tls))
-        else:
-            self.port = self.server.add_insecure_port(self.listen)
+        if self.unix_path is None:
+            check_listen(self.listen)
+        try:
+            if self.tls:
+                self.port = self.server.add_secure_port(self.listen, credentials(self.tls))
+            else:
+                self.port = self.server.add_insecure_port(self.listen)
+        except RuntimeError:  # grpc says only "Failed to bind": taken since the check, or not this machine's address
+            self.port = 0
         if not self.port:
-            raise ServeError(f"cannot listen on {self.listen}")
+            raise ServeError(f"--listen {self.listen}: cannot listen there (taken, or not an address of this machine); "
+                             "choose another with --listen HOST:PORT")
         if self.unix_path is not None:
             restrict_socket(self.unix_path)
         await self.server.start()
