@@ -53,7 +53,7 @@ class KubeSource:
 
         def informer(kind: str, list_fn: Callable[..., Any], on_upsert: Handler, on_delete: Handler) -> Informer:
             return Informer(kind, list_fn, on_upsert=on_upsert, on_delete=on_delete, resync=resync,
-                            watch_timeout=watch_timeout, on_list=on_list)
+                            watch_timeout=watch_timeout, on_list=on_list, type_meta=_TYPE_META[kind])
 
         # order matters for the first sync: classes and queues before groups, groups and nodes before pods
         self.informers = [
@@ -70,6 +70,10 @@ class KubeSource:
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
         self._warned: set[tuple[str, str, str]] = set()
+
+    def informer(self, kind: str) -> Informer:
+        """The informer of ``kind`` (its plural: "pods", "podgroups", ...)."""
+        return next(inf for inf in self.informers if inf.kind == kind)
 
     def start(self) -> None:
         for inf in self.informers:
@@ -158,3 +162,7 @@ class KubeSource:
 
 _API_VERSIONS = {"Pod": "v1", "Node": "v1", "Namespace": "v1", "PriorityClass": "scheduling.k8s.io/v1",
                  "PodGroup": "scheduling.volcano.sh/v1beta1", "Queue": "scheduling.volcano.sh/v1beta1"}
+_TYPE_META = {"namespaces": ("v1", "Namespace"), "priorityclasses": ("scheduling.k8s.io/v1", "PriorityClass"),
+              "queues": ("scheduling.volcano.sh/v1beta1", "Queue"),
+              "podgroups": ("scheduling.volcano.sh/v1beta1", "PodGroup"), "nodes": ("v1", "Node"),
+              "pods": ("v1", "Pod"), "poddisruptionbudgets": ("policy/v1", "PodDisruptionBudget")}
