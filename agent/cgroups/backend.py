@@ -183,6 +183,10 @@ class Backend:
 
     def pressure(self, cgroup: str, resource: str) -> str | None:
         """The cgroup's PSI file text (``cpu``/``memory``/``io``), if the kernel keeps one."""
+        return self.paths.read(self.pressure_path(cgroup, resource))
+
+    def pressure_path(self, cgroup: str, resource: str) -> Path:
+        """Where the cgroup's PSI file for ``resource`` is, where the kernel keeps one (KeyError: unknown)."""
         raise NotImplementedError
 
 
@@ -269,9 +273,10 @@ class V1Backend(Backend):
     def _cpu_ns(self, data: bytes, cgroup: str) -> int:
         return int(data)
 
-    def pressure(self, cgroup: str, resource: str) -> str | None:
+    def pressure_path(self, cgroup: str, resource: str) -> Path:
+        # cgroup v1 keeps PSI per group only on kernels that add it (the node's is /proc/pressure)
         controller = {"cpu": "cpuacct", "memory": "memory", "io": "blkio"}[resource]
-        return self.paths.read(self.directory(cgroup, controller) / f"{resource}.pressure")
+        return self.directory(cgroup, controller) / f"{resource}.pressure"
 
 
 class V2Backend(Backend):
@@ -326,8 +331,10 @@ class V2Backend(Backend):
             raise ValueError(f"{cgroup}/cpu.stat has no usage_usec")
         return value * 1000
 
-    def pressure(self, cgroup: str, resource: str) -> str | None:
-        return self.paths.read(self.directory(cgroup, "") / f"{resource}.pressure")
+    def pressure_path(self, cgroup: str, resource: str) -> Path:
+        if resource not in ("cpu", "memory", "io"):
+            raise KeyError(resource)
+        return self.directory(cgroup, "") / f"{resource}.pressure"
 
 
 def _read_bytes(path: str) -> bytes:

@@ -32,19 +32,28 @@ def sandbox():
         yield backend, parent, procs
 
 
-def test_offline_group_gets_cpu_idle_and_a_quota(sandbox) -> None:
+@pytest.mark.parametrize("clamp_on_signals", [True, False])
+def test_offline_group_gets_cpu_idle_and_a_quota_where_it_always_clamps(sandbox, tmp_path: Path,
+                                                                         clamp_on_signals: bool) -> None:
     backend, parent, procs = sandbox
+    profile = tmp_path / "profile.yaml"
+    profile.write_text(f"spec: {{cpu: {{clampOnSignals: {str(clamp_on_signals).lower()}}}}}\n")
     agent = make_agent(backend, parent, [PodInfo("web", qos_class="Burstable", qos_level=QosLevel.LS),
-                                         PodInfo("batch", qos_class="BestEffort", qos_level=QosLevel.BE)])
+                                         PodInfo("batch", qos_class="BestEffort", qos_level=QosLevel.BE)],
+                       profile=profile)
     spawn(backend, f"{parent}/offline/podbatch", procs)
     agent.slow_tick()
     time.sleep(0.3)
     agent.slow_tick()
     cpu = Path("/sys/fs/cgroup/cpu") / parent
     assert (cpu / "offline/podbatch/cpu.idle").read_text().strip() == "1"
+    assert (cpu / "offline/cpu.idle").read_text().strip() == "1"
     assert (cpu / "online/podweb/cpu.idle").read_text().strip() == "0"
     quota = int((cpu / "offline/cpu.cfs_quota_us").read_text())
-    assert quota > 0 and agent.quota == quota * 1000 // 100_000
+    if clamp_on_signals:  # SCHED_IDLE protects online work: no limit until an online signal
+        assert quota == -1 and agent.quota is None
+    else:
+        assert quota > 0 and agent.quota == quota * 1000 // 100_000
 
 
 def test_online_work_takes_a_shared_cpu_from_offline_work(sandbox, tmp_path: Path) -> None:
@@ -78,16 +87,16 @@ def test_an_online_burst_shrinks_the_offline_quota(sandbox) -> None:
     agent.slow_tick()
     time.sleep(0.5)
     agent.slow_tick()
-    before = agent.quota
+    before = agent.quota if agent.quota is not None else agent.capacity.cpu_millis  # open: the whole node
     for _ in range(3):
         agent.fast_tick()
         time.sleep(0.025)
     spawn(backend, f"{parent}/online/podweb", procs)  # online work steps from idle to busy
     started = time.monotonic()
-    while time.monotonic() - started < 2 and agent.quota >= before - 400:
+    while time.monotonic() - started < 2 and (agent.quota is None or agent.quota >= before - 400):
         agent.fast_tick()
         time.sleep(0.025)
-    assert agent.quota < before - 400, f"quota stayed at {agent.quota} (was {before})"
+    assert agent.quota is not None and agent.quota < before - 400, f"quota stayed at {agent.quota} (was {before})"
     assert time.monotonic() - started < 0.5  # cut within a few fast ticks
     written = int((Path("/sys/fs/cgroup/cpu") / parent / "offline/cpu.cfs_quota_us").read_text())
     assert written * 1000 // 100_000 == agent.quota
