@@ -141,12 +141,16 @@ class Agent:
         self._node_meter = CpuMeter(node_cpu_ns(paths), monotonic)
         self._pod_meters: dict[str, CpuMeter] = {}
         self._container_meters: dict[str, CpuMeter] = {}
-        self._fast_pods = CpuMeter(lambda: backend.cpu_usage_ns(layout.root), monotonic)
+        # online use in a fast window: the online tree's own counter where one cgroup holds every online pod and
+        # nothing else (a layout of our own), else all pods' less offline's (the kubelet's: read a moment apart)
+        online_tree = layout.online_parent if layout.online_tree else layout.root
+        self._fast_tree = CpuMeter(lambda: backend.cpu_usage_ns(online_tree), monotonic)
         self._fast_offline = CpuMeter(lambda: backend.cpu_usage_ns(layout.offline_parent), monotonic)
         # online tasks' CPU stall (PSI "some", as 1000 x the share of time), where the kernel keeps it per cgroup
         stall = stall_counter(backend, layout.online_parent) if layout.online_parent else None
         self._fast_stall = CpuMeter(stall, monotonic) if stall is not None else None
         self.trigger: StallTrigger | None = None  # opened by run(), where the kernel allows a fine one
+        self.trigger_used = ""                    # which one run() used ("": none)
         self._detail: dict[str, tuple] = {}   # pod cgroup -> (containers, cpu PSI, memory PSI)
         self._detail_at: float | None = None
         self._fast_online: float | None = None
@@ -155,12 +159,13 @@ class Agent:
         self._slow_quota: int | None = None     # the quota the slow loop decided last (the fast loop's ceiling)
         self._signals = False                   # the quota clamps only on online signals (offline is SCHED_IDLE)
         self._clamp_until: float | None = None  # signals: the clamp holds until then (None: open)
-        self._slow_online = 0.0                 # online millicores of the last slow sample (the signals' baseline)
+        self._slow_online: float | None = None  # online millicores of the last slow sample (the signals' baseline)
         self._quota_area = 0.0                  # ∫ quota dt since the last slow sample (open: capacity)
         self._quota_at = self._quota_since = monotonic()
         self._quota_clamped_since_slow = False
         self._pressure_now: tuple[Pressure, Pressure, Pressure] | None = None  # node PSI of the last sample
         self._settings_shown = False  # the spec's settings are in the metrics
+        self._node_meter_ready = False  # a slow sample has been taken (the next has rates)
         # Online pods in the offline parent (the kubelet's BestEffort tier): the quota is then split over the
         # offline pods in it (these cgroups) and the fast loop, which moves the parent's quota, waits.
         self._capped: frozenset[str] = frozenset()
@@ -192,7 +197,9 @@ class Agent:
         seen: set[str] = set()
         for pod in self.pods.pods():
             samples.append(self._sample_pod(pod, seen, detail))
-        self._pod_meters = {k: m for k, m in self._pod_meters.items() if k in seen}  # pods that left
+        for gone in [k for k in self._pod_meters if k not in seen]:  # pods that left
+            del self._pod_meters[gone]
+            self.backend.forget(gone)
         self._detail = {k: d for k, d in self._detail.items() if k in seen}
         if detail:
             self._container_meters = {k: m for k, m in self._container_meters.items() if k in seen}
@@ -222,20 +229,21 @@ class Agent:
         containers = []
         for cpath in self.layout.containers(path):
             try:
-                ccpu, cmem = self._usage(self._container_meters, cpath, seen)
+                ccpu, cmem = self._usage(self._container_meters, cpath, seen, keep=False)
             except (OSError, ValueError):  # a container that just exited
                 continue
             name = cpath.rsplit("/", 1)[-1]
             containers.append(ContainerUsage(container_id(name) or name, ccpu / 1000.0, cmem))
         return tuple(containers), self._pressure(path, "cpu"), self._pressure(path, "memory")
 
-    def _usage(self, meters: dict[str, CpuMeter], path: str, seen: set[str]) -> tuple[float, int]:
-        """(millicores since the last reading, working-set bytes) of one cgroup."""
+    def _usage(self, meters: dict[str, CpuMeter], path: str, seen: set[str], keep: bool = True) -> tuple[float, int]:
+        """(millicores since the last reading, working-set bytes) of one cgroup (``keep``: read every second,
+        its files kept open)."""
         seen.add(path)
         meter = meters.get(path)
         if meter is None:
-            meter = meters[path] = CpuMeter(lambda: self.backend.cpu_usage_ns(path), self.monotonic)
-        return meter.sample() or 0.0, self.backend.memory_usage(path)
+            meter = meters[path] = CpuMeter(lambda: self.backend.cpu_usage_ns(path, keep=keep), self.monotonic)
+        return meter.sample() or 0.0, self.backend.memory_usage(path, keep=keep)
 
     def _pressure(self, path: str, resource: str) -> Pressure | None:
         try:
@@ -262,7 +270,9 @@ class Agent:
                 log.exception("local runtime tick failed")
         state = self.observe()
         self._system_cpu, self._offline_cpu = state.system_cpu, state.offline_cpu
-        self._slow_online = state.online_cpu
+        if self._node_meter_ready:  # the first sample has no rates yet: no baseline
+            self._slow_online = state.online_cpu
+        self._node_meter_ready = True
         self.metrics.observed(cpu_used=state.cpu_used, memory_used=state.memory_used, online_cpu=state.online_cpu)
         if self.config.enforce:
             numa = numa_intents(state)
@@ -396,14 +406,14 @@ class Agent:
             return False
         started = self.monotonic()
         try:
-            pods, offline = self._fast_pods.sample(), self._fast_offline.sample()
+            tree, offline = self._fast_tree.sample(), self._fast_offline.sample()
             stall = self._fast_stall.sample() if self._fast_stall is not None else None
         except (OSError, ValueError) as exc:
             log.debug("fast sample failed: %s", exc)
             return False
-        if pods is None or offline is None:
+        if tree is None or offline is None:
             return False
-        online = max(0.0, pods - offline)
+        online = tree if self.layout.online_tree else max(0.0, tree - offline)
         capacity = self.capacity.cpu_millis
         # Busy if either clock says so: CFS throttling leaves some 25 ms windows with no offline CPU at all.
         busy_at = capacity * self.config.offline_busy_percent / 100.0
@@ -413,7 +423,8 @@ class Agent:
             return False
         window_start, self._fast_last = self._fast_last, started
         if self._signals:
-            signals = OnlineSignals(online, self._slow_online, None if stall is None else stall / 10.0)
+            baseline = online if self._slow_online is None else self._slow_online  # none yet: no rise
+            signals = OnlineSignals(online, baseline, None if stall is None else stall / 10.0)
             cut = self._clamp_on_signals(started, capacity, signals)
         else:
             cut = self._always_clamped(started, capacity, online)
@@ -495,6 +506,7 @@ class Agent:
         """
         if self.config.psi_trigger and self.config.enforce and self.trigger is None:
             self.trigger = self._open_trigger()
+            self.trigger_used = str(self.trigger) if self.trigger is not None else ""
         waiter = self.trigger.waiter() if self.trigger is not None else None
         next_slow = self.monotonic()
         cpu = time.thread_time()
@@ -515,8 +527,10 @@ class Agent:
                 except Exception:  # one bad tick must not stop the agent
                     log.exception("agent loop iteration failed")
                 timeout = max(0.0, min(began + self.fast_pace, next_slow) - self.monotonic())
+                # a plain sleep, not stop.wait(): half the CPU per wake-up (the loop wakes 40 times a second;
+                # a stop is seen within one pace)
                 if waiter is None:
-                    stop.wait(timeout)
+                    time.sleep(timeout)
                 elif waiter(timeout):
                     self.metrics.psi_wakeups.inc()
         finally:

@@ -108,9 +108,12 @@ def test_a_pod_that_vanished_is_skipped(sandbox) -> None:
     agent = make_agent(backend, parent, pods)
     report = agent.slow_tick()
     assert [p.uid for p in report.load.pods] == ["gone"]
+    assert backend._fds, "the pod's counter files are kept open"
     remove_group(backend, f"{parent}/offline/podgone")  # it leaves between two ticks
     report = agent.slow_tick()
     assert report.load.pods[0].cpu_used_cores == 0
+    with pytest.raises(FileNotFoundError):  # through the kept descriptor: ENODEV, then no file
+        backend.cpu_usage_ns(f"{parent}/offline/podgone")
     assert agent.metrics.registry.get_sample_value("scoria_agent_cgroup_write_errors_total", {"kind": "ENOENT"}) is None
 
 
