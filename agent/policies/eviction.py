@@ -108,13 +108,15 @@ def _plans(state: NodeState, settings: EvictionSettings, st: EvictionState) -> l
     cpu_pct = 100.0 * state.demand_cpu / cap if cap else 0.0
     stall = _stall(state)
     memory_excess = state.memory_used - mem * settings.memory_low_percent / 100
-    if settings.memory_stall_percent > 0 and stall >= settings.memory_stall_percent:
+    is_stalled = settings.memory_stall_percent > 0 and stall >= settings.memory_stall_percent
+    if is_stalled:
         memory_excess = max(memory_excess, 1.0)  # stalled: at least one pod goes, whatever the working set
     low, high = settings.memory_low_percent, settings.memory_high_percent
-    memory_why = (f"node memory at {mem_pct:.0f}%, memory stall {stall:g}% "
-                  + (f"for {st.memory_over} samples (high watermark {high:g}%, stall {settings.memory_stall_percent:g}%)"
-                     if st.memory_over else f"(still above the low watermark {low:g}% or stalled)")
-                  + f": evicting offline pods, lowest priority first, until below {low:g}% without a stall")
+    stalled = f", memory stall {stall:g}% (at most {settings.memory_stall_percent:g}%)" if is_stalled else ""
+    memory_why = (f"node memory at {mem_pct:.0f}%{stalled} "
+                  + (f"for {st.memory_over} samples (high watermark {high:g}%)" if st.memory_over else
+                     f"(still above the low watermark {low:g}% or stalled)")
+                  + f": evicting offline pods, lowest priority first, until below {low:g}%")
     low, high = settings.cpu_low_percent, settings.cpu_high_percent
     cpu_why = (f"online and system cpu at {cpu_pct:.0f}% "
                + (f"for {st.cpu_over} samples (high watermark {high:g}%)" if st.cpu_over else

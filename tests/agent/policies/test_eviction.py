@@ -108,7 +108,7 @@ def test_a_memory_stall_evicts_even_below_the_watermark() -> None:
     thrashing = state(*pods, memory_used=16 * GI, memory_stall=35.0)  # half the memory, but stalled 35%
     chosen, st_ = run(thrashing, cfg, (0, 1))
     assert [e.uid for e in chosen] == ["b2"] and st_.memory_evicting  # one pod a sample, lowest priority first
-    assert "memory stall 35%" in chosen[0].reason
+    assert "node memory at 50%, memory stall 35% (at most 20%) for 2 samples" in chosen[0].reason
     evictions, st_ = decide_evictions(state(*pods, memory_used=16 * GI, memory_stall=3.0), cfg, st_, now=2)
     assert evictions == [] and not st_.under_pressure  # stall over, memory below low: done
     off = EvictionSettings(samples=1, memory_stall_percent=0)
