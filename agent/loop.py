@@ -140,12 +140,13 @@ class Agent:
         self.unreported: list[Eviction] = []
         self._node_meter = CpuMeter(node_cpu_ns(paths), monotonic)
         self._pod_meters: dict[str, CpuMeter] = {}
+        self._pod_paths: dict[tuple[str, str, bool], str] = {}  # (uid, QoS class, offline) -> its cgroup
         self._container_meters: dict[str, CpuMeter] = {}
         # online use in a fast window: the online tree's own counter where one cgroup holds every online pod and
         # nothing else (a layout of our own), else all pods' less offline's (the kubelet's: read a moment apart)
         online_tree = layout.online_parent if layout.online_tree else layout.root
-        self._fast_tree = CpuMeter(lambda: backend.cpu_usage_ns(online_tree), monotonic)
-        self._fast_offline = CpuMeter(lambda: backend.cpu_usage_ns(layout.offline_parent), monotonic)
+        self._fast_tree = CpuMeter(backend.cpu_usage_reader(online_tree), monotonic)
+        self._fast_offline = CpuMeter(backend.cpu_usage_reader(layout.offline_parent), monotonic)
         # online tasks' CPU stall (PSI "some", as 1000 x the share of time), where the kernel keeps it per cgroup
         stall = stall_counter(backend, layout.online_parent) if layout.online_parent else None
         self._fast_stall = CpuMeter(stall, monotonic) if stall is not None else None
@@ -177,6 +178,9 @@ class Agent:
         self._fast_last = monotonic()
         self.metrics.profile_in_force(profiles.current.name, profiles.current.digest)
         self._fast_seconds = self.metrics.loop_seconds.labels("fast")
+        # fast ticks' durations, observed into the histogram by the slow loop: one observe a tick, at 40 ticks
+        # a second on a cold cache, cost more than the tick's own work
+        self._fast_durations: list[float] = []
         self.has_cpu_idle = bool(layout.offline_parent) and backend.supports("cpu.idle", layout.offline_parent)
         self.has_cpu_burst = bool(layout.root) and backend.supports("cpu.burst", layout.root)
 
@@ -212,7 +216,12 @@ class Agent:
                          memory_pressure=self._pressure_now[1])
 
     def _sample_pod(self, pod: PodInfo, seen: set[str], detail: bool) -> PodSample:
-        path = self.layout.pod_path(pod.uid, pod.qos_class, offline=pod.offline)
+        key = (pod.uid, pod.qos_class, pod.offline)
+        path = self._pod_paths.get(key)
+        if path is None:
+            if len(self._pod_paths) > 4 * len(self._pod_meters) + 256:  # pods come and go: start over now and then
+                self._pod_paths.clear()
+            path = self._pod_paths[key] = self.layout.pod_path(pod.uid, pod.qos_class, offline=pod.offline)
         try:
             cpu, memory = self._usage(self._pod_meters, path, seen)
         except (OSError, ValueError):  # not on this host, or it left between listing and reading: not an error
@@ -294,6 +303,9 @@ class Agent:
         report = self.build_report(state)
         self.publish(report)
         self.unreported.clear()
+        durations, self._fast_durations = self._fast_durations, []
+        for seconds in durations:
+            self._fast_seconds.observe(seconds)
         self.metrics.loop_seconds.labels("slow").observe(self.monotonic() - started)
         return report
 
@@ -419,7 +431,7 @@ class Agent:
         busy_at = capacity * self.config.offline_busy_percent / 100.0
         self._offline_busy = offline > busy_at or self._offline_cpu > busy_at
         if not self._quota_on_parent:  # online pods share the offline parent: its quota must stay off
-            self._fast_seconds.observe(self.monotonic() - started)
+            self._fast_took(started)
             return False
         window_start, self._fast_last = self._fast_last, started
         if self._signals:
@@ -430,8 +442,12 @@ class Agent:
             cut = self._always_clamped(started, capacity, online)
         if cut:
             self.metrics.reaction.observe(self.monotonic() - window_start)
-        self._fast_seconds.observe(self.monotonic() - started)
+        self._fast_took(started)
         return cut
+
+    def _fast_took(self, started: float) -> None:
+        if len(self._fast_durations) < 4096:  # flushed by every slow tick
+            self._fast_durations.append(self.monotonic() - started)
 
     def _clamp_on_signals(self, now: float, capacity: int, signals: OnlineSignals) -> bool:
         """Offline pods are SCHED_IDLE: clamp when online signals call for it, hold the clamp ``clampHold``

@@ -34,7 +34,7 @@ from __future__ import annotations
 import errno
 import os
 import resource
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import SupportsInt
@@ -185,6 +185,24 @@ class Backend:
             if exc.errno == errno.ENODEV:  # the cgroup was removed (perhaps made again: read the new one)
                 return _read_bytes(path)
             raise
+
+    def cpu_usage_reader(self, cgroup: str) -> Callable[[], int]:
+        """``cpu_usage_ns`` of one cgroup as a function to call often (the fast loop's 40 reads a second):
+        its file kept open, nothing looked up per call."""
+        path = self._counter_path(cgroup, "cpu")
+        state = {"fd": -1}
+
+        def read() -> int:
+            fd = state["fd"]
+            if fd < 0:
+                fd = state["fd"] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                return self._cpu_ns(os.pread(fd, 4096, 0), cgroup)
+            except OSError:  # ENODEV: the cgroup was removed; open it again next time (or fail then)
+                state["fd"] = -1
+                os.close(fd)
+                raise
+        return read
 
     def forget(self, cgroup: str) -> None:
         """Close the kept counter files of ``cgroup`` (a pod that left)."""

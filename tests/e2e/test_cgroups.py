@@ -7,6 +7,7 @@ process it started, whatever happens.
 from __future__ import annotations
 
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -84,6 +85,11 @@ def test_an_online_burst_shrinks_the_offline_quota(sandbox) -> None:
     agent = make_agent(backend, parent, [PodInfo("web", qos_class="Burstable", qos_level=QosLevel.LS),
                                          PodInfo("batch", qos_class="BestEffort", qos_level=QosLevel.BE)])
     spawn(backend, f"{parent}/offline/podbatch", procs)
+    online = spawn(backend, f"{parent}/online/podweb", procs)
+    deadline = time.monotonic() + 30
+    while backend.cpu_usage_ns(f"{parent}/online/podweb") == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)  # running (its interpreter started, however busy the machine), then stopped: idle
+    os.kill(online.pid, signal.SIGSTOP)
     agent.slow_tick()
     time.sleep(0.5)
     agent.slow_tick()
@@ -91,7 +97,7 @@ def test_an_online_burst_shrinks_the_offline_quota(sandbox) -> None:
     for _ in range(3):
         agent.fast_tick()
         time.sleep(0.025)
-    spawn(backend, f"{parent}/online/podweb", procs)  # online work steps from idle to busy
+    os.kill(online.pid, signal.SIGCONT)  # online work steps from idle to busy
     started = time.monotonic()
     while time.monotonic() - started < 2 and (agent.quota is None or agent.quota >= before - 400):
         agent.fast_tick()
