@@ -437,10 +437,10 @@ class Agent:
         if self._signals:
             baseline = online if self._slow_online is None else self._slow_online  # none yet: no rise
             signals = OnlineSignals(online, baseline, None if stall is None else stall / 10.0)
-            cut = self._clamp_on_signals(started, capacity, signals)
+            cut, reacted = self._clamp_on_signals(started, capacity, signals)
         else:
-            cut = self._always_clamped(started, capacity, online)
-        if cut:
+            cut, reacted = self._always_clamped(started, capacity, online)
+        if reacted:
             self.metrics.reaction.observe(self.monotonic() - window_start)
         self._fast_took(started)
         return cut
@@ -449,33 +449,33 @@ class Agent:
         if len(self._fast_durations) < 4096:  # flushed by every slow tick
             self._fast_durations.append(self.monotonic() - started)
 
-    def _clamp_on_signals(self, now: float, capacity: int, signals: OnlineSignals) -> bool:
+    def _clamp_on_signals(self, now: float, capacity: int, signals: OnlineSignals) -> tuple[bool, bool]:
         """Offline pods are SCHED_IDLE: clamp when online signals call for it, hold the clamp ``clampHold``
-        after the last one (cutting further while online use grows), then open the quota again.  True on a
-        cut made for a signal."""
+        after the last one (cutting further while online use grows), then open the quota again.
+        (cut, cut for a signal)."""
         cpu = self.spec.cpu
         signal = online_signal(signals, capacity, cpu)
         if signal is not None:
             self._clamp_until = now + cpu.clamp_hold
         if self._clamp_until is None:
-            return False
+            return False, False
         if now >= self._clamp_until:
             self._clamp_until = None
             self._apply([CgroupWrite(self.layout.offline_parent, "cpu.quota", None,
                                      f"fast: open (no online signal for {cpu.clamp_hold * 1000:.0f} ms)")])
-            return False
+            return False, False
         wanted = offline_quota(capacity, signals.online, self._system_cpu, cpu)
         current = capacity if self.quota is None else self.quota
         if wanted >= current - capacity * self.config.fast_cut_percent / 100.0:
-            return False
+            return False, False
         self._apply([CgroupWrite(self.layout.offline_parent, "cpu.quota", wanted,
                                  f"fast: {signal or 'clamp held'}: online {signals.online:.0f}m + system "
                                  f"{self._system_cpu:.0f}m")])
-        return signal is not None
+        return True, signal is not None
 
-    def _always_clamped(self, started: float, capacity: int, online: float) -> bool:
-        """No SCHED_IDLE: the quota is the protection.  Cut it as soon as online work needs the room; True
-        on a cut made as online use rose."""
+    def _always_clamped(self, started: float, capacity: int, online: float) -> tuple[bool, bool]:
+        """No SCHED_IDLE: the quota is the protection.  Cut it as soon as online work needs the room.
+        (cut, cut as online use rose)."""
         system = self._system_cpu  # daemons move slowly: the slow loop's figure, one file read less a tick
         wanted = offline_quota(capacity, online, system, self.spec.cpu)
         rising = self._fast_online is not None and online > self._fast_online + capacity * 0.05
@@ -492,7 +492,7 @@ class Agent:
             self._fast_cut_at = started
         elif self._fast_cut_at is not None and started - self._fast_cut_at >= self.spec.cpu.clamp_hold:
             self._reopen(capacity, max(o for _, o in recent), system, step)
-        return cut and rising
+        return cut, cut and rising
 
     def _reopen(self, capacity: int, peak: float, system: float, step: float) -> None:
         """After a cut, give offline work back the room online work has left for ``clampHold``: the quota
