@@ -123,6 +123,22 @@ def test_a_pod_that_vanished_is_skipped(sandbox) -> None:
     assert agent.metrics.registry.get_sample_value("scoria_agent_cgroup_write_errors_total", {"kind": "ENOENT"}) is None
 
 
+def test_the_fast_loops_reader_sees_a_removed_group_fail_and_a_new_one_read(sandbox) -> None:
+    backend, parent, procs = sandbox
+    make_group(backend, f"{parent}/x")
+    read = backend.cpu_usage_reader(f"{parent}/x")
+    assert read() == 0
+    remove_group(backend, f"{parent}/x")
+    with pytest.raises(OSError):  # ENODEV from the kept descriptor
+        read()
+    make_group(backend, f"{parent}/x")  # made again: the reader opens the new one
+    p = spawn(backend, f"{parent}/x", procs)
+    deadline = time.monotonic() + 10
+    while read() == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert read() > 0 and p.poll() is None
+
+
 def test_groups_are_created_joined_and_removed_cleanly(sandbox) -> None:
     backend, parent, procs = sandbox
     make_group(backend, f"{parent}/a/b")
