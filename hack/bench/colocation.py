@@ -532,7 +532,10 @@ def report(bench: Bench, parts: list[dict], records, server: tuple, load: tuple)
         "summary": {"cpu_util_c_percent": usage["c"]["cpu_util_percent"], "p99_ratio_c_over_a": p99_ratio,
                     "offline_ratio_c_over_b": offline_ratio,
                     "reaction_p99_ms": round(float(np.percentile(react, 99)), 1) if react.size else None,
-                    "agent_cpu_percent_of_core": _agent_figures(by["c"], cpus)["cpu_percent_of_core"]},
+                    "agent_cpu_percent_of_core": _agent_figures(by["c"], cpus)["cpu_percent_of_core"],
+                    # busy CPU outside the benchmark (other work on the machine): the figures above are only as
+                    # good as this is small
+                    "outside_bench_cores": {p: usage[p]["cores"]["outside_bench"] for p in PHASES}},
         "goals": {"cpu_util_c_at_least_95pct": bool(usage["c"]["cpu_util_percent"] >= 95.0),
                   "online_p99_c_within_5pct_of_a": bool(p99_ratio is not None and p99_ratio <= 1.05),
                   "offline_c_at_least_90pct_of_b": bool(offline_ratio is not None and offline_ratio >= 0.9)},

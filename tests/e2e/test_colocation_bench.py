@@ -80,7 +80,7 @@ def test_a_tiny_run_reports_every_figure() -> None:
     assert summary["p99_ratio_c_over_a"] == d["p99_ratio_c_over_a"]
     assert summary["offline_ratio_c_over_b"] == d["offline_ratio_c_over_b"]
     assert set(summary) == {"cpu_util_c_percent", "p99_ratio_c_over_a", "offline_ratio_c_over_b", "reaction_p99_ms",
-                            "agent_cpu_percent_of_core"}
+                            "agent_cpu_percent_of_core", "outside_bench_cores"}
 
     assert d["cgroup_parent"] not in _ours() and _ours() <= before
     assert not _bench_processes(d["cgroup_parent"])
