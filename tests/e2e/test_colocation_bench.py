@@ -60,7 +60,10 @@ def test_a_tiny_run_reports_every_figure() -> None:
         assert 0 < cpu["cpu_util_percent"] <= 100 and cpu["cores"]["online"] > 0
     assert d["requests"]["sent"] == d["requests"]["answered"] > 0 and d["requests"]["errors"] == 0
     assert d["cpu"]["a"]["cores"]["offline"] == 0 < d["cpu"]["b"]["cores"]["offline"]
-    assert d["cpu"]["b"]["cpu_util_percent"] > d["cpu"]["a"]["cpu_util_percent"]
+    # the hogs add the benchmark's own CPU (the machine's utilisation may be at 100% in (a) already, with other
+    # work on a shared machine)
+    bench = {p: sum(v for k, v in d["cpu"][p]["cores"].items() if k != "outside_bench") for p in "ab"}
+    assert bench["b"] > bench["a"]
     assert d["phase_b_knobs"] == [{"offline_idle": 0, "offline_parent_idle": 0, "offline_parent_shares": 1024,
                                    "offline_quota": None, "offline_shares": 1024, "online_shares": 1024}]
     work = d["offline_iterations_per_s"]
