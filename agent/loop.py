@@ -294,8 +294,9 @@ class Agent:
             self._set_quota(plan.quota)
             self._slow_quota, self._fast_cut_at = plan.quota, None
             self._evict(state)
-        else:
-            self.quota = offline_quota(state.cpu_capacity, state.online_cpu, state.system_cpu, self.spec.cpu)
+        else:  # what it would be: open where offline pods are SCHED_IDLE (no fast loop to see signals here)
+            self.quota = None if on_signals(state, self.spec.cpu) else \
+                offline_quota(state.cpu_capacity, state.online_cpu, state.system_cpu, self.spec.cpu)
         self.batch, self.overcommit_state = batch_allocatable(state, self.spec.overcommit, self.overcommit_state)
         self.metrics.offered(self.batch.cpu_millis, self.batch.memory_bytes)
         if self.node_resources is not None and self.config.enforce:
