@@ -38,19 +38,18 @@ from agent.cgroups.layout import Layout, container_id
 from agent.collectors.load import CpuMeter, boot_id, memory_used, node_cpu_ns, node_pressure, parse_pressure
 from agent.collectors.psi import StallTrigger, open_trigger, stall_counter
 from agent.evictor import Evictor
+from agent.fastloop import FastLoop
 from agent.hostpaths import HostPaths
 from agent.intents import BatchAllocatable, CgroupWrite
 from agent.metrics import AgentMetrics
 from agent.pods import PodInfo, PodSource
 from agent.policies.batch import OvercommitState, batch_allocatable
 from agent.policies.cpu import (
-    OnlineSignals,
     QuotaPlan,
     burst_writes,
     offline_pod_writes,
     offline_quota,
     on_signals,
-    online_signal,
     quota_plan,
 )
 from agent.policies.eviction import EvictionState, decide_evictions
@@ -99,7 +98,7 @@ class LocalPods(Protocol):
     def runtime(self) -> list[PodRuntime]: ...
 
 
-class Agent:
+class Agent(FastLoop):
     def __init__(self, config: AgentConfig, *, paths: HostPaths, backend: Backend, layout: Layout,
                  pods: PodSource, profiles: ProfileWatcher, evictor: Evictor, metrics: AgentMetrics | None = None,
                  read_capacity: Callable[[HostPaths], Capacity] | None = None, devices: Callable[[], Devices] | None = None,
@@ -411,104 +410,6 @@ class Agent:
         wanted = self.eviction_state.under_pressure
         if self.taint is not None and wanted != self._tainted and self.taint(wanted):
             self._tainted = wanted  # on failure it is tried again next slow tick
-
-    # -- the fast loop ------------------------------------------------------------------------------
-    def fast_tick(self) -> bool:
-        """Clamp the offline quota if online work needs room now; True if it was cut."""
-        if not self.config.enforce:
-            return False
-        started = self.monotonic()
-        try:
-            tree, offline = self._fast_tree.sample(), self._fast_offline.sample()
-            stall = self._fast_stall.sample() if self._fast_stall is not None else None
-        except (OSError, ValueError) as exc:
-            log.debug("fast sample failed: %s", exc)
-            return False
-        if tree is None or offline is None:
-            return False
-        online = tree if self.layout.online_tree else max(0.0, tree - offline)
-        capacity = self.capacity.cpu_millis
-        # Busy if either clock says so: CFS throttling leaves some 25 ms windows with no offline CPU at all.
-        busy_at = capacity * self.config.offline_busy_percent / 100.0
-        self._offline_busy = offline > busy_at or self._offline_cpu > busy_at
-        if not self._quota_on_parent:  # online pods share the offline parent: its quota must stay off
-            self._fast_took(started)
-            return False
-        window_start, self._fast_last = self._fast_last, started
-        if self._signals:
-            baseline = online if self._slow_online is None else self._slow_online  # none yet: no rise
-            signals = OnlineSignals(online, baseline, None if stall is None else stall / 10.0)
-            cut, reacted = self._clamp_on_signals(started, capacity, signals)
-        else:
-            cut, reacted = self._always_clamped(started, capacity, online)
-        if reacted:
-            self.metrics.reaction.observe(self.monotonic() - window_start)
-        self._fast_took(started)
-        return cut
-
-    def _fast_took(self, started: float) -> None:
-        if len(self._fast_durations) < 4096:  # flushed by every slow tick
-            self._fast_durations.append(self.monotonic() - started)
-
-    def _clamp_on_signals(self, now: float, capacity: int, signals: OnlineSignals) -> tuple[bool, bool]:
-        """Offline pods are SCHED_IDLE: clamp when online signals call for it, hold the clamp ``clampHold``
-        after the last one (cutting further while online use grows), then open the quota again.
-        (cut, cut for a signal)."""
-        cpu = self.spec.cpu
-        signal = online_signal(signals, capacity, cpu)
-        if signal is not None:
-            self._clamp_until = now + cpu.clamp_hold
-        if self._clamp_until is None:
-            return False, False
-        if now >= self._clamp_until:
-            self._clamp_until = None
-            self._apply([CgroupWrite(self.layout.offline_parent, "cpu.quota", None,
-                                     f"fast: open (no online signal for {cpu.clamp_hold * 1000:.0f} ms)")])
-            return False, False
-        wanted = offline_quota(capacity, signals.online, self._system_cpu, cpu)
-        current = capacity if self.quota is None else self.quota
-        if wanted >= current - capacity * self.config.fast_cut_percent / 100.0:
-            return False, False
-        self._apply([CgroupWrite(self.layout.offline_parent, "cpu.quota", wanted,
-                                 f"fast: {signal or 'clamp held'}: online {signals.online:.0f}m + system "
-                                 f"{self._system_cpu:.0f}m")])
-        return True, signal is not None
-
-    def _always_clamped(self, started: float, capacity: int, online: float) -> tuple[bool, bool]:
-        """No SCHED_IDLE: the quota is the protection.  Cut it as soon as online work needs the room.
-        (cut, cut as online use rose)."""
-        system = self._system_cpu  # daemons move slowly: the slow loop's figure, one file read less a tick
-        wanted = offline_quota(capacity, online, system, self.spec.cpu)
-        rising = self._fast_online is not None and online > self._fast_online + capacity * 0.05
-        self._fast_online = online
-        recent = self._fast_recent
-        recent.append((started, online))
-        while recent and recent[0][0] < started - self.spec.cpu.clamp_hold:
-            recent.popleft()
-        step = capacity * self.config.fast_cut_percent / 100.0
-        cut = self.quota is None or wanted < self.quota - step
-        if cut:
-            self._apply([CgroupWrite(self.layout.offline_parent, "cpu.quota", wanted,
-                                     f"fast: online {online:.0f}m + system {system:.0f}m")])
-            self._fast_cut_at = started
-        elif self._fast_cut_at is not None and started - self._fast_cut_at >= self.spec.cpu.clamp_hold:
-            self._reopen(capacity, max(o for _, o in recent), system, step)
-        return cut, cut and rising
-
-    def _reopen(self, capacity: int, peak: float, system: float, step: float) -> None:
-        """After a cut, give offline work back the room online work has left for ``clampHold``: the quota
-        for the highest online use seen in that span, never above the slow loop's decision.  Without this a
-        cut held until the next slow tick, and bursty online work kept the offline quota at its 25 ms peaks
-        nearly all the time."""
-        if self._slow_quota is None or self.quota is None:
-            return
-        target = min(self._slow_quota, offline_quota(capacity, peak, system, self.spec.cpu))
-        if target > self.quota + step:
-            self._apply([CgroupWrite(self.layout.offline_parent, "cpu.quota", target,
-                                     f"fast: room again (online peak {peak:.0f}m over "
-                                     f"{self.spec.cpu.clamp_hold * 1000:.0f} ms + system {system:.0f}m)")])
-        if self.quota >= self._slow_quota:
-            self._fast_cut_at = None
 
     # -- the control thread -------------------------------------------------------------------------
     def run(self, stop: threading.Event, after_slow: Callable[[], None] | None = None) -> None:
