@@ -104,7 +104,8 @@ def run(args: argparse.Namespace) -> dict:
                 p.wait()
         remove_group(backend, parent)
     ms, kms = np.array(reactions) * 1000, np.array(kernel) * 1000
-    return {"steps": len(reactions), "skipped": skipped, "median_ms": round(float(np.median(ms)), 1) if ms.size else None,
+    return {"steps": len(reactions), "skipped": skipped, "missed": args.steps - skipped - len(reactions),
+            "median_ms": round(float(np.median(ms)), 1) if ms.size else None,
             "p99_ms": round(float(np.percentile(ms, 99)), 1) if ms.size else None,
             "max_ms": round(float(ms.max()), 1) if ms.size else None, "fast_interval_ms": args.fast_interval * 1000,
             "psi_trigger": agent.trigger_used or "none (the kernel allows this process no window under 2 s)",
