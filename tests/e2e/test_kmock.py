@@ -40,7 +40,6 @@ from __future__ import annotations
 import http.client
 import json
 import re
-import signal
 import socket
 import subprocess
 import time
@@ -55,7 +54,7 @@ import yaml
 
 pytest.importorskip("kmock", reason="kmock is not installed (a test extra: pip install -e '.[test]')")
 
-from hack.lib.processes import start_serve, wait_port  # noqa: E402
+from hack.lib.processes import sigterm_timed, start_serve, wait_port  # noqa: E402
 from tests.support.kmock_support import KmockApiServer, Seen  # noqa: E402  (imports kmock: after the skip)
 
 CHECKS_RUN = {
@@ -195,10 +194,7 @@ def run(tmp_path_factory) -> Iterator[Run]:
                         and any(r.path.endswith("/events") and r.data["involvedObject"]["name"] == "huge"
                                 for r in seen if r.method == "POST"))
             wait_until(done, what="the gang's binds, their read-backs and the unfit pod's condition and event")
-            t0 = time.monotonic()
-            proc.send_signal(signal.SIGTERM)
-            _, err = proc.communicate(timeout=30)
-            took = time.monotonic() - t0
+            err, took = sigterm_timed(proc, 30)
         finally:
             if proc.poll() is None:
                 proc.kill()

@@ -7,6 +7,7 @@ and events, and leader election on a Lease.
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 from datetime import UTC, datetime
@@ -534,17 +535,12 @@ tiers:
 def test_serve_in_kubernetes_mode_binds_through_the_api_server(api, tmp_path) -> None:
     """The real command line, as the Deployment runs it, against the fake API server."""
     import signal
-    import subprocess
 
-    from hack.lib.processes import start_serve, wait_port
+    from hack.lib.processes import wait_port
 
-    kubeconfig = _kubeconfig(tmp_path, api.url)
     api.put(node("n1", allocatable={"cpu": "4", "memory": "16Gi", "pods": "110"}))
     api.put(pending_pod("web-0"))
-    proc = start_serve("--kubernetes", "--kubeconfig", str(kubeconfig), "--insecure", "--listen", "127.0.0.1:0",
-                       "--metrics-port", "0", "--schedule-interval", "0.2", "--leader-elect",
-                       "--lease-namespace", "kube-system", port_file=tmp_path / "port",
-                       stderr=subprocess.PIPE, text=True)
+    proc = _serve(tmp_path, api.url)
     try:
         wait_port(tmp_path / "port", proc, 30)
         wait_until(lambda: (api.get("pods", "web-0", "default") or {}).get("spec", {}).get("nodeName") == "n1", 30)
@@ -743,27 +739,17 @@ def test_shutdown_does_not_wait_for_a_quiet_watch() -> None:
 def test_sigterm_exits_at_once_while_every_watch_is_quiet(tmp_path) -> None:
     """The Deployment's 30 s grace period must never run out: SIGTERM with every watch silent exits 0
     within 2 s, the lease handed back (issue 16 item 1)."""
-    import signal
-    import subprocess
-
-    from hack.lib.processes import start_serve, wait_port
+    from hack.lib.processes import sigterm_timed, wait_port
 
     with FakeApiServer(watch_cap=None) as quiet:
-        kubeconfig = _kubeconfig(tmp_path, quiet.url)
-        proc = start_serve("--kubernetes", "--kubeconfig", str(kubeconfig), "--insecure", "--listen", "127.0.0.1:0",
-                           "--metrics-port", "0", "--schedule-interval", "0.2", "--leader-elect",
-                           "--lease-namespace", "kube-system", port_file=tmp_path / "port",
-                           stderr=subprocess.PIPE, text=True)
+        proc = _serve(tmp_path, quiet.url)
         try:
             wait_port(tmp_path / "port", proc, 30)
             wait_until(lambda: (quiet.get("leases", "scoria-scheduler", "kube-system") or {})
                        .get("spec", {}).get("holderIdentity"), 30)
             assert quiet.wait_watching("priorityclasses")
             time.sleep(0.5)  # the watches are open and nothing is happening
-            t0 = time.monotonic()
-            proc.send_signal(signal.SIGTERM)
-            _, err = proc.communicate(timeout=60)
-            took = time.monotonic() - t0
+            err, took = sigterm_timed(proc, 60)
         finally:
             if proc.poll() is None:
                 proc.kill()
@@ -810,17 +796,10 @@ def test_shutdown_does_not_wait_for_requests_the_server_does_not_answer(requests
 
 def test_sigterm_exits_at_once_while_the_server_does_not_answer_the_watches(tmp_path) -> None:
     """SIGTERM with every watch being opened and unanswered: exit 0 within 2 s, the lease handed back."""
-    import signal
-    import subprocess
-
-    from hack.lib.processes import start_serve, wait_port
+    from hack.lib.processes import sigterm_timed, wait_port
 
     with FakeApiServer() as slow:
-        kubeconfig = _kubeconfig(tmp_path, slow.url)
-        proc = start_serve("--kubernetes", "--kubeconfig", str(kubeconfig), "--insecure", "--listen", "127.0.0.1:0",
-                           "--metrics-port", "0", "--schedule-interval", "0.2", "--leader-elect",
-                           "--lease-namespace", "kube-system", port_file=tmp_path / "port",
-                           stderr=subprocess.PIPE, text=True)
+        proc = _serve(tmp_path, slow.url)
         try:
             wait_port(tmp_path / "port", proc, 30)
             wait_until(lambda: (slow.get("leases", "scoria-scheduler", "kube-system") or {})
@@ -828,16 +807,24 @@ def test_sigterm_exits_at_once_while_the_server_does_not_answer_the_watches(tmp_
             assert all(slow.wait_watching(plural) for plural in ("pods", "nodes", "priorityclasses"))
             _stall(slow, "watches")
             time.sleep(0.2)
-            t0 = time.monotonic()
-            proc.send_signal(signal.SIGTERM)
-            _, err = proc.communicate(timeout=60)
-            took = time.monotonic() - t0
+            err, took = sigterm_timed(proc, 60)
         finally:
             if proc.poll() is None:
                 proc.kill()
         assert proc.returncode == 0, err
         assert took < 2, f"SIGTERM took {took:.1f}s to exit"
         assert not slow.get("leases", "scoria-scheduler", "kube-system")["spec"].get("holderIdentity")
+
+
+def _serve(tmp_path, url: str) -> subprocess.Popen:
+    """``python -m scheduler serve`` as the Deployment runs it (leader-elected, its lease in kube-system) against
+    the API server at ``url``; its standard error piped, its port file in ``tmp_path``."""
+    from hack.lib.processes import start_serve
+
+    return start_serve("--kubernetes", "--kubeconfig", str(_kubeconfig(tmp_path, url)), "--insecure",
+                       "--listen", "127.0.0.1:0", "--metrics-port", "0", "--schedule-interval", "0.2",
+                       "--leader-elect", "--lease-namespace", "kube-system", port_file=tmp_path / "port",
+                       stderr=subprocess.PIPE, text=True)
 
 
 def _kubeconfig(tmp_path, url: str):
