@@ -2,7 +2,8 @@
 
 Informers feed the real cache, the real scheduler cycles, and its effects go
 back through the API server: binds, evictions (PodDisruptionBudgets), status
-and events, and leader election on a Lease.
+and events, and leader election on a Lease.  (The ``api`` and ``harness``
+fixtures are in conftest.py, shared with test_kubernetes_faults.py.)
 """
 
 from __future__ import annotations
@@ -15,11 +16,8 @@ from datetime import UTC, datetime
 import pytest
 
 from hack.lib.fake_apiserver import FakeApiServer, node
-from scheduler.cluster.cache import ClusterCache
-from scheduler.cycle import Scheduler
-from scheduler.framework.config import parse_config
-from scheduler.modes.kubernetes import mode
 from scheduler.modes.kubernetes.leader import LeaderElector
+from tests.support.kube_harness import Harness
 
 PG = "scheduling.volcano.sh/v1beta1"
 GANG_CONFIG = """
@@ -60,52 +58,6 @@ def running_pod(name: str, node_name: str, *, cpu: str = "1", labels: dict | Non
     if labels:
         obj["metadata"]["labels"] = labels
     return obj
-
-
-class Harness:
-    """A fake API server, the informers and effects of Kubernetes mode, and a scheduler to cycle by hand."""
-
-    def __init__(self, api: FakeApiServer, config: str | None = None, **kwargs):
-        self.api = api
-        self.cache = ClusterCache()
-        self.stop = threading.Event()
-        self.kube = mode.start(self.cache, api.client(), self.stop, resync=3600, **kwargs)
-        self.scheduler = Scheduler(self.cache, effects=self.kube.effects,
-                                   config=parse_config(config, "test") if config else None,
-                                   clock=lambda: datetime.now(UTC))
-
-    def cycle(self):
-        result = self.scheduler.run_once()
-        assert self.kube.effects.drain(10)
-        return result
-
-    def node_of(self, name: str, namespace: str = "default") -> str | None:
-        obj = self.api.get("pods", name, namespace)
-        return obj["spec"].get("nodeName") if obj else None
-
-    def close(self) -> None:
-        self.stop.set()
-        self.kube.close()
-
-
-@pytest.fixture
-def api():
-    with FakeApiServer() as server:
-        yield server
-
-
-@pytest.fixture
-def harness(api):
-    made = []
-
-    def make(config: str | None = None, **kwargs) -> Harness:
-        h = Harness(api, config, **kwargs)
-        made.append(h)
-        return h
-
-    yield make
-    for h in made:
-        h.close()
 
 
 def test_pods_submitted_to_the_api_server_get_bound(api, harness) -> None:
