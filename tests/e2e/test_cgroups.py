@@ -32,14 +32,22 @@ def sandbox():
         yield backend, parent, procs
 
 
-def test_offline_group_gets_cpu_idle_and_a_quota(sandbox) -> None:
+def _web_and_batch(sandbox, settle: float):
+    """An agent over an online pod ``web`` (Burstable, LS) and an offline ``batch`` (BestEffort, BE), batch
+    busy: two slow ticks ``settle`` seconds apart."""
     backend, parent, procs = sandbox
     agent = make_agent(backend, parent, [PodInfo("web", qos_class="Burstable", qos_level=QosLevel.LS),
                                          PodInfo("batch", qos_class="BestEffort", qos_level=QosLevel.BE)])
     spawn(backend, f"{parent}/offline/podbatch", procs)
     agent.slow_tick()
-    time.sleep(0.3)
+    time.sleep(settle)
     agent.slow_tick()
+    return agent
+
+
+def test_offline_group_gets_cpu_idle_and_a_quota(sandbox) -> None:
+    _, parent, _ = sandbox
+    agent = _web_and_batch(sandbox, 0.3)
     cpu = Path("/sys/fs/cgroup/cpu") / parent
     assert (cpu / "offline/podbatch/cpu.idle").read_text().strip() == "1"
     assert (cpu / "online/podweb/cpu.idle").read_text().strip() == "0"
@@ -72,12 +80,7 @@ def test_online_work_takes_a_shared_cpu_from_offline_work(sandbox, tmp_path: Pat
 
 def test_an_online_burst_shrinks_the_offline_quota(sandbox) -> None:
     backend, parent, procs = sandbox
-    agent = make_agent(backend, parent, [PodInfo("web", qos_class="Burstable", qos_level=QosLevel.LS),
-                                         PodInfo("batch", qos_class="BestEffort", qos_level=QosLevel.BE)])
-    spawn(backend, f"{parent}/offline/podbatch", procs)
-    agent.slow_tick()
-    time.sleep(0.5)
-    agent.slow_tick()
+    agent = _web_and_batch(sandbox, 0.5)
     before = agent.quota
     for _ in range(3):
         agent.fast_tick()
