@@ -8,7 +8,6 @@ fixtures are in conftest.py, shared with test_kubernetes_faults.py.)
 
 from __future__ import annotations
 
-import subprocess
 import threading
 import time
 from datetime import UTC, datetime
@@ -17,7 +16,7 @@ import pytest
 
 from hack.lib.fake_apiserver import FakeApiServer, node
 from scheduler.modes.kubernetes.leader import LeaderElector
-from tests.support.kube_harness import Harness
+from tests.support.kube_harness import Harness, serve_kubernetes
 
 PG = "scheduling.volcano.sh/v1beta1"
 GANG_CONFIG = """
@@ -492,7 +491,7 @@ def test_serve_in_kubernetes_mode_binds_through_the_api_server(api, tmp_path) ->
 
     api.put(node("n1", allocatable={"cpu": "4", "memory": "16Gi", "pods": "110"}))
     api.put(pending_pod("web-0"))
-    proc = _serve(tmp_path, api.url)
+    proc = serve_kubernetes(tmp_path, api.url)
     try:
         wait_port(tmp_path / "port", proc, 30)
         wait_until(lambda: (api.get("pods", "web-0", "default") or {}).get("spec", {}).get("nodeName") == "n1", 30)
@@ -694,7 +693,7 @@ def test_sigterm_exits_at_once_while_every_watch_is_quiet(tmp_path) -> None:
     from hack.lib.processes import sigterm_timed, wait_port
 
     with FakeApiServer(watch_cap=None) as quiet:
-        proc = _serve(tmp_path, quiet.url)
+        proc = serve_kubernetes(tmp_path, quiet.url)
         try:
             wait_port(tmp_path / "port", proc, 30)
             wait_until(lambda: (quiet.get("leases", "scoria-scheduler", "kube-system") or {})
@@ -751,7 +750,7 @@ def test_sigterm_exits_at_once_while_the_server_does_not_answer_the_watches(tmp_
     from hack.lib.processes import sigterm_timed, wait_port
 
     with FakeApiServer() as slow:
-        proc = _serve(tmp_path, slow.url)
+        proc = serve_kubernetes(tmp_path, slow.url)
         try:
             wait_port(tmp_path / "port", proc, 30)
             wait_until(lambda: (slow.get("leases", "scoria-scheduler", "kube-system") or {})
@@ -766,29 +765,6 @@ def test_sigterm_exits_at_once_while_the_server_does_not_answer_the_watches(tmp_
         assert proc.returncode == 0, err
         assert took < 2, f"SIGTERM took {took:.1f}s to exit"
         assert not slow.get("leases", "scoria-scheduler", "kube-system")["spec"].get("holderIdentity")
-
-
-def _serve(tmp_path, url: str) -> subprocess.Popen:
-    """``python -m scheduler serve`` as the Deployment runs it (leader-elected, its lease in kube-system) against
-    the API server at ``url``; its standard error piped, its port file in ``tmp_path``."""
-    from hack.lib.processes import start_serve
-
-    return start_serve("--kubernetes", "--kubeconfig", str(_kubeconfig(tmp_path, url)), "--insecure",
-                       "--listen", "127.0.0.1:0", "--metrics-port", "0", "--schedule-interval", "0.2",
-                       "--leader-elect", "--lease-namespace", "kube-system", port_file=tmp_path / "port",
-                       stderr=subprocess.PIPE, text=True)
-
-
-def _kubeconfig(tmp_path, url: str):
-    import yaml
-
-    path = tmp_path / "kubeconfig"
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "fake",
-        "clusters": [{"name": "fake", "cluster": {"server": url}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}]}))
-    return path
 
 
 def test_a_renewal_counts_from_when_it_was_asked(api) -> None:
