@@ -321,9 +321,10 @@ def test_a_404_from_binding_a_pod_that_is_gone_forgets_it(api, harness) -> None:
     assert not [p for p in h.cache.pods.values() if p.name == "p"]
 
 
-def test_a_409_for_a_pod_recreated_under_its_name_forgets_the_old_one(api, harness) -> None:
-    """Issue 16: a stale uid (the pod deleted and recreated while the watch was away) gets 409 from binding;
-    the pod is read back, the old uid forgotten, and the new pod, once the watch brings it, bound once."""
+def _recreated_while_the_watch_is_away(api: FakeApiServer, harness, again: dict):
+    """Pod ``p`` pending on a node with room and seen by a harness; then the pods watch goes away (every
+    attempt refused) and ``p`` is deleted and ``again`` created under its name.  The harness, and ``p`` as its
+    cache still holds it."""
     api.put(node("n1", allocatable={"cpu": "4", "memory": "16Gi", "pods": "110"}))
     api.put(pending_pod("p"))
     h = harness()
@@ -333,7 +334,14 @@ def test_a_409_for_a_pod_recreated_under_its_name_forgets_the_old_one(api, harne
     api.close_watches()
     core = api.core_v1()
     core.delete_namespaced_pod("p", "default", grace_period_seconds=0)
-    core.create_namespaced_pod("default", pending_pod("p"))
+    core.create_namespaced_pod("default", again)
+    return h, old
+
+
+def test_a_409_for_a_pod_recreated_under_its_name_forgets_the_old_one(api, harness) -> None:
+    """Issue 16: a stale uid (the pod deleted and recreated while the watch was away) gets 409 from binding;
+    the pod is read back, the old uid forgotten, and the new pod, once the watch brings it, bound once."""
+    h, old = _recreated_while_the_watch_is_away(api, harness, pending_pod("p"))
     h.cycle()  # binds the old uid: 409
     assert old.uid not in h.cache.pods
     api.clear_failures()
@@ -350,18 +358,9 @@ def test_binding_a_pod_recreated_with_a_scheduling_gate_is_refused_once_and_not_
     (a StatefulSet's pod, gated by a queueing controller).  The bind meets 409 once; the pod is read back and
     the old one forgotten, so no cycle binds it again while the watch is away; the gated pod, once seen, is
     never bound and is told why; with its gate removed it is bound once."""
-    api.put(node("n1", allocatable={"cpu": "4", "memory": "16Gi", "pods": "110"}))
-    api.put(pending_pod("p"))
-    h = harness()
-    assert h.kube.source.wait_synced(10)
-    (old,) = [p for p in h.cache.pods.values() if p.name == "p"]
-    api.fail("GET", "/api/v1/pods", status=503, times=None, watch=True)  # the watch is away
-    api.close_watches()
-    core = api.core_v1()
-    core.delete_namespaced_pod("p", "default", grace_period_seconds=0)
     gated = pending_pod("p")
     gated["spec"]["schedulingGates"] = [{"name": "example.com/admission"}]
-    core.create_namespaced_pod("default", gated)
+    h, old = _recreated_while_the_watch_is_away(api, harness, gated)
     for _ in range(3):  # the old pod is bound once (409: the Binding's uid), then forgotten: no retry storm
         h.cycle()
     assert [c.status for c in api.calls if c.subresource == "binding"] == [409]
@@ -374,7 +373,7 @@ def test_binding_a_pod_recreated_with_a_scheduling_gate_is_refused_once_and_not_
     told = [e for e in api.objects("events") if e["reason"] == "FailedScheduling"
             and e["involvedObject"]["uid"] != old.uid]
     assert len(told) == 1 and "waiting for scheduling gates: [example.com/admission]" in told[0]["message"]
-    core.patch_namespaced_pod("p", "default", {"spec": {"schedulingGates": None}})  # admitted
+    api.core_v1().patch_namespaced_pod("p", "default", {"spec": {"schedulingGates": None}})  # admitted
     wait_until(lambda: [p for p in h.cache.pods.values() if p.name == "p" and not p.scheduling_gates])
     h.cycle()
     assert h.node_of("p") == "n1"
