@@ -689,23 +689,32 @@ def test_shutdown_does_not_wait_for_a_quiet_watch() -> None:
 def test_sigterm_exits_at_once_while_every_watch_is_quiet(tmp_path) -> None:
     """The Deployment's 30 s grace period must never run out: SIGTERM with every watch silent exits 0
     within 2 s, the lease handed back (issue 16 item 1)."""
-    from hack.lib.processes import sigterm_timed, wait_port
+    def quiet_watches(quiet: FakeApiServer) -> None:
+        assert quiet.wait_watching("priorityclasses")
+        time.sleep(0.5)  # the watches are open and nothing is happening
 
     with FakeApiServer(watch_cap=None) as quiet:
-        proc = serve_kubernetes(tmp_path, quiet.url)
-        try:
-            wait_port(tmp_path / "port", proc, 30)
-            wait_until(lambda: (quiet.get("leases", "scoria-scheduler", "kube-system") or {})
-                       .get("spec", {}).get("holderIdentity"), 30)
-            assert quiet.wait_watching("priorityclasses")
-            time.sleep(0.5)  # the watches are open and nothing is happening
-            err, took = sigterm_timed(proc, 60)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-        assert proc.returncode == 0, err
-        assert took < 2, f"SIGTERM took {took:.1f}s to exit"
-        assert not quiet.get("leases", "scoria-scheduler", "kube-system")["spec"].get("holderIdentity")
+        _sigterm_once_leading(tmp_path, quiet, quiet_watches)
+
+
+def _sigterm_once_leading(tmp_path, api: FakeApiServer, meanwhile) -> None:
+    """``serve --kubernetes`` against ``api``; once it holds the lease, ``meanwhile(api)``; then SIGTERM: it
+    exits 0 within 2 s and the lease is handed back."""
+    from hack.lib.processes import sigterm_timed, wait_port
+
+    proc = serve_kubernetes(tmp_path, api.url)
+    try:
+        wait_port(tmp_path / "port", proc, 30)
+        wait_until(lambda: (api.get("leases", "scoria-scheduler", "kube-system") or {})
+                   .get("spec", {}).get("holderIdentity"), 30)
+        meanwhile(api)
+        err, took = sigterm_timed(proc, 60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert took < 2, f"SIGTERM took {took:.1f}s to exit"
+    assert not api.get("leases", "scoria-scheduler", "kube-system")["spec"].get("holderIdentity")
 
 
 INFORMED = ("/api/v1/pods", "/api/v1/nodes", "/api/v1/namespaces", "/apis/scheduling.volcano.sh/",
@@ -746,24 +755,13 @@ def test_shutdown_does_not_wait_for_requests_the_server_does_not_answer(requests
 
 def test_sigterm_exits_at_once_while_the_server_does_not_answer_the_watches(tmp_path) -> None:
     """SIGTERM with every watch being opened and unanswered: exit 0 within 2 s, the lease handed back."""
-    from hack.lib.processes import sigterm_timed, wait_port
+    def unanswered_watches(slow: FakeApiServer) -> None:
+        assert all(slow.wait_watching(plural) for plural in ("pods", "nodes", "priorityclasses"))
+        _stall(slow, "watches")
+        time.sleep(0.2)
 
     with FakeApiServer() as slow:
-        proc = serve_kubernetes(tmp_path, slow.url)
-        try:
-            wait_port(tmp_path / "port", proc, 30)
-            wait_until(lambda: (slow.get("leases", "scoria-scheduler", "kube-system") or {})
-                       .get("spec", {}).get("holderIdentity"), 30)
-            assert all(slow.wait_watching(plural) for plural in ("pods", "nodes", "priorityclasses"))
-            _stall(slow, "watches")
-            time.sleep(0.2)
-            err, took = sigterm_timed(proc, 60)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-        assert proc.returncode == 0, err
-        assert took < 2, f"SIGTERM took {took:.1f}s to exit"
-        assert not slow.get("leases", "scoria-scheduler", "kube-system")["spec"].get("holderIdentity")
+        _sigterm_once_leading(tmp_path, slow, unanswered_watches)
 
 
 def test_a_renewal_counts_from_when_it_was_asked(api) -> None:
