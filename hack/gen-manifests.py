@@ -21,6 +21,10 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from hack.lib.generated import write_or_check  # noqa: E402
+
 OUTPUT = ROOT / "daemonset" / "manifests" / "20-configmaps.yaml"
 SCHEDULER_CONF = ROOT / "daemonset" / "config" / "scheduler-colocation.conf"
 QOS_PROFILE = ROOT / "daemonset" / "config" / "qos-profile.yaml"
@@ -100,15 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="fail if the committed file is stale")
     args = parser.parse_args(argv)
-    text = render()
-    if args.check:
-        if not OUTPUT.exists() or OUTPUT.read_text() != text:
-            print(f"{OUTPUT.relative_to(ROOT)} is stale: run hack/gen-manifests.py", file=sys.stderr)
-            return 1
-        return 0
-    OUTPUT.write_text(text)
-    print(f"wrote {OUTPUT.relative_to(ROOT)}")
-    return 0
+    return write_or_check(OUTPUT, render(), check=args.check, root=ROOT, script="hack/gen-manifests.py")
 
 
 if __name__ == "__main__":

@@ -18,21 +18,19 @@ functions that are still there, and they must be checked by hand when the commit
 from __future__ import annotations
 
 import argparse
-import re
-import subprocess
 import sys
 from pathlib import Path
 
 import yaml
 
-OUT = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "kube" / "upstream_tests.yaml"
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from hack.lib.gotests import commit_of, files, print_or_write, test_functions  # noqa: E402
+
+OUT = ROOT / "tests" / "fixtures" / "kube" / "upstream_tests.yaml"
 PLUGINS = ("interpodaffinity", "podtopologyspread", "schedulinggates", "nodeports")
 PREFIX = "pkg/scheduler/framework/plugins/"
-FUNC = re.compile(r"^func ((?:Test|Benchmark)\w*)\(", re.M)
-
-
-def _git(repo: str, *args: str) -> str:
-    return subprocess.run(["git", "-C", repo, *args], check=True, capture_output=True, text=True).stdout
 
 
 def _in_scope(path: str) -> bool:
@@ -42,12 +40,12 @@ def _in_scope(path: str) -> bool:
 
 def functions(repo: str, rev: str, previous: dict | None = None) -> dict[str, object]:
     """Every test function of the four plugins' test files at ``rev``; case counts kept from ``previous``."""
-    commit = _git(repo, "rev-parse", f"{rev}^{{commit}}").strip()
-    paths = sorted(p for p in _git(repo, "ls-tree", "-r", "--name-only", commit, PREFIX).split() if _in_scope(p))
+    commit = commit_of(repo, rev)
+    paths = sorted(p for p in files(repo, commit, PREFIX) if _in_scope(p))
     old_files = (previous or {}).get("files") or {}
     listed: dict[str, object] = {}
     for path in paths:
-        names = [n for n in FUNC.findall(_git(repo, "show", f"{commit}:{path}")) if n != "TestMain"]
+        names = test_functions(repo, commit, path)
         if not names:
             continue
         entry: dict[str, object] = {"commit": commit, "functions": names}
@@ -74,11 +72,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--write", action="store_true", help=f"replace {OUT.relative_to(OUT.parents[3])}")
     args = parser.parse_args(argv)
     previous = yaml.safe_load(OUT.read_text()) if OUT.exists() else None
-    text = render(functions(args.repo, args.rev, previous))
-    if args.write:
-        OUT.write_text(text)
-    else:
-        sys.stdout.write(text)
+    print_or_write(render(functions(args.repo, args.rev, previous)), OUT, args.write)
     return 0
 
 

@@ -16,20 +16,18 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
-import re
-import subprocess
 import sys
 from pathlib import Path
 
 import yaml
 
-OUT = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "volcano" / "upstream_tests.yaml"
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from hack.lib.gotests import commit_of, files, print_or_write, test_functions  # noqa: E402
+
+OUT = ROOT / "tests" / "fixtures" / "volcano" / "upstream_tests.yaml"
 GLOBS = ("pkg/scheduler/actions/*/*_test.go", "pkg/scheduler/plugins/*/*_test.go")
-FUNC = re.compile(r"^func ((?:Test|Benchmark)\w*)\(", re.M)
-
-
-def _git(repo: str, *args: str) -> str:
-    return subprocess.run(["git", "-C", repo, *args], check=True, capture_output=True, text=True).stdout
 
 
 def _in_scope(path: str) -> bool:
@@ -38,11 +36,10 @@ def _in_scope(path: str) -> bool:
 
 
 def functions(repo: str, rev: str) -> dict[str, object]:
-    commit = _git(repo, "rev-parse", f"{rev}^{{commit}}").strip()
-    files = sorted(p for p in _git(repo, "ls-tree", "-r", "--name-only", commit).split() if _in_scope(p))
+    commit = commit_of(repo, rev)
     listed: dict[str, list[str]] = {}
-    for path in files:
-        names = [n for n in FUNC.findall(_git(repo, "show", f"{commit}:{path}")) if n != "TestMain"]
+    for path in sorted(p for p in files(repo, commit) if _in_scope(p)):
+        names = test_functions(repo, commit, path)
         if names:
             listed[path] = names
     return {"repository": "volcano-sh/volcano", "commit": commit, "files": listed}
@@ -61,11 +58,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--rev", default="HEAD", help="the commit to read (default HEAD)")
     parser.add_argument("--write", action="store_true", help=f"replace {OUT.relative_to(OUT.parents[3])}")
     args = parser.parse_args(argv)
-    text = render(functions(args.repo, args.rev))
-    if args.write:
-        OUT.write_text(text)
-    else:
-        sys.stdout.write(text)
+    print_or_write(render(functions(args.repo, args.rev)), OUT, args.write)
     return 0
 
 

@@ -28,6 +28,11 @@ def fields(schema: dict, path: str = "") -> dict[str, str | None]:
     return out
 
 
+def printer_columns(version: dict) -> list[dict]:
+    """A served version's printer columns, each reduced to name, type and jsonPath."""
+    return [{k: c[k] for k in ("name", "type", "jsonPath")} for c in version.get("additionalPrinterColumns", [])]
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 3:
         print(__doc__, file=sys.stderr)
@@ -40,8 +45,7 @@ def main(argv: list[str]) -> int:
                 "subresources",
         "source": source, "commit": commit, "group": crd["spec"]["group"], "kind": crd["spec"]["names"]["kind"],
         "version": version["name"],
-        "printerColumns": [{k: c[k] for k in ("name", "type", "jsonPath")}
-                           for c in version.get("additionalPrinterColumns", [])],
+        "printerColumns": printer_columns(version),
         "subresources": version.get("subresources") or {},
         "fields": dict(sorted(fields(version["schema"]["openAPIV3Schema"]).items())),
     }

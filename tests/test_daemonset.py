@@ -799,21 +799,11 @@ def test_our_crds_keep_every_field_of_volcanos(plural: str) -> None:
     x-kubernetes-preserve-unknown-fields, as a Job's pod templates), and show Volcano's printer columns and
     subresources.  The reference is Volcano's CRD reduced to facts (tests/fixtures/volcano-crds, naming its source
     and commit; hack/volcano_crd_facts.py makes them)."""
-    import json
+    from hack.volcano_crd_facts import fields, printer_columns  # ours reduced as Volcano's was
 
     volcano = json.loads((ROOT / "tests" / "fixtures" / "volcano-crds" / f"{plural}.json").read_text())
     ours = yaml.safe_load((CRDS / f"{volcano['group']}_{plural}.yaml").read_text())
     version = next(v for v in ours["spec"]["versions"] if v["name"] == volcano["version"])
-
-    def fields(schema: dict, path: str = "") -> dict[str, str | None]:
-        out = {path or ".": schema.get("type")}
-        for key, sub in (schema.get("properties") or {}).items():
-            out.update(fields(sub, f"{path}.{key}"))
-        if isinstance(schema.get("items"), dict):
-            out.update(fields(schema["items"], path + "[]"))
-        if isinstance(schema.get("additionalProperties"), dict):
-            out.update(fields(schema["additionalProperties"], path + "{}"))
-        return out
 
     def kept_whole(schema: dict, path: str = "") -> set[str]:
         out = {path} if schema.get("x-kubernetes-preserve-unknown-fields") else set()
@@ -834,6 +824,5 @@ def test_our_crds_keep_every_field_of_volcanos(plural: str) -> None:
     missing = sorted(p for p in set(volcano["fields"]) - set(have) if not inside_whole(p))
     assert not missing, f"our {plural} CRD would prune {missing}"
     assert {p: t for p, t in volcano["fields"].items() if p in have and have[p] != t} == {}
-    assert [{k: c[k] for k in ("name", "type", "jsonPath")} for c in version.get("additionalPrinterColumns", [])] \
-        == volcano["printerColumns"]
+    assert printer_columns(version) == volcano["printerColumns"]
     assert (version.get("subresources") or {}) == volcano["subresources"]

@@ -1,6 +1,7 @@
 """Real processes for tests and benchmarks: a free port, ``python -m scheduler serve`` started and waited
-for, a process stopped gracefully (killed if it will not), Prometheus text read back, a process's CPU
-time, a request to the embedded scheduler's control socket.  (``hack/bench/`` imports this module too.)"""
+for, a process stopped gracefully (killed if it will not) or timed from SIGTERM to its exit, Prometheus
+text read back, a process's CPU time, a request to the embedded scheduler's control socket.
+(``hack/bench/`` imports this module too.)"""
 
 from __future__ import annotations
 
@@ -58,6 +59,15 @@ def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 30)
             proc.kill()
             proc.wait()
     return proc.returncode
+
+
+def sigterm_timed(proc: subprocess.Popen, timeout: float) -> tuple[str, float]:
+    """SIGTERM to ``proc``, then its output read to the end: its standard error (as ``communicate`` gives it)
+    and the seconds it took to exit.  ``subprocess.TimeoutExpired`` after ``timeout``: the caller kills it."""
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=timeout)
+    return err, time.monotonic() - t0
 
 
 def scrape(url: str, timeout: float = 10) -> dict[str, float]:

@@ -133,31 +133,26 @@ def from_paths(paths: tuple[str, ...] | list[str], models: Mapping[str, str] | N
     model a free-form field really holds (a Volcano Job's task ``template`` is a PodTemplateSpec)."""
     tree: dict[str, Any] = {}
     for path, name in (models or {}).items():  # (their paths are listed free-form too; the model wins)
-        node = tree
-        segments = path.split(".")
-        for i, segment in enumerate(segments):
-            found = _SEGMENT.fullmatch(segment)
-            if found is None:
-                raise ValueError(f"field path {path!r}: cannot read {segment!r}")
-            entry = node.setdefault(found.group(1), {"markers": found.group(2), "fields": None})
-            if i < len(segments) - 1:
-                entry["fields"] = entry["fields"] if entry["fields"] is not None else {}
-                node = entry["fields"]
-            else:
-                entry["model"] = name
+        _entry(tree, path)["model"] = name
     for path in paths:
-        node = tree
-        segments = path.split(".")
-        for i, segment in enumerate(segments):
-            found = _SEGMENT.fullmatch(segment)
-            if found is None:
-                raise ValueError(f"field path {path!r}: cannot read {segment!r}")
-            name, markers, _ = found.groups()
-            entry = node.setdefault(name, {"markers": markers, "fields": None})
-            if i < len(segments) - 1:
-                entry["fields"] = entry["fields"] if entry["fields"] is not None else {}
-                node = entry["fields"]
+        _entry(tree, path)
     return _object(tree)
+
+
+def _entry(tree: dict[str, Any], path: str) -> dict[str, Any]:
+    """The entry of ``path``'s last field in ``tree``, made (with those above it) where missing."""
+    node = tree
+    segments = path.split(".")
+    for i, segment in enumerate(segments):
+        found = _SEGMENT.fullmatch(segment)
+        if found is None:
+            raise ValueError(f"field path {path!r}: cannot read {segment!r}")
+        name, markers, _ = found.groups()
+        entry = node.setdefault(name, {"markers": markers, "fields": None})
+        if i < len(segments) - 1:
+            entry["fields"] = entry["fields"] if entry["fields"] is not None else {}
+            node = entry["fields"]
+    return entry
 
 
 def _object(tree: dict[str, Any]) -> Schema:

@@ -40,23 +40,20 @@ from __future__ import annotations
 import http.client
 import json
 import re
-import signal
 import socket
-import subprocess
 import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-import yaml
 
 pytest.importorskip("kmock", reason="kmock is not installed (a test extra: pip install -e '.[test]')")
 
-from hack.lib.processes import start_serve, wait_port  # noqa: E402
+from hack.lib.processes import sigterm_timed, wait_port  # noqa: E402
 from tests.support.kmock_support import KmockApiServer, Seen  # noqa: E402  (imports kmock: after the skip)
+from tests.support.kube_harness import serve_kubernetes  # noqa: E402
 
 CHECKS_RUN = {
     "informers": "pods, nodes, queues, podgroups, priorityclasses and PDBs each listed, then watched",
@@ -126,15 +123,6 @@ def pod(name: str, cpu: str, *, group: str | None = None, scheduler: str = "scor
             "status": {"phase": "Pending"}}
 
 
-def kubeconfig(path: Path, url: str) -> Path:
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "kmock",
-        "clusters": [{"name": "kmock", "cluster": {"server": url}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "kmock", "context": {"cluster": "kmock", "user": "u"}}]}))
-    return path
-
-
 @dataclass
 class Run:
     api: KmockApiServer
@@ -168,11 +156,8 @@ def run(tmp_path_factory) -> Iterator[Run]:
                                      "metadata": {"name": "gang", "namespace": "default"},
                                      "spec": {"minMember": 3, "queue": "q"}})
         # renewals fail here (lease_renewal), so the first term is made long enough for the whole scenario
-        proc = start_serve("--kubernetes", "--kubeconfig", str(kubeconfig(tmp / "kubeconfig", api.url)),
-                           "--insecure", "--listen", "127.0.0.1:0", "--metrics-port", "0", "--schedule-interval",
-                           "0.2", "--leader-elect", "--lease-namespace", "kube-system", "--lease-duration", "120",
-                           "--renew-deadline", "100", "--retry-period", "5", port_file=tmp / "port",
-                           stderr=subprocess.PIPE, text=True)
+        proc = serve_kubernetes(tmp, api.url, "--lease-duration", "120", "--renew-deadline", "100",
+                                "--retry-period", "5", name="kmock")
         try:
             wait_port(tmp / "port", proc, 30)
             wait_until(lambda: _watching(api), what="every kind watched")
@@ -195,10 +180,7 @@ def run(tmp_path_factory) -> Iterator[Run]:
                         and any(r.path.endswith("/events") and r.data["involvedObject"]["name"] == "huge"
                                 for r in seen if r.method == "POST"))
             wait_until(done, what="the gang's binds, their read-backs and the unfit pod's condition and event")
-            t0 = time.monotonic()
-            proc.send_signal(signal.SIGTERM)
-            _, err = proc.communicate(timeout=30)
-            took = time.monotonic() - t0
+            err, took = sigterm_timed(proc, 30)
         finally:
             if proc.poll() is None:
                 proc.kill()

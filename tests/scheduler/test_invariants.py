@@ -20,10 +20,11 @@ from datetime import UTC, datetime
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler.api.objects import Node, Pod, PodGroup, PriorityClass, Queue, Taint, Toleration
+from scheduler.api.objects import Node, Pod, PodGroup, Queue, Taint, Toleration
 from scheduler.cluster.cache import ClusterCache
 from scheduler.cycle import Scheduler
 from scheduler.framework.config import default_config, parse_config
+from tests.support.worlds import check_no_node_over, first_fit, seeded_cache
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 GI = 2**30
@@ -65,17 +66,7 @@ def clusters(draw):
         critical = draw(st.integers(0, 9)) == 0
         bound_all = draw(st.integers(0, 3)) == 0
         for k in range(size):
-            node = ""
-            if bound_all:  # pre-existing running pods, only where they really fit
-                for n in nodes:
-                    u = used[n.name]
-                    if (u["cpu"] + cpu <= n.allocatable["cpu"] and u["memory"] + mem <= n.allocatable["memory"]
-                            and u["pods"] + 1 <= n.allocatable["pods"]):
-                        node = n.name
-                        u["cpu"] += cpu
-                        u["memory"] += mem
-                        u["pods"] += 1
-                        break
+            node = first_fit(nodes, used, cpu, mem) if bound_all else ""  # pre-existing running pods, where they fit
             pods.append(Pod(namespace="kube-system" if critical else "ns", name=f"j{j}-{k}",
                             uid=f"j{j}-{k}", requests={"cpu": cpu, "memory": mem},
                             annotations={"scheduling.k8s.io/group-name": f"j{j}"} if not critical else {},
@@ -86,11 +77,7 @@ def clusters(draw):
 
 
 def run(nodes, queues, groups, pods, config):
-    cache = ClusterCache()
-    cache.upsert(PriorityClass("low", 10))
-    cache.upsert(PriorityClass("high", 1000))
-    for obj in (*queues, *nodes, *groups, *pods):
-        cache.upsert(obj)
+    cache = seeded_cache(*queues, *nodes, *groups, *pods)
     before = {p.uid: p.node_name for p in pods}
     sched = Scheduler(cache, config=config, clock=lambda: AT)
     for _ in range(20):
@@ -101,15 +88,7 @@ def run(nodes, queues, groups, pods, config):
 
 def check_invariants(cache: ClusterCache, before: dict[str, str], capacity: bool, *, by_priority: bool = True) -> None:
     nodes = cache.nodes
-    held: dict[str, dict[str, int]] = {n: defaultdict(int) for n in nodes}
-    for pod in cache.pods.values():
-        if pod.node_name and pod.active:
-            for res, amount in pod.requests.items():
-                held[pod.node_name][res] += amount
-            held[pod.node_name]["pods"] += 1
-    for name, amounts in held.items():
-        for res, amount in amounts.items():
-            assert amount <= nodes[name].allocatable.get(res, 0), f"node {name} over-allocated on {res}"
+    check_no_node_over(cache)
     for pod in cache.pods.values():
         if pod.node_name and not before[pod.uid]:  # placed by the scheduler
             node = nodes[pod.node_name]

@@ -24,28 +24,19 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support.scenario import check, run_scenario
+from tests.support.conformance import case_param, check_case, commit_files, load_case
 
 ROOT = Path(__file__).resolve().parents[1] / "fixtures" / "kube"
 CASES = sorted(p for p in ROOT.rglob("*.yaml") if not p.name.startswith("left_out") and p.name != "upstream_tests.yaml")
 
 
-def _param(path: Path) -> object:
-    case = yaml.safe_load(path.read_text())
-    marks = [pytest.mark.xfail(reason=case["pending"], strict=True)] if case.get("pending") else []
-    return pytest.param(path, marks=marks, id=str(path.relative_to(ROOT).with_suffix("")))
-
-
-@pytest.mark.parametrize("path", [_param(p) for p in CASES])
+@pytest.mark.parametrize("path", [case_param(p, ROOT) for p in CASES])
 def test_kube_case(path: Path, tmp_path: Path) -> None:
-    case = yaml.safe_load(path.read_text())
+    case = load_case(path)
     source = case["source"]
-    assert {"file", "function", "case"} <= set(source), f"{path}: source must name file, function and case"
     assert source["file"].startswith("pkg/scheduler/framework/plugins/"), path
     assert path.parent.name == source["function"], f"{path}: the folder must be the Go function's name"
-    result = run_scenario(case, tmp_path)
-    problems = check(result, case["expect"])
-    assert not problems, f"{source['file']} {source['function']} {source['case']!r}:\n  " + "\n  ".join(problems)
+    check_case(case, tmp_path)
 
 
 def test_cases_exist() -> None:
@@ -89,29 +80,17 @@ def test_every_kube_test_function_is_ported_or_left_out() -> None:
 def test_the_upstream_list_is_read_from_a_clone(tmp_path: Path) -> None:
     """hack/kube_cases.py on a small clone: the four plugins' test files only, TestMain left out, case
     counts kept for functions still there."""
-    import importlib.util
-    import subprocess
+    from hack import kube_cases as cases
 
-    spec = importlib.util.spec_from_file_location("kube_cases", ROOT.parents[2] / "hack" / "kube_cases.py")
-    assert spec and spec.loader
-    cases = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(cases)
     base = "pkg/scheduler/framework/plugins"
     files = {f"{base}/nodeports/node_ports_test.go": "func TestMain(m *testing.M) {}\nfunc TestNodePorts(t *T) {}\n"
                                                       "func helper() {}\nfunc BenchmarkPorts(b *B) {}\n",
              f"{base}/podtopologyspread/scoring_test.go": "func TestPodTopologySpreadScore(t *T) {}\n",
              f"{base}/podtopologyspread/testing/util_test.go": "func TestUtil(t *T) {}\n",
              f"{base}/noderesources/fit_test.go": "func TestFit(t *T) {}\n"}
-    for name, text in files.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text)
-    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@example.com"]
-    subprocess.run([*git, "init", "-q"], check=True)
-    subprocess.run([*git, "add", "."], check=True)
-    subprocess.run([*git, "commit", "-qm", "x"], check=True)
+    commit = commit_files(tmp_path, files)
     previous = {"files": {f"{base}/nodeports/node_ports_test.go": {"cases": {"TestNodePorts": 15, "TestGone": 3}}}}
     got = cases.functions(str(tmp_path), "HEAD", previous)
-    commit = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
     assert got["files"] == {
         f"{base}/nodeports/node_ports_test.go": {"commit": commit, "functions": ["TestNodePorts", "BenchmarkPorts"],
                                                   "cases": {"TestNodePorts": 15}},

@@ -30,27 +30,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support.scenario import check, run_scenario
+from tests.support.conformance import case_param, check_case, commit_files, load_case
 
 ROOT = Path(__file__).resolve().parents[1] / "fixtures" / "volcano"
 CASES = sorted(ROOT.rglob("*.yaml"))
 CASES = [p for p in CASES if not p.name.startswith("left_out") and p.name != "upstream_tests.yaml"]
 
 
-def _param(path: Path) -> object:
-    case = yaml.safe_load(path.read_text())
-    marks = [pytest.mark.xfail(reason=case["pending"], strict=True)] if case.get("pending") else []
-    return pytest.param(path, marks=marks, id=str(path.relative_to(ROOT).with_suffix("")))
-
-
-@pytest.mark.parametrize("path", [_param(p) for p in CASES])
+@pytest.mark.parametrize("path", [case_param(p, ROOT) for p in CASES])
 def test_volcano_case(path: Path, tmp_path: Path) -> None:
-    case = yaml.safe_load(path.read_text())
-    source = case["source"]
-    assert {"file", "function", "case"} <= set(source), f"{path}: source must name file, function and case"
-    result = run_scenario(case, tmp_path)
-    problems = check(result, case["expect"])
-    assert not problems, f"{source['file']} {source['function']} {source['case']!r}:\n  " + "\n  ".join(problems)
+    check_case(load_case(path), tmp_path)
 
 
 def test_left_out_cases_say_why() -> None:
@@ -98,26 +87,15 @@ def test_every_volcano_test_function_is_ported_or_left_out() -> None:
 
 def test_the_upstream_list_is_read_from_a_clone(tmp_path: Path) -> None:
     """hack/volcano_cases.py on a small clone: test functions of the two globs only, TestMain left out."""
-    import importlib.util
-    import subprocess
+    from hack import volcano_cases as cases
 
-    spec = importlib.util.spec_from_file_location("volcano_cases", ROOT.parents[2] / "hack" / "volcano_cases.py")
-    assert spec and spec.loader
-    cases = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(cases)
     files = {"pkg/scheduler/actions/allocate/allocate_test.go": "func TestMain(m *testing.M) {}\n"
                                                                  "func TestAllocate(t *testing.T) {}\n"
                                                                  "func helper() {}\nfunc BenchmarkAllocate(b *B) {}\n",
              "pkg/scheduler/plugins/gang/gang_test.go": "func TestGang(t *testing.T) {}\n",
              "pkg/scheduler/plugins/util/k8s/snapshot_test.go": "func TestSnapshot(t *testing.T) {}\n",
              "pkg/scheduler/plugins/defaults_test.go": "func TestDefaults(t *testing.T) {}\n"}
-    for name, text in files.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text)
-    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@example.com"]
-    subprocess.run([*git, "init", "-q"], check=True)
-    subprocess.run([*git, "add", "."], check=True)
-    subprocess.run([*git, "commit", "-qm", "x"], check=True)
+    commit_files(tmp_path, files)
     got = cases.functions(str(tmp_path), "HEAD")
     assert got["files"] == {"pkg/scheduler/actions/allocate/allocate_test.go": ["TestAllocate", "BenchmarkAllocate"],
                             "pkg/scheduler/plugins/gang/gang_test.go": ["TestGang"]}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from scheduler.api.loader import _node_report
 from scheduler.api.manifests import parse_object
 from scheduler.cluster.cache import ClusterCache
 from scheduler.cluster.effects import CacheEffects
@@ -25,6 +26,17 @@ def config_with(*plugins: str, extra: str = ""):
     """A one-tier config with the named plugins (``extra`` is appended verbatim under the tier)."""
     lines = "\n".join(f"  - name: {p}" for p in plugins)
     return parse_config(TIERS.format(plugins=lines) + extra)
+
+
+def add_doc(cache: ClusterCache, doc: dict, at: datetime = AT) -> None:
+    """One manifest into ``cache``, or a NodeReport document (``builders.report``) as sampled at ``at``,
+    registering its node."""
+    if doc.get("kind") == "NodeReport":
+        _, r = _node_report(doc, "test")
+        r.identity.sample_time_ns = int(at.timestamp() * 1e9)
+        cache.accept_report(r, at.timestamp(), register=True, capacity_key=repr(r.capacity))
+    else:
+        cache.upsert(parse_object(doc, "test"))
 
 
 def cache_of(manifests: list[dict]) -> ClusterCache:

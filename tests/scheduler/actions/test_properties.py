@@ -15,10 +15,11 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from scheduler.api.objects import Node, Pod, PodGroup, PriorityClass, Queue
+from scheduler.api.objects import Node, Pod, PodGroup, Queue
 from scheduler.cluster.cache import ClusterCache
 from scheduler.cycle import Scheduler
 from scheduler.framework.config import DEFAULT_CONFIG, ConfigError, parse_config
+from tests.support.worlds import check_no_node_over, first_fit, seeded_cache
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 GI = 2**30
@@ -69,17 +70,7 @@ def worlds(draw):
         mem = draw(st.sampled_from([0, GI // 2, GI]))
         never = draw(st.integers(0, 3)) == 0
         for k in range(size):
-            node = ""
-            if running:  # already running, only where it really fits
-                for n in nodes:
-                    u = used[n.name]
-                    if (u["cpu"] + cpu <= n.allocatable["cpu"] and u["memory"] + mem <= n.allocatable["memory"]
-                            and u["pods"] + 1 <= n.allocatable["pods"]):
-                        node = n.name
-                        u["cpu"] += cpu
-                        u["memory"] += mem
-                        u["pods"] += 1
-                        break
+            node = first_fit(nodes, used, cpu, mem) if running else ""  # already running, only where it fits
             pods.append(Pod(namespace="ns", name=f"j{j}-{k}", uid=f"j{j}-{k}", requests={"cpu": cpu, "memory": mem},
                             annotations={"scheduling.k8s.io/group-name": f"j{j}"}, created=AT, node_name=node,
                             phase="Running" if node else "Pending",
@@ -90,31 +81,15 @@ def worlds(draw):
 
 def settle_checking(world, config_text: str) -> ClusterCache:
     nodes, queues, groups, pods = world
-    cache = ClusterCache()
-    cache.upsert(PriorityClass("low", 10))
-    cache.upsert(PriorityClass("high", 1000))
-    for obj in (*queues, *nodes, *groups, *pods):
-        cache.upsert(obj)
+    cache = seeded_cache(*queues, *nodes, *groups, *pods)
     sched = Scheduler(cache, config=parse_config(config_text), clock=lambda: AT)
     for _ in range(15):
         changed = sched.run_once().changed
-        check_nodes(cache)
+        check_no_node_over(cache)
         check_evictions(cache)
         if not changed:
             break
     return cache
-
-
-def check_nodes(cache: ClusterCache) -> None:
-    held: dict[str, dict[str, int]] = {name: defaultdict(int) for name in cache.nodes}
-    for pod in cache.pods.values():
-        if pod.node_name and pod.active:
-            for res, amount in pod.requests.items():
-                held[pod.node_name][res] += amount
-            held[pod.node_name]["pods"] += 1
-    for name, amounts in held.items():
-        for res, amount in amounts.items():
-            assert amount <= cache.nodes[name].allocatable.get(res, 0), f"node {name} over-committed on {res}"
 
 
 def check_evictions(cache: ClusterCache) -> None:

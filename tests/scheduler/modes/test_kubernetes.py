@@ -2,7 +2,8 @@
 
 Informers feed the real cache, the real scheduler cycles, and its effects go
 back through the API server: binds, evictions (PodDisruptionBudgets), status
-and events, and leader election on a Lease.
+and events, and leader election on a Lease.  (The ``api`` and ``harness``
+fixtures are in conftest.py, shared with test_kubernetes_faults.py.)
 """
 
 from __future__ import annotations
@@ -14,11 +15,8 @@ from datetime import UTC, datetime
 import pytest
 
 from hack.lib.fake_apiserver import FakeApiServer, node
-from scheduler.cluster.cache import ClusterCache
-from scheduler.cycle import Scheduler
-from scheduler.framework.config import parse_config
-from scheduler.modes.kubernetes import mode
 from scheduler.modes.kubernetes.leader import LeaderElector
+from tests.support.kube_harness import Harness, serve_kubernetes
 
 PG = "scheduling.volcano.sh/v1beta1"
 GANG_CONFIG = """
@@ -59,52 +57,6 @@ def running_pod(name: str, node_name: str, *, cpu: str = "1", labels: dict | Non
     if labels:
         obj["metadata"]["labels"] = labels
     return obj
-
-
-class Harness:
-    """A fake API server, the informers and effects of Kubernetes mode, and a scheduler to cycle by hand."""
-
-    def __init__(self, api: FakeApiServer, config: str | None = None, **kwargs):
-        self.api = api
-        self.cache = ClusterCache()
-        self.stop = threading.Event()
-        self.kube = mode.start(self.cache, api.client(), self.stop, resync=3600, **kwargs)
-        self.scheduler = Scheduler(self.cache, effects=self.kube.effects,
-                                   config=parse_config(config, "test") if config else None,
-                                   clock=lambda: datetime.now(UTC))
-
-    def cycle(self):
-        result = self.scheduler.run_once()
-        assert self.kube.effects.drain(10)
-        return result
-
-    def node_of(self, name: str, namespace: str = "default") -> str | None:
-        obj = self.api.get("pods", name, namespace)
-        return obj["spec"].get("nodeName") if obj else None
-
-    def close(self) -> None:
-        self.stop.set()
-        self.kube.close()
-
-
-@pytest.fixture
-def api():
-    with FakeApiServer() as server:
-        yield server
-
-
-@pytest.fixture
-def harness(api):
-    made = []
-
-    def make(config: str | None = None, **kwargs) -> Harness:
-        h = Harness(api, config, **kwargs)
-        made.append(h)
-        return h
-
-    yield make
-    for h in made:
-        h.close()
 
 
 def test_pods_submitted_to_the_api_server_get_bound(api, harness) -> None:
@@ -369,9 +321,10 @@ def test_a_404_from_binding_a_pod_that_is_gone_forgets_it(api, harness) -> None:
     assert not [p for p in h.cache.pods.values() if p.name == "p"]
 
 
-def test_a_409_for_a_pod_recreated_under_its_name_forgets_the_old_one(api, harness) -> None:
-    """Issue 16: a stale uid (the pod deleted and recreated while the watch was away) gets 409 from binding;
-    the pod is read back, the old uid forgotten, and the new pod, once the watch brings it, bound once."""
+def _recreated_while_the_watch_is_away(api: FakeApiServer, harness, again: dict):
+    """Pod ``p`` pending on a node with room and seen by a harness; then the pods watch goes away (every
+    attempt refused) and ``p`` is deleted and ``again`` created under its name.  The harness, and ``p`` as its
+    cache still holds it."""
     api.put(node("n1", allocatable={"cpu": "4", "memory": "16Gi", "pods": "110"}))
     api.put(pending_pod("p"))
     h = harness()
@@ -381,7 +334,14 @@ def test_a_409_for_a_pod_recreated_under_its_name_forgets_the_old_one(api, harne
     api.close_watches()
     core = api.core_v1()
     core.delete_namespaced_pod("p", "default", grace_period_seconds=0)
-    core.create_namespaced_pod("default", pending_pod("p"))
+    core.create_namespaced_pod("default", again)
+    return h, old
+
+
+def test_a_409_for_a_pod_recreated_under_its_name_forgets_the_old_one(api, harness) -> None:
+    """Issue 16: a stale uid (the pod deleted and recreated while the watch was away) gets 409 from binding;
+    the pod is read back, the old uid forgotten, and the new pod, once the watch brings it, bound once."""
+    h, old = _recreated_while_the_watch_is_away(api, harness, pending_pod("p"))
     h.cycle()  # binds the old uid: 409
     assert old.uid not in h.cache.pods
     api.clear_failures()
@@ -398,18 +358,9 @@ def test_binding_a_pod_recreated_with_a_scheduling_gate_is_refused_once_and_not_
     (a StatefulSet's pod, gated by a queueing controller).  The bind meets 409 once; the pod is read back and
     the old one forgotten, so no cycle binds it again while the watch is away; the gated pod, once seen, is
     never bound and is told why; with its gate removed it is bound once."""
-    api.put(node("n1", allocatable={"cpu": "4", "memory": "16Gi", "pods": "110"}))
-    api.put(pending_pod("p"))
-    h = harness()
-    assert h.kube.source.wait_synced(10)
-    (old,) = [p for p in h.cache.pods.values() if p.name == "p"]
-    api.fail("GET", "/api/v1/pods", status=503, times=None, watch=True)  # the watch is away
-    api.close_watches()
-    core = api.core_v1()
-    core.delete_namespaced_pod("p", "default", grace_period_seconds=0)
     gated = pending_pod("p")
     gated["spec"]["schedulingGates"] = [{"name": "example.com/admission"}]
-    core.create_namespaced_pod("default", gated)
+    h, old = _recreated_while_the_watch_is_away(api, harness, gated)
     for _ in range(3):  # the old pod is bound once (409: the Binding's uid), then forgotten: no retry storm
         h.cycle()
     assert [c.status for c in api.calls if c.subresource == "binding"] == [409]
@@ -422,7 +373,7 @@ def test_binding_a_pod_recreated_with_a_scheduling_gate_is_refused_once_and_not_
     told = [e for e in api.objects("events") if e["reason"] == "FailedScheduling"
             and e["involvedObject"]["uid"] != old.uid]
     assert len(told) == 1 and "waiting for scheduling gates: [example.com/admission]" in told[0]["message"]
-    core.patch_namespaced_pod("p", "default", {"spec": {"schedulingGates": None}})  # admitted
+    api.core_v1().patch_namespaced_pod("p", "default", {"spec": {"schedulingGates": None}})  # admitted
     wait_until(lambda: [p for p in h.cache.pods.values() if p.name == "p" and not p.scheduling_gates])
     h.cycle()
     assert h.node_of("p") == "n1"
@@ -534,17 +485,12 @@ tiers:
 def test_serve_in_kubernetes_mode_binds_through_the_api_server(api, tmp_path) -> None:
     """The real command line, as the Deployment runs it, against the fake API server."""
     import signal
-    import subprocess
 
-    from hack.lib.processes import start_serve, wait_port
+    from hack.lib.processes import wait_port
 
-    kubeconfig = _kubeconfig(tmp_path, api.url)
     api.put(node("n1", allocatable={"cpu": "4", "memory": "16Gi", "pods": "110"}))
     api.put(pending_pod("web-0"))
-    proc = start_serve("--kubernetes", "--kubeconfig", str(kubeconfig), "--insecure", "--listen", "127.0.0.1:0",
-                       "--metrics-port", "0", "--schedule-interval", "0.2", "--leader-elect",
-                       "--lease-namespace", "kube-system", port_file=tmp_path / "port",
-                       stderr=subprocess.PIPE, text=True)
+    proc = serve_kubernetes(tmp_path, api.url)
     try:
         wait_port(tmp_path / "port", proc, 30)
         wait_until(lambda: (api.get("pods", "web-0", "default") or {}).get("spec", {}).get("nodeName") == "n1", 30)
@@ -743,33 +689,32 @@ def test_shutdown_does_not_wait_for_a_quiet_watch() -> None:
 def test_sigterm_exits_at_once_while_every_watch_is_quiet(tmp_path) -> None:
     """The Deployment's 30 s grace period must never run out: SIGTERM with every watch silent exits 0
     within 2 s, the lease handed back (issue 16 item 1)."""
-    import signal
-    import subprocess
-
-    from hack.lib.processes import start_serve, wait_port
+    def quiet_watches(quiet: FakeApiServer) -> None:
+        assert quiet.wait_watching("priorityclasses")
+        time.sleep(0.5)  # the watches are open and nothing is happening
 
     with FakeApiServer(watch_cap=None) as quiet:
-        kubeconfig = _kubeconfig(tmp_path, quiet.url)
-        proc = start_serve("--kubernetes", "--kubeconfig", str(kubeconfig), "--insecure", "--listen", "127.0.0.1:0",
-                           "--metrics-port", "0", "--schedule-interval", "0.2", "--leader-elect",
-                           "--lease-namespace", "kube-system", port_file=tmp_path / "port",
-                           stderr=subprocess.PIPE, text=True)
-        try:
-            wait_port(tmp_path / "port", proc, 30)
-            wait_until(lambda: (quiet.get("leases", "scoria-scheduler", "kube-system") or {})
-                       .get("spec", {}).get("holderIdentity"), 30)
-            assert quiet.wait_watching("priorityclasses")
-            time.sleep(0.5)  # the watches are open and nothing is happening
-            t0 = time.monotonic()
-            proc.send_signal(signal.SIGTERM)
-            _, err = proc.communicate(timeout=60)
-            took = time.monotonic() - t0
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-        assert proc.returncode == 0, err
-        assert took < 2, f"SIGTERM took {took:.1f}s to exit"
-        assert not quiet.get("leases", "scoria-scheduler", "kube-system")["spec"].get("holderIdentity")
+        _sigterm_once_leading(tmp_path, quiet, quiet_watches)
+
+
+def _sigterm_once_leading(tmp_path, api: FakeApiServer, meanwhile) -> None:
+    """``serve --kubernetes`` against ``api``; once it holds the lease, ``meanwhile(api)``; then SIGTERM: it
+    exits 0 within 2 s and the lease is handed back."""
+    from hack.lib.processes import sigterm_timed, wait_port
+
+    proc = serve_kubernetes(tmp_path, api.url)
+    try:
+        wait_port(tmp_path / "port", proc, 30)
+        wait_until(lambda: (api.get("leases", "scoria-scheduler", "kube-system") or {})
+                   .get("spec", {}).get("holderIdentity"), 30)
+        meanwhile(api)
+        err, took = sigterm_timed(proc, 60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert took < 2, f"SIGTERM took {took:.1f}s to exit"
+    assert not api.get("leases", "scoria-scheduler", "kube-system")["spec"].get("holderIdentity")
 
 
 INFORMED = ("/api/v1/pods", "/api/v1/nodes", "/api/v1/namespaces", "/apis/scheduling.volcano.sh/",
@@ -810,46 +755,13 @@ def test_shutdown_does_not_wait_for_requests_the_server_does_not_answer(requests
 
 def test_sigterm_exits_at_once_while_the_server_does_not_answer_the_watches(tmp_path) -> None:
     """SIGTERM with every watch being opened and unanswered: exit 0 within 2 s, the lease handed back."""
-    import signal
-    import subprocess
-
-    from hack.lib.processes import start_serve, wait_port
+    def unanswered_watches(slow: FakeApiServer) -> None:
+        assert all(slow.wait_watching(plural) for plural in ("pods", "nodes", "priorityclasses"))
+        _stall(slow, "watches")
+        time.sleep(0.2)
 
     with FakeApiServer() as slow:
-        kubeconfig = _kubeconfig(tmp_path, slow.url)
-        proc = start_serve("--kubernetes", "--kubeconfig", str(kubeconfig), "--insecure", "--listen", "127.0.0.1:0",
-                           "--metrics-port", "0", "--schedule-interval", "0.2", "--leader-elect",
-                           "--lease-namespace", "kube-system", port_file=tmp_path / "port",
-                           stderr=subprocess.PIPE, text=True)
-        try:
-            wait_port(tmp_path / "port", proc, 30)
-            wait_until(lambda: (slow.get("leases", "scoria-scheduler", "kube-system") or {})
-                       .get("spec", {}).get("holderIdentity"), 30)
-            assert all(slow.wait_watching(plural) for plural in ("pods", "nodes", "priorityclasses"))
-            _stall(slow, "watches")
-            time.sleep(0.2)
-            t0 = time.monotonic()
-            proc.send_signal(signal.SIGTERM)
-            _, err = proc.communicate(timeout=60)
-            took = time.monotonic() - t0
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-        assert proc.returncode == 0, err
-        assert took < 2, f"SIGTERM took {took:.1f}s to exit"
-        assert not slow.get("leases", "scoria-scheduler", "kube-system")["spec"].get("holderIdentity")
-
-
-def _kubeconfig(tmp_path, url: str):
-    import yaml
-
-    path = tmp_path / "kubeconfig"
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "fake",
-        "clusters": [{"name": "fake", "cluster": {"server": url}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}]}))
-    return path
+        _sigterm_once_leading(tmp_path, slow, unanswered_watches)
 
 
 def test_a_renewal_counts_from_when_it_was_asked(api) -> None:

@@ -11,43 +11,15 @@ import socket
 import threading
 import time
 
-import pytest
-
 from hack.lib.fake_apiserver import FakeApiServer, node
 from scheduler.modes.kubernetes import apieffects
 from scheduler.modes.kubernetes.leader import LeaderElector
 from scheduler.modes.kubernetes.ratelimit import RateLimiter
-from tests.scheduler.modes.test_kubernetes import (
-    GANG_CONFIG,
-    PG,
-    Harness,
-    pending_pod,
-    running_pod,
-    wait_until,
-)
+from tests.scheduler.modes.test_kubernetes import GANG_CONFIG, PG, pending_pod, running_pod, wait_until
+from tests.support.kube_harness import Harness
 
 BIND = "/api/v1/namespaces/default/pods/{}/binding"
 LEASE = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/scoria"
-
-
-@pytest.fixture
-def api():
-    with FakeApiServer() as server:
-        yield server
-
-
-@pytest.fixture
-def harness(api):
-    made = []
-
-    def make(config: str | None = None, **kwargs) -> Harness:
-        h = Harness(api, config, **kwargs)
-        made.append(h)
-        return h
-
-    yield make
-    for h in made:
-        h.close()
 
 
 def big_node(name: str, cpu: str = "64") -> dict:

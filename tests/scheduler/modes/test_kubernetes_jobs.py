@@ -451,9 +451,9 @@ def test_without_the_controllers_jobs_are_left_to_volcano(api, cluster, tmp_path
     """``serve --kubernetes --no-job-controllers``: beside Volcano's own controller-manager, nothing of a Job is
     touched, and Jobs are not even watched."""
     from scheduler.cli import build_parser, select_mode
-    from tests.scheduler.modes.test_kubernetes import _kubeconfig
+    from tests.support.kube_harness import write_kubeconfig
 
-    kubeconfig = str(_kubeconfig(tmp_path, api.url))
+    kubeconfig = str(write_kubeconfig(tmp_path / "kubeconfig", api.url))
     for flags, wanted in (([], True), (["--no-job-controllers"], False)):
         args = build_parser().parse_args(["serve", "--kubernetes", "--kubeconfig", kubeconfig, *flags])
         assert select_mode(args).settings["controllers"] is wanted

@@ -19,7 +19,6 @@ from proto.vocab.placement import (
     decode_devices,
     decode_gpu_index,
 )
-from scheduler.api.loader import _node_report
 from scheduler.api.manifests import ManifestError, parse_object
 from scheduler.cluster.cache import ClusterCache
 from scheduler.cluster.effects import CacheEffects
@@ -30,6 +29,7 @@ from scheduler.framework.session import Session
 from scheduler.framework.snapshot import TaskStatus
 from scheduler.framework.statement import Statement
 from tests.support.builders import node, pod, podgroup, report
+from tests.support.sessions import add_doc
 
 AT = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 TIERS = """
@@ -43,19 +43,10 @@ MODES = {"vgpu": "", "sharing": ", arguments: {deviceshare.GPUSharingEnable: tru
 CONFIGS = {mode: parse_config(TIERS.format(args=args), "test") for mode, args in MODES.items()}
 
 
-def add(cache: ClusterCache, doc: dict) -> None:
-    if doc.get("kind") == "NodeReport":
-        _, r = _node_report(doc, "test")
-        r.identity.sample_time_ns = int(AT.timestamp() * 1e9)
-        cache.accept_report(r, AT.timestamp(), register=True, capacity_key=repr(r.capacity))
-    else:
-        cache.upsert(parse_object(doc, "test"))
-
-
 def scheduler_with(docs: list[dict], mode: str = "sharing") -> tuple[Scheduler, ClusterCache]:
     cache = ClusterCache()
     for doc in docs:
-        add(cache, doc)
+        add_doc(cache, doc, AT)
     return Scheduler(cache, config=CONFIGS[mode], clock=lambda: AT), cache
 
 
@@ -276,7 +267,7 @@ def test_volcano_18s_predicate_gpu_flags_turn_the_same_mode_on(flag: str, reques
     resource = "volcano.sh/gpu-memory" if mode == "sharing" else "volcano.sh/gpu-number"
     cache = ClusterCache()
     for doc in (report("n1", zones=[16], gpus=[{"memory": "16Gi"}]), pod("a", extra={resource: request_})):
-        add(cache, doc)
+        add_doc(cache, doc, AT)
     Scheduler(cache, config=config, clock=lambda: AT).run_once()
     assert cache.pods["default/a"].node_name == "n1" and grants(cache, "default/a")
 
@@ -397,7 +388,7 @@ def test_no_gpu_memory_or_exclusivity_is_ever_oversold_whatever_the_pods_and_con
                 done.phase = "Succeeded"
                 cache.upsert(done)
         for req in wave:
-            add(cache, pod(f"p{made}", cpu="100m", memory="64Mi", extra={k: v for k, v in req.items() if v}))
+            add_doc(cache, pod(f"p{made}", cpu="100m", memory="64Mi", extra={k: v for k, v in req.items() if v}), AT)
             made += 1
         sched._config = CONFIGS[mode]
         sched.run_once()

@@ -9,12 +9,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from proto.vocab.placement import DEVICES_ANNOTATION, decode_devices
-from scheduler.api.loader import _node_report
 from scheduler.api.manifests import parse_object
 from scheduler.cluster.cache import ClusterCache
 from scheduler.cycle import Scheduler
 from scheduler.framework.config import parse_config
 from tests.support.builders import pod, report
+from tests.support.sessions import add_doc
 
 AT = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 CONFIG = parse_config("""
@@ -28,17 +28,8 @@ tiers:
 def scheduler_with(docs: list[dict]) -> tuple[Scheduler, ClusterCache]:
     cache = ClusterCache()
     for doc in docs:
-        add(cache, doc)
+        add_doc(cache, doc, AT)
     return Scheduler(cache, config=CONFIG, clock=lambda: AT), cache
-
-
-def add(cache: ClusterCache, doc: dict) -> None:
-    if doc.get("kind") == "NodeReport":
-        _, r = _node_report(doc, "test")
-        r.identity.sample_time_ns = int(AT.timestamp() * 1e9)
-        cache.accept_report(r, AT.timestamp(), register=True, capacity_key=repr(r.capacity))
-    else:
-        cache.upsert(parse_object(doc, "test"))
 
 
 def test_a_zone_freed_by_a_finished_pod_is_used_in_the_next_cycle() -> None:
@@ -82,7 +73,7 @@ def test_a_gpu_is_never_oversubscribed(gpus, waves) -> None:
     for wave in waves:
         for req in wave:
             extra = {k: v for k, v in req.items() if v}
-            add(cache, pod(f"p{made}", cpu="100m", memory="64Mi", extra=extra))
+            add_doc(cache, pod(f"p{made}", cpu="100m", memory="64Mi", extra=extra), AT)
             made += 1
         sched.run_once()  # later waves see earlier grants only through the pods' annotations
     memory: dict[str, int] = {}
@@ -195,7 +186,7 @@ def test_a_bind_drops_decisions_left_over_on_the_pod() -> None:
 
 def test_an_inventory_is_rebuilt_when_a_gpu_changes_but_keeps_its_uuid() -> None:
     sched, cache = scheduler_with([report("n1", zones=[8], gpus=[{"uuid": "GPU-A", "memory": "16Gi"}])])
-    add(cache, report("n1", zones=[8], gpus=[{"uuid": "GPU-A", "memory": "40Gi", "zone": 0}]))
+    add_doc(cache, report("n1", zones=[8], gpus=[{"uuid": "GPU-A", "memory": "40Gi", "zone": 0}]), AT)
     cache.pods  # noqa: B018
     sched.run_once()
     (device,) = cache.inventories._by_node["n1"][1].devices

@@ -7,13 +7,13 @@ import pytest
 import yaml
 
 from scheduler.cli import main
-from tests.scheduler.modes.test_kubernetes import _kubeconfig
 from tests.scheduler.modes.test_kubernetes_jobs import api, cluster, volcano_job, wait_until  # noqa: F401  (fixtures)
+from tests.support.kube_harness import write_kubeconfig
 
 
 @pytest.fixture
 def vcctl(api, tmp_path, capsys):  # noqa: F811
-    kubeconfig = str(_kubeconfig(tmp_path, api.url))
+    kubeconfig = str(write_kubeconfig(tmp_path / "kubeconfig", api.url))
 
     def run(*argv: str) -> tuple[int, str, str]:
         capsys.readouterr()
@@ -119,7 +119,7 @@ def test_what_admission_refuses_is_refused_before_anything_is_sent(api, vcctl, t
 
 
 def test_an_unreachable_cluster_is_one_line(tmp_path, capsys) -> None:
-    kubeconfig = _kubeconfig(tmp_path, "http://127.0.0.1:9")
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", "http://127.0.0.1:9")
     assert main(["job", "list", "--kubeconfig", str(kubeconfig)]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: list jobs in default: cannot reach http://127.0.0.1:9") and "Traceback" not in err
