@@ -50,6 +50,8 @@ from scheduler.api.updates import SERVER_METADATA, update_problem
 from scheduler.cluster.cache import ClusterCache
 from scheduler.cluster.effects import CacheEffects
 from scheduler.modes.base import Mode, PodActions
+from scheduler.modes.embedded.changes import Changes
+from scheduler.modes.embedded.events import KUBELET, NORMAL, WARNING, Events, Ref
 from scheduler.modes.embedded.lifecycle import LifecycleConfig
 from scheduler.modes.embedded.nodes import NodeLifecycle
 from scheduler.modes.embedded.store import Store, Stored, StoreError
@@ -95,12 +97,18 @@ class Embedded:
         self._lock = threading.Lock()
         self._started: dict[str, float] = {}  # pod uid -> when START was last sent
         self._warned: set[tuple[str, str]] = set()  # (node, what) said once
+        self._killing: set[str] = set()  # pods told to stop: their Killing event is recorded once
+        #: moves on every change the CLI's watches and the web view wait for
+        self.changes = Changes()
+        store.on_change = self.changes.bump
+        self.events = Events(store, clock)
         self.effects = EmbeddedEffects(self)
         self.nodes = NodeLifecycle(self, lifecycle)
 
     # -- the store into the cache ----------------------------------------------------------------
     def load(self) -> int:
-        """Fill the cache from the store; how many objects."""
+        """Fill the cache from the store (and the events it kept); how many objects."""
+        self.events.load()
         n = 0
         for stored in self.store.load():
             try:
@@ -334,9 +342,9 @@ class Embedded:
                                     f"bound to {pod.node_name}" if pod.node_name else "not bound")
                     actions.append(PodAction(PodActionKind.STOP, uid, pod.namespace, pod.name, "not bound to this node"))
                     continue
-                changes.extend(self._observe(node, pod, r))
                 stored = self.store.get("Pod", pod.key)
                 status = stored.status if stored else {}
+                changes.extend(self._observe(node, pod, r, status))
                 if status.get("deleting"):
                     actions.append(self._stop(pod, PodActionKind.STOP, "deleted"))
                 elif status.get("evicting") and r.phase not in FINISHED:
@@ -368,10 +376,13 @@ class Embedded:
                 self.store.delete("Pod", pod.key)
                 self.cache.remove_pod(pod.uid)
                 self._started.pop(pod.uid, None)
+                self._killing.discard(pod.uid)
         return actions
 
-    def _observe(self, node: str, pod: Pod, r: Any) -> list[tuple[str, str, dict]]:
-        """Record what ``node``'s runtime says of a pod bound to it: phase, reason, restarts, containers.
+    def _observe(self, node: str, pod: Pod, r: Any, status: dict) -> list[tuple[str, str, dict]]:
+        """Record what ``node``'s runtime says of a pod bound to it: phase, reason, restarts, containers (each
+        with its state's reason and times, and how its previous run ended); what changed since the last report
+        (``status``, as stored) becomes events.
 
         The log folder recorded is the scheduler's own (:meth:`pod_log_dir`); the report's is only compared.
         """
@@ -380,18 +391,40 @@ class Embedded:
             self._warn_once(node, "log-dir", "node %s's agent writes pod logs to %s, not under %s: `logs` reads only "
                             "the latter (serve --agent-state DIR names the agent's --state; said once per node)",
                             node, shown(r.log_dir), self.log_root)
-        containers = [{"name": c.name, "state": c.state, "exitCode": c.exit_code, "restarts": c.restarts,
-                       "pid": c.pid} for c in r.containers]
+        containers = [_container(c) for c in r.containers]
+        self._container_events(node, pod, containers, (status.get("runtime") or {}).get("containers") or [])
         reason, message = r.reason[:MAX_RUNTIME_TEXT], r.message[:MAX_RUNTIME_TEXT]
         fields: dict[str, Any] = {"runtime": {"phase": r.phase, "reason": reason, "message": message,
                                               "restarts": r.restarts, "logDir": str(log_dir) if log_dir else None,
                                               "containers": containers}}
         if r.phase in FINISHED and pod.phase not in FINISHED:
+            if r.reason == "Evicted" and not status.get("evicting"):  # the agent's own (node pressure)
+                self.events.record(_ref(pod), WARNING, "Evicted", message or "evicted by the node's agent",
+                                   source=KUBELET, host=node)
             reason = f"{reason}: {message}" if message else reason
             fields.update(phase=r.phase, reason=reason or None)
             pod.phase, pod.reason = r.phase, reason or None
             self.cache.generation += 1
         return [("Pod", pod.key, fields)]
+
+    def _container_events(self, node: str, pod: Pod, now: list[dict], before: list[dict]) -> None:
+        """Started, BackOff and Failed, as the kubelet records them, for what changed since the last report."""
+        was = {c.get("name"): c for c in before if isinstance(c, dict)}
+        for c in now:
+            b, name = was.get(c["name"]) or {}, c["name"]
+            if c["state"] == "running" and (b.get("state") != "running" or b.get("pid") != c["pid"]):
+                self.events.record(_ref(pod), NORMAL, "Started", f"Started container {name}", source=KUBELET, host=node)
+            elif c["state"] == "waiting" and c.get("reason") in ("BackOff", "StartError") and (
+                    b.get("state"), b.get("reason"), b.get("restarts")) != (c["state"], c.get("reason"), c["restarts"]):
+                last = c.get("lastState") or {}
+                if last.get("reason") == "StartError" or c.get("reason") == "StartError":
+                    self.events.record(_ref(pod), WARNING, "Failed", last.get("message") or c.get("message") or
+                                       f"container {name} could not start", source=KUBELET, host=node)
+                self.events.record(_ref(pod), WARNING, "BackOff", f"Back-off restarting failed container {name} in "
+                                   f"pod {pod.key}", source=KUBELET, host=node)
+            elif c["state"] == "terminated" and c.get("reason") == "StartError" and b.get("state") != "terminated":
+                self.events.record(_ref(pod), WARNING, "Failed", c.get("message") or f"container {name} could not "
+                                   "start", source=KUBELET, host=node)
 
     def _warn_once(self, node: str, what: str, message: str, *args: object) -> None:
         if (node, what) in self._warned:
@@ -401,7 +434,13 @@ class Embedded:
         log.warning(message, *args)
 
     def _stop(self, pod: Pod, kind: PodActionKind, reason: str) -> PodAction:
-        grace = int(((self._manifest(pod).get("spec") or {}).get("terminationGracePeriodSeconds")) or 30)
+        manifest = self._manifest(pod)
+        grace = int(((manifest.get("spec") or {}).get("terminationGracePeriodSeconds")) or 30)
+        if pod.uid not in self._killing:  # told on every report until it has stopped: recorded once
+            self._killing.add(pod.uid)
+            for c in (manifest.get("spec") or {}).get("containers") or []:
+                self.events.record(_ref(pod), NORMAL, "Killing", f"Stopping container {c.get('name')}",
+                                   source=KUBELET, host=pod.node_name)
         return PodAction(kind, pod.uid, pod.namespace, pod.name, reason, grace_period_seconds=grace)
 
     def _evicted(self, pod: Pod, reason: str) -> None:
@@ -418,6 +457,38 @@ class Embedded:
         return doc
 
 
+def _ref(pod: Pod) -> Ref:
+    return Ref("Pod", pod.namespace, pod.name, pod.uid)
+
+
+def _container(c: Any) -> dict:
+    """A container as the runtime reports it, as stored (kubectl's names: state, reason, exit code, times, and the
+    previous run's end as ``lastState``)."""
+    out: dict[str, Any] = {"name": c.name, "state": c.state, "exitCode": c.exit_code, "restarts": c.restarts,
+                           "pid": c.pid}
+    if getattr(c, "reason", ""):
+        out["reason"] = c.reason[:MAX_RUNTIME_TEXT]
+    if getattr(c, "message", ""):
+        out["message"] = c.message[:MAX_RUNTIME_TEXT]
+    for name in ("started_ns", "finished_ns"):
+        if getattr(c, name, 0) > 0:
+            out["startedAt" if name == "started_ns" else "finishedAt"] = _iso(getattr(c, name))
+    last = getattr(c, "last_termination", None)
+    if last is not None:
+        out["lastState"] = {"exitCode": last.exit_code, "reason": last.reason[:MAX_RUNTIME_TEXT],
+                            "message": last.message[:MAX_RUNTIME_TEXT],
+                            **({"startedAt": _iso(last.started_ns)} if last.started_ns > 0 else {}),
+                            **({"finishedAt": _iso(last.finished_ns)} if last.finished_ns > 0 else {})}
+    return out
+
+
+def _iso(ns: int) -> str:
+    try:
+        return datetime.fromtimestamp(ns / 1e9, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (OverflowError, OSError, ValueError):  # a time no calendar holds: not shown
+        return ""
+
+
 class EmbeddedEffects(CacheEffects):
     """The cache's effects, persisted: binds at once, statuses once per cycle, evictions handed to the agent."""
 
@@ -431,12 +502,14 @@ class EmbeddedEffects(CacheEffects):
         # stored first: once bound in the cache an agent may start it, and a crash must not forget it
         self.embedded.store.update_status([("Pod", pod.key, {"nodeName": node, "phase": "Running", "reason": None,
                                                              "annotations": dict(annotations)})])
+        self.embedded.events.record(_ref(pod), NORMAL, "Scheduled", f"Successfully assigned {pod.key} to {node}")
         return super().bind(pod, node, annotations)
 
     def evict(self, pod: Pod, reason: str) -> None:
         """The agent stops it (EVICT); until it has, it counts as leaving."""
         self.embedded.store.update_status([("Pod", pod.key, {"evicting": datetime.now(UTC).strftime(
             "%Y-%m-%dT%H:%M:%SZ"), "reason": f"Evicted: {reason}"})])
+        self.embedded.events.record(_ref(pod), NORMAL, "Preempted", reason)
         with self.cache.lock:
             current = self.cache.pods.get(pod.uid)
             if current is not None:
@@ -446,10 +519,17 @@ class EmbeddedEffects(CacheEffects):
     def pod_reason(self, pod: Pod, reason: str | None) -> None:
         if pod.reason != reason:
             self._note(("Pod", pod.key), {"reason": reason})
+            if reason and not pod.node_name:  # as kube-scheduler: once per new reason (repeats fold into it)
+                self.embedded.events.record(_ref(pod), WARNING, "FailedScheduling", reason)
         super().pod_reason(pod, reason)
 
     def group_status(self, group: PodGroup, phase: str, conditions: list[Condition]) -> bool:
         changed = super().group_status(group, phase, conditions)
+        if changed and not group.implicit:
+            for c in conditions:  # Volcano records why a gang cannot be scheduled on its PodGroup
+                if c.type == "Unschedulable" and c.status == "True" and c.message:
+                    self.embedded.events.record(Ref("PodGroup", group.namespace, group.name), WARNING,
+                                                "Unschedulable", c.message)
         if not group.implicit:
             self._note(("PodGroup", group.key), {"phase": phase, "conditions": [
                 {"type": c.type, "status": c.status, "reason": c.reason, "message": c.message} for c in conditions]})
@@ -467,6 +547,7 @@ class EmbeddedEffects(CacheEffects):
         with self._lock:
             changes, self._changes = self._changes, {}
         self.embedded.store.update_status([(kind, key, fields) for (kind, key), fields in changes.items()])
+        self.embedded.events.flush()
         return len(changes)
 
 
