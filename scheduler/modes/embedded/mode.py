@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from scheduler.cycle import Scheduler
     from scheduler.metrics import SchedulerMetrics
     from scheduler.modes.embedded.server import ControlServer
+    from scheduler.modes.embedded.web import WebView
 
 log = logging.getLogger(__name__)
 
@@ -562,8 +563,11 @@ class EmbeddedMode(Mode):
     CONTROL_SOCKET = "control.sock"  # the control API, in the state folder
     AGENT_SOCKET = "agent.sock"      # the agents' report stream, in the state folder (unless --listen says otherwise)
 
+    WEB_URL = "web.url"              # the web view's address with its token, in the state folder (0600)
+
     def __init__(self, state_dir: Path, *, api_socket: Path | None = None, api_group: int | None = None,
-                 agent_state: Path | None = None, lifecycle: LifecycleConfig | None = None) -> None:
+                 agent_state: Path | None = None, lifecycle: LifecycleConfig | None = None,
+                 web_port: int | None = None, web_address: str = "127.0.0.1") -> None:
         super().__init__(register_nodes=True)  # an agent that reports is a node
         self.state_dir, self.api_group = state_dir, api_group
         self.lifecycle = lifecycle or LifecycleConfig()
@@ -572,6 +576,8 @@ class EmbeddedMode(Mode):
         self.agent_state = agent_state  # where the agent keeps its pods' logs (None: state_dir/agent)
         self.embedded: Embedded | None = None
         self.control: ControlServer | None = None
+        self.web_port, self.web_address = web_port, web_address  # None: no web view
+        self.web: WebView | None = None
 
     def start(self, cache: ClusterCache, stop: threading.Event, metrics: SchedulerMetrics) -> Effects | None:
         from proto.localsock import private_dir, private_file
@@ -598,12 +604,20 @@ class EmbeddedMode(Mode):
         self.control = ControlServer(self.embedded, socket_path=self.api_socket, group=self.api_group)
         self.control.start()
         log.info("control API on %s", self.api_socket)
+        if self.web_port is not None:
+            from scheduler.modes.embedded.web import WebView
+
+            self.web = WebView(self.control, address=self.web_address, port=self.web_port,
+                               url_file=self.state_dir / self.WEB_URL)
+            self.web.start()
         self.embedded.nodes.start(self._stop or threading.Event())
 
     def pod_actions(self) -> PodActions | None:
         return self.embedded.pod_actions if self.embedded is not None else None
 
     def close(self, scheduler: Scheduler) -> None:
+        if self.web is not None:
+            self.web.stop()
         if self.control is not None:
             self.control.stop()
         if self.embedded is not None:
