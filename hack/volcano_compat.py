@@ -89,7 +89,10 @@ def rows() -> list[tuple[str, str, str]]:
             out.append((f"action `{name}`", f"`{key}`", _status("action", name, key, reason, action.implements(key))))
     for name in sorted(VOLCANO_PLUGIN_ARGUMENTS):
         if name in PLACEHOLDER_PLUGINS and name not in PLUGINS:
-            out.append((f"plugin `{name}`", "", f"warned: loads as a no-op; {PLACEHOLDER_PLUGINS[name]}"))
+            why = f"warned: loads as a no-op; {PLACEHOLDER_PLUGINS[name]}"
+            out.append((f"plugin `{name}`", "", why))
+            for key in sorted(VOLCANO_PLUGIN_ARGUMENTS[name]):  # accepted, each named in the warning, no effect
+                out.append((f"plugin `{name}`", f"`{key}<name>`" if key.endswith(".") else f"`{key}`", why))
             continue
         plugin = PLUGINS[name]
         out.append((f"plugin `{name}`", "", _status("plugin", name, "", "", True)))

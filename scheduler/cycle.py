@@ -19,8 +19,9 @@ from pathlib import Path
 from scheduler.cluster.cache import ClusterCache
 from scheduler.cluster.effects import CacheEffects, Effects
 from scheduler.framework.config import ConfigWatcher, SchedulerConfig, default_config
+from scheduler.framework.keeper import SnapshotKeeper
 from scheduler.framework.session import Session
-from scheduler.framework.snapshot import DEFAULT_SCHEDULER_NAMES, TaskStatus, take_snapshot
+from scheduler.framework.snapshot import DEFAULT_SCHEDULER_NAMES, TaskStatus
 from scheduler.metrics import SchedulerMetrics
 
 log = logging.getLogger(__name__)
@@ -69,6 +70,7 @@ class Scheduler:
                  scheduler_names: frozenset[str] = DEFAULT_SCHEDULER_NAMES):
         self.cache = cache
         self.scheduler_names = frozenset(scheduler_names)
+        self.snapshots = SnapshotKeeper(cache, self.scheduler_names)  # each cycle's, redoing only what changed
         self.clock = clock
         self.effects = effects or CacheEffects(cache, clock=lambda: self.clock().timestamp())
         self.plugin_state: dict[str, dict] = {}  # what plugins keep from one cycle to the next (Session.state)
@@ -92,7 +94,7 @@ class Scheduler:
         config = self.config
         start = time.perf_counter()
         now = self.clock()
-        snapshot = take_snapshot(self.cache, self.scheduler_names, now=now.timestamp())
+        snapshot = self.snapshots.take(now=now.timestamp())
         ssn = Session(snapshot, config, now=now, effects=self.effects, state=self.plugin_state)
         ssn.open()
         for action in config.build_actions():

@@ -19,6 +19,7 @@ INPUT_ERRORS = {
     "agent.embedded.spec": "SpecError",
     "agent.profile": "ProfileError",
     "scheduler.api.manifests": "ManifestError",
+    "scheduler.controllers.jobplugins.base": "ArgumentError",
     "scheduler.framework.args": "ArgError",
     "scheduler.framework.config": "ConfigError",
     "scheduler.intake.server": "ServeError",

@@ -59,3 +59,11 @@ def test_hack_never_imports_the_tests() -> None:
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             bad += [f"{path.relative_to(ROOT)}: {n}" for n in names if n == "tests" or n.startswith("tests.")]
     assert not bad
+
+
+def test_every_job_plugin_is_in_its_contract_and_the_registry() -> None:
+    from scheduler.controllers.jobplugins.registry import PLUGINS
+
+    modules = modules_in("scheduler/controllers/jobplugins") - {"scheduler.controllers.jobplugins.registry"}
+    assert independence("scheduler.controllers.jobplugins.") == modules
+    assert {cls.__module__ for cls in PLUGINS.values()} == modules

@@ -100,7 +100,7 @@ def spawn(argv: Sequence[str], *, env: Mapping[str, str], cwd: str, log_path: Pa
     if not os.path.isdir(cwd):
         raise StartFailed(f"working directory {cwd}: no such directory")
     exe = resolve(argv[0], env, cwd)
-    exit_file.parent.mkdir(parents=True, exist_ok=True)
+    exit_file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # like every folder of the state: 0700
     exit_file.unlink(missing_ok=True)
     log_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     # the owner's alone, whatever the umask (a pod's output may hold its secrets); an older 0644 log is tightened

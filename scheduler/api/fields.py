@@ -127,10 +127,24 @@ def _type(text: str) -> Schema:
 _SEGMENT = re.compile(r"([^.\[\]{}*]+)((?:\[\]|\{\})*)(\*?)")
 
 
-def from_paths(paths: tuple[str, ...] | list[str]) -> Schema:
+def from_paths(paths: tuple[str, ...] | list[str], models: Mapping[str, str] | None = None) -> Schema:
     """An object's schema from its field paths (:data:`~scheduler.api.crdfields.CRD_FIELDS`): ``a.b``, ``a[]``
-    a list's elements, ``a{}`` a map's values, ``a*`` a free-form object."""
+    a list's elements, ``a{}`` a map's values, ``a*`` a free-form object.  ``models`` names the kubernetes
+    model a free-form field really holds (a Volcano Job's task ``template`` is a PodTemplateSpec)."""
     tree: dict[str, Any] = {}
+    for path, name in (models or {}).items():  # (their paths are listed free-form too; the model wins)
+        node = tree
+        segments = path.split(".")
+        for i, segment in enumerate(segments):
+            found = _SEGMENT.fullmatch(segment)
+            if found is None:
+                raise ValueError(f"field path {path!r}: cannot read {segment!r}")
+            entry = node.setdefault(found.group(1), {"markers": found.group(2), "fields": None})
+            if i < len(segments) - 1:
+                entry["fields"] = entry["fields"] if entry["fields"] is not None else {}
+                node = entry["fields"]
+            else:
+                entry["model"] = name
     for path in paths:
         node = tree
         segments = path.split(".")
@@ -150,7 +164,8 @@ def _object(tree: dict[str, Any]) -> Schema:
     def build() -> dict[str, Schema]:
         out = {}
         for name, entry in tree.items():
-            schema: Schema = _object(entry["fields"]) if entry["fields"] is not None else LEAF
+            schema: Schema = model(entry["model"]) if entry.get("model") else \
+                _object(entry["fields"]) if entry["fields"] is not None else LEAF
             for marker in reversed(re.findall(r"\[\]|\{\}", entry["markers"])):
                 schema = ListOf(schema) if marker == "[]" else MapOf(schema)
             out[name] = schema
@@ -158,9 +173,15 @@ def _object(tree: dict[str, Any]) -> Schema:
     return Props(build)
 
 
+# fields a CRD leaves free-form that hold a Kubernetes object, checked as that object
+CRD_MODELS: dict[tuple[str, str], dict[str, str]] = {
+    ("batch.volcano.sh/v1alpha1", "Job"): {"spec.tasks[].template": "V1PodTemplateSpec"},
+}
+
+
 @cache
 def _crd_schema(api_version: str, kind: str) -> Schema:
-    return from_paths(CRD_FIELDS[(api_version, kind)])
+    return from_paths(CRD_FIELDS[(api_version, kind)], CRD_MODELS.get((api_version, kind)))
 
 
 def crd(api_version: str, kind: str) -> Callable[[], Schema]:

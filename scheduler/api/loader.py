@@ -9,7 +9,7 @@ the file, the object and the problem instead of leaving a pod pending forever.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,7 @@ from scheduler.api.safeyaml import DEFAULT_LIMITS, Limits, YamlError, construct,
 
 YAML_SUFFIXES = (".yaml", ".yml", ".json")
 # Files on the simulator's command line are the user's own: a whole cluster may be one List document.
-FILE_LIMITS = Limits(max_document_chars=64 * 2**20, max_text_chars=256 * 2**20)
+FILE_LIMITS = Limits(max_document_chars=64 * 2**20, max_text_chars=256 * 2**20, max_values=None)
 SCORIA_API = "scoria.io/v1"
 # Scoria's own document kinds (apiVersion scoria.io/v1): kind -> parser(doc, source) -> (name, object).
 # A parser raises ManifestError (or ValueError, reported with the source) for a document it cannot use.
@@ -60,6 +60,10 @@ class Workload:
     priority_classes: list[PriorityClass] = field(default_factory=list)
     # scoria.io/v1 documents by kind (NodeReport, NodeLoadHistory): (name, object) in input order
     scoria: dict[str, list[tuple[str, Any]]] = field(default_factory=dict)
+    # documents of the kinds a caller added (load_workload's extra_kinds): kind -> (key, object) in input order
+    extra: dict[str, list[tuple[str, Any]]] = field(default_factory=dict)
+    # the manifests objects came from, by (kind, key), when load_workload is asked to keep them
+    documents: dict[tuple[str, str], dict] = field(default_factory=dict)
     sources: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def add(self, obj: Node | Pod | PodGroup | Queue | PriorityClass, source: str) -> None:
@@ -86,6 +90,12 @@ class Workload:
             raise ManifestError(source, f"{kind} {name}", f"defined twice (first at {self.sources[(kind, name)]})")
         self.sources[(kind, name)] = source
         self.scoria.setdefault(kind, []).append((name, obj))
+
+    def add_extra(self, kind: str, key: str, obj: Any, source: str) -> None:
+        if (kind, key) in self.sources:
+            raise ManifestError(source, f"{kind} {key}", f"defined twice (first at {self.sources[(kind, key)]})")
+        self.sources[(kind, key)] = source
+        self.extra.setdefault(kind, []).append((key, obj))
 
 
 def parse_scoria(doc: dict, source: str) -> tuple[str, str, Any]:
@@ -162,19 +172,42 @@ def _item_lines(node: yaml.Node) -> list[int]:
     return []
 
 
-def load_workload(paths: Iterable[str | os.PathLike], *, extra_kinds: dict | None = None) -> Workload:
-    """Parse and cross-check every object in ``paths``; raise ManifestError on the first problem."""
+#: a parser for a document kind of a higher layer (the controllers' Job, Command): (doc, source) -> (key, object)
+ExtraParser = Callable[[dict, str], tuple[str, Any]]
+
+
+def load_workload(paths: Iterable[str | os.PathLike], *,
+                  extra_kinds: Mapping[tuple[str, str], tuple[str, ExtraParser]] | None = None,
+                  keep_documents: bool = False) -> Workload:
+    """Parse and cross-check every object in ``paths``; raise ManifestError on the first problem.
+
+    ``extra_kinds`` maps (apiVersion, kind) to (name, parser) for documents other layers read (they land
+    in :attr:`Workload.extra` under that name); ``keep_documents`` keeps every object's manifest
+    (:attr:`Workload.documents`).
+    """
     work = Workload()
     files = expand_paths(paths)
     if not files:
         raise ManifestError(", ".join(str(p) for p in paths) or "(no input)", "", "no YAML or JSON files found")
+    extra = extra_kinds or {}
     for path in files:
         for doc, where in iter_documents(path):
             if isinstance(doc, dict) and doc.get("apiVersion") == SCORIA_API:
                 work.add_scoria(*parse_scoria(doc, where), where)
-            else:
-                refuse_unknown_fields(doc, where)  # strict, as kubectl: a typo is named, never read as absent
-                work.add(parse_object(doc, where), where)
+                continue
+            refuse_unknown_fields(doc, where)  # strict, as kubectl: a typo is named, never read as absent
+            handler = extra.get((str(doc.get("apiVersion")), str(doc.get("kind")))) if isinstance(doc, dict) else None
+            if handler is not None and isinstance(doc, dict):
+                name, parser = handler
+                key, obj = parser(doc, where)
+                work.add_extra(name, key, obj, where)
+                if keep_documents:
+                    work.documents[(name, key)] = doc
+                continue
+            obj = parse_object(doc, where)
+            work.add(obj, where)
+            if keep_documents and isinstance(doc, dict):
+                work.documents[(type(obj).__name__, getattr(obj, "key", None) or obj.name)] = doc
     check_references(work)
     return work
 

@@ -17,6 +17,11 @@ written, with its line and column:
   kilobyte is refused once composed, before anything is expanded;
 * a text over :data:`MAX_TEXT_CHARS` (refused before parsing) or a document
   over :data:`MAX_DOCUMENT_CHARS` (refused as soon as parsing reaches that far);
+* a text of more than :data:`MAX_VALUES` values (lists, mappings, scalars as
+  written), refused as soon as parsing reaches that many: reading costs about
+  as much per value as a value's few characters allow, so a request of the
+  largest size but made of tiny values (``[1,1,1,…]``) would otherwise take tens
+  of seconds to read before it could be refused;
 * characters YAML does not allow (control characters), with their place.
 
 Every problem is a :class:`YamlError` (an :class:`~proto.errors.InputError`)
@@ -47,6 +52,7 @@ MAX_DEPTH = 100  # lists and mappings inside each other; Kubernetes objects need
 MAX_ALIAS_VALUES = 10_000  # values aliases may add to one document (merge keys, shared snippets)
 MAX_DOCUMENT_CHARS = 4 * 2**20  # one document (an object is at most 1 MiB as JSON: see scheduler.api.manifests)
 MAX_TEXT_CHARS = 8 * 2**20  # one request or configuration; files the simulator reads: scheduler.api.loader
+MAX_VALUES = 200_000  # values written in one text: a List of a few thousand pods; 4 MiB of "1," would be 2 million
 
 _TAG = "tag:yaml.org,2002:"
 _STR, _INT, _FLOAT, _BOOL, _NULL = (_TAG + t for t in ("str", "int", "float", "bool", "null"))
@@ -64,6 +70,7 @@ class Limits:
     max_alias_values: int = MAX_ALIAS_VALUES
     max_document_chars: int = MAX_DOCUMENT_CHARS
     max_text_chars: int = MAX_TEXT_CHARS
+    max_values: int | None = MAX_VALUES  # None: no bound (the user's own files)
 
 
 DEFAULT_LIMITS = Limits()
@@ -94,6 +101,7 @@ class _Composer(Composer):
     """PyYAML's composer, refusing depth and document size as it goes (before recursion or memory run out)."""
 
     limits: Limits
+    _values: int  # values composed in this text so far (each loader reads one text)
     peek_event: Any
     check_event: Any
 
@@ -111,6 +119,10 @@ class _Composer(Composer):
             if event.anchor in self._open:
                 raise _fail(f"alias *{event.anchor} refers to the node that contains it", event.start_mark)
             return super().compose_node(parent, index)
+        self._values += 1
+        if self.limits.max_values is not None and self._values > self.limits.max_values:
+            raise _fail(f"more than {self.limits.max_values:,} values (lists, mappings, scalars) in one file or "
+                        "request", event.start_mark)
         self._depth += 1
         anchor = event.anchor
         if anchor is not None:
@@ -128,7 +140,7 @@ class _PyLoader(Reader, Scanner, Parser, _Composer, _JsonResolver):
     """PyYAML's own reader, scanner and parser (pure Python)."""
 
     def __init__(self, text: str, limits: Limits):
-        self.limits = limits
+        self.limits, self._values = limits, 0
         Reader.__init__(self, text)
         Scanner.__init__(self)
         Parser.__init__(self)
@@ -152,7 +164,7 @@ if _CParser is not None:
         come from a state machine, and nesting is bounded here before the composer recurses."""
 
         def __init__(self, text: str, limits: Limits):
-            self.limits = limits
+            self.limits, self._values = limits, 0
             _CParser.__init__(self, text)
             Composer.__init__(self)
             _JsonResolver.__init__(self)

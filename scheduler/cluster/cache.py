@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import weakref
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -79,6 +80,34 @@ class PodFacts:
     preemptable: bool | None = None  # volcano.sh/preemptable
 
 
+class ChangeJournal:
+    """What changed in a cache since its reader last looked (:meth:`ClusterCache.journal`).
+
+    ``pods``: pods added, replaced, removed or given new facts (a bind's
+    annotations), in the order the cache's ``pods`` dict now holds the new ones
+    (a pod inserted again moves to the end, as in the dict); ``removed``: those
+    that left the dict at some point; ``groups``: PodGroup keys upserted or
+    removed; ``everything``: read the whole cache again (at first, and after a
+    PriorityClass changed every pod's priority).  A pod's phase, node,
+    nomination and termination are not journalled: readers read them live.
+    Written under the cache's lock; the reader clears it under the same lock.
+    """
+
+    __slots__ = ("pods", "removed", "groups", "everything", "__weakref__")
+
+    def __init__(self) -> None:
+        self.pods: dict[str, None] = {}
+        self.removed: set[str] = set()
+        self.groups: set[str] = set()
+        self.everything = True
+
+    def clear(self) -> None:
+        self.pods.clear()
+        self.removed.clear()
+        self.groups.clear()
+        self.everything = False
+
+
 class ClusterCache:
     """Nodes, pods, groups, queues and priority classes, guarded by one lock."""
 
@@ -114,6 +143,7 @@ class ClusterCache:
         # until they are gone, or until the eviction is refused.
         self.evicting: dict[str, float] = {}
         self.inventories = InventoryMemo()  # nodes' hardware as placement reads it, rebuilt when a report's changes
+        self._journals: weakref.WeakSet[ChangeJournal] = weakref.WeakSet()  # its readers' (incremental snapshots)
         self.ensure_default_queue()
 
     # -- sources write ------------------------------------------------------------------
@@ -131,8 +161,10 @@ class ClusterCache:
                 self.nodes[obj.name] = obj
                 self.node_generation += 1
             elif isinstance(obj, Pod):
+                inserted = obj.uid not in self.pods
                 self.pods[obj.uid] = obj
                 self._facts.pop(obj.uid, None)
+                self._note_pod(obj.uid, inserted)
                 if obj.pod_affinity is not None:
                     self.affinity_pods.add(obj.uid)
                 else:
@@ -145,11 +177,15 @@ class ClusterCache:
                         phase="Running" if obj.node_name else "Pending"))
             elif isinstance(obj, PodGroup):
                 self.podgroups[obj.key] = obj  # facts of its pods notice the new object (see facts())
+                for journal in self._journals:
+                    journal.groups.add(obj.key)
             elif isinstance(obj, Queue):
                 self.queues[obj.name] = obj
             elif isinstance(obj, PriorityClass):
                 self.priority_classes[obj.name] = obj
                 self._facts.clear()
+                for journal in self._journals:
+                    journal.everything = True
             else:
                 raise TypeError(f"cannot cache {type(obj).__name__}")
             self.generation += 1
@@ -191,7 +227,10 @@ class ClusterCache:
 
     def remove_pod(self, uid: str) -> None:
         with self.lock:
-            self.pods.pop(uid, None)
+            if self.pods.pop(uid, None) is not None:
+                for journal in self._journals:
+                    journal.removed.add(uid)
+                    journal.pods.setdefault(uid)
             self.affinity_pods.discard(uid)
             self.implicit_groups.pop(uid, None)
             self._facts.pop(uid, None)
@@ -210,6 +249,11 @@ class ClusterCache:
                     self.telemetry.pop(key, None)
                 if kind == "PriorityClass":
                     self._facts.clear()
+                for journal in self._journals:
+                    if kind == "PriorityClass":
+                        journal.everything = True
+                    elif kind == "PodGroup":
+                        journal.groups.add(key)
                 self.generation += 1
 
     def has_pending_work(self) -> bool:
@@ -222,6 +266,22 @@ class ClusterCache:
         """Volcano always has a ``default`` queue; so do we."""
         if DEFAULT_QUEUE not in self.queues:
             self.queues[DEFAULT_QUEUE] = Queue(name=DEFAULT_QUEUE, implicit=True)
+
+    def journal(self) -> ChangeJournal:
+        """A new journal of this cache's changes, kept for as long as its reader keeps it (it starts
+        with ``everything``: the reader reads the whole cache first)."""
+        with self.lock:
+            journal = ChangeJournal()
+            self._journals.add(journal)
+            return journal
+
+    def _note_pod(self, uid: str, inserted: bool = False) -> None:
+        for journal in self._journals:
+            if inserted:  # a new key goes to the end of the pods dict: so it does in the journal
+                journal.pods.pop(uid, None)
+                journal.pods[uid] = None
+            else:
+                journal.pods.setdefault(uid)
 
     # -- linking ------------------------------------------------------------------------
     def job_of(self, pod: Pod) -> JobRef:
@@ -277,6 +337,7 @@ class ClusterCache:
                     del pod.annotations[key]
                 pod.annotations.update(annotations or {})
                 self._facts.pop(uid, None)
+                self._note_pod(uid)
             pod.bound_at = at
             self.generation += 1
             return True

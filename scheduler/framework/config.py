@@ -260,7 +260,46 @@ def _tiers(raw: Any, source: str, unimplemented: list[Unimplemented]) -> tuple[t
             raise ConfigError(f"{where}: proportion and drf with enableHierarchy both divide the cluster between "
                               "queues; enable only one per tier (Volcano refuses this combination too)")
         tiers.append(tuple(plugins))
-    return tuple(tiers)
+    return _legacy_gpu_sharing(tiers, source)
+
+
+# Volcano <=1.8 turned its GPU-share modes on in predicates; Volcano >=1.9 reads them from deviceshare
+_LEGACY_GPU_FLAGS = {"gpu_sharing": "GPUSharingEnable", "gpu_number": "GPUNumberEnable"}
+
+
+def _legacy_gpu_sharing(tiers: list[tuple[PluginConf, ...]], source: str) -> tuple[tuple[PluginConf, ...], ...]:
+    """``predicate.GPUSharingEnable``/``GPUNumberEnable`` read as the deviceshare flags they became.
+
+    A configuration written for Volcano <=1.8 keeps meaning what it meant: the
+    flag is set on the configured deviceshare plugin, or a deviceshare plugin
+    with just that flag joins predicates' tier right after it.  Either way the
+    result is checked as if written so (both modes, or a mode with vGPUs, is
+    refused as Volcano refuses it).
+    """
+    located = [(t, p, conf) for t, tier in enumerate(tiers) for p, conf in enumerate(tier) if conf.name == "predicates"]
+    if not located:
+        return tuple(tiers)
+    t, p, predicates = located[0]
+    wanted = {f"deviceshare.{flag}": True for attr, flag in _LEGACY_GPU_FLAGS.items()
+              if getattr(predicates.args, attr, False)}
+    if not wanted:
+        return tuple(tiers)
+    where = f"{source}: tiers[{t}].plugins[{p}] (predicates)"
+    said = f"{', '.join('predicate.' + key.split('.', 1)[1] for key in wanted)} read as {', '.join(wanted)}"
+    ds = [(dt, dp, conf) for dt, tier in enumerate(tiers) for dp, conf in enumerate(tier) if conf.name == "deviceshare"]
+    raw = {**(ds[0][2].raw_args if ds else {}), **wanted}
+    try:
+        args = PLUGINS["deviceshare"].parse(raw)
+    except (ArgError, ValueError) as exc:
+        raise ConfigError(f"{where}: {said}: {exc}") from None
+    log.info("%s: %s (Volcano <=1.8's spelling)", where, said)
+    out = [list(tier) for tier in tiers]
+    if ds:
+        dt, dp, conf = ds[0]
+        out[dt][dp] = PluginConf(conf.name, conf.flags, args, raw, conf.placeholder)
+    else:
+        out[t].insert(p + 1, PluginConf("deviceshare", {}, args, raw))
+    return tuple(tuple(tier) for tier in out)
 
 
 def _plugin(opt: Any, where: str, unimplemented: list[Unimplemented]) -> PluginConf:

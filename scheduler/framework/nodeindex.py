@@ -1,10 +1,13 @@
 """Vectorised node-independent predicates: labels, affinity terms, taints.
 
-Each distinct label key is indexed once per snapshot (value -> boolean mask
-over nodes); nodes with the same set of taints form one group.  A selector,
-an affinity term or a set of tolerations then becomes a few mask operations
-instead of a Python loop over ten thousand nodes, and the result is cached
-per pod signature so the pods of one job share the work.
+Each distinct label key is indexed once per set of nodes (value -> boolean
+mask over nodes); nodes with the same set of taints form one group.  A
+selector, an affinity term or a set of tolerations then becomes a few mask
+operations instead of a Python loop over ten thousand nodes, and the result is
+cached per pod signature so the pods of one job share the work.  An index
+depends only on its node objects, so a snapshot keeper keeps one from cycle to
+cycle while the nodes do not change (:meth:`trim` bounds what it remembers);
+the masks it hands out are read-only.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ class NodeIndex:
     def __init__(self, nodes: list) -> None:
         self.nodes = nodes
         self.count = len(nodes)
-        self._labels: dict[str, dict[str, np.ndarray]] = {}
+        self._labels: dict[str, dict[str, np.ndarray]] = {}  # key -> value -> the nodes with it (indices)
         self._has_key: dict[str, np.ndarray] = {}
         self._names = {n.name: i for i, n in enumerate(nodes)}
         groups: dict[tuple[Taint, ...], list[int]] = {}
@@ -32,6 +35,14 @@ class NodeIndex:
         self._tolerated: dict[tuple, np.ndarray] = {}
         self._affinity: dict[tuple, np.ndarray] = {}
 
+    def trim(self, limit: int = 4096) -> None:
+        """Forget the masks of pod signatures when more than ``limit`` are remembered (an index kept
+        from cycle to cycle would otherwise grow with every signature it ever saw)."""
+        if len(self._affinity) > limit:
+            self._affinity.clear()
+        if len(self._tolerated) > limit:
+            self._tolerated.clear()
+
     def _mask(self, members: list[int]) -> np.ndarray:
         mask = np.zeros(self.count, dtype=bool)
         mask[members] = True
@@ -39,6 +50,8 @@ class NodeIndex:
 
     # -- labels -------------------------------------------------------------------------
     def _index_key(self, key: str) -> dict[str, np.ndarray]:
+        """The nodes with each value of label ``key``, as index arrays: memory in proportion to the nodes
+        however many values there are (a hostname key has one per node)."""
         table = self._labels.get(key)
         if table is None:
             members: dict[str, list[int]] = {}
@@ -46,21 +59,18 @@ class NodeIndex:
                 value = node.labels.get(key)
                 if value is not None:
                     members.setdefault(value, []).append(i)
-            table = {value: self._mask(idx) for value, idx in members.items()}
+            table = {value: _frozen(np.array(idx, dtype=np.intp)) for value, idx in members.items()}
             self._labels[key] = table
-            has = np.zeros(self.count, dtype=bool)
-            for mask in table.values():
-                has |= mask
-            self._has_key[key] = has
+            self._has_key[key] = _frozen(self._mask([i for idx in members.values() for i in idx]))
         return table
 
     def label_mask(self, key: str, values: tuple[str, ...]) -> np.ndarray:
         table = self._index_key(key)
         out = np.zeros(self.count, dtype=bool)
         for value in values:
-            mask = table.get(value)
-            if mask is not None:
-                out |= mask
+            idx = table.get(value)
+            if idx is not None:
+                out[idx] = True
         return out
 
     def key_mask(self, key: str) -> np.ndarray:
@@ -82,13 +92,13 @@ class NodeIndex:
             return ~self.key_mask(req.key)
         bound = int(req.values[0])
         out = np.zeros(self.count, dtype=bool)
-        for value, mask in self._index_key(req.key).items():
+        for value, idx in self._index_key(req.key).items():
             try:
                 number = int(value)
             except ValueError:
                 continue
             if (number > bound) if op == "Gt" else (number < bound):
-                out |= mask
+                out[idx] = True
         return out
 
     def term_mask(self, term: SelectorTerm) -> np.ndarray:
@@ -110,7 +120,7 @@ class NodeIndex:
                 for term in terms:
                     any_term |= self.term_mask(term)
                 mask &= any_term
-            self._affinity[key] = mask
+            self._affinity[key] = _frozen(mask)
         return mask
 
     # -- taints -------------------------------------------------------------------------
@@ -121,7 +131,7 @@ class NodeIndex:
             for taints, members in self.taint_groups:
                 if first_untolerated(taints, tolerations) is None:
                     mask |= members
-            self._tolerated[tolerations] = mask
+            self._tolerated[tolerations] = _frozen(mask)
         return mask
 
     def taint_reasons(self, tolerations: tuple[Toleration, ...], among: np.ndarray) -> Counter:
@@ -141,6 +151,12 @@ class NodeIndex:
         if any(t.tolerates(cordon) for t in tolerations):
             return np.ones(self.count, dtype=bool)
         return ~self.unschedulable
+
+
+def _frozen(mask: np.ndarray) -> np.ndarray:
+    """A cached mask, made read-only: callers combine masks into new arrays, never change one in place."""
+    mask.flags.writeable = False
+    return mask
 
 
 def first_untolerated(taints: tuple[Taint, ...], tolerations: tuple[Toleration, ...]) -> Taint | None:

@@ -88,9 +88,6 @@ KNOWN_FLAGS = frozenset(f for f in HOOK_FLAGS.values() if f) | {"enableHierarchy
 # prefix.  Keys a Scoria plugin declares as an Arg are implemented and take precedence; the rest are accepted,
 # warned about and counted (scheduler.framework.config); a key in neither is refused with a suggestion.
 _GPU_MODES = "Scoria shares GPUs through volcano.sh/vgpu-* (deviceshare.VGPUEnable)"
-_OLD_GPU_KEYS = ("Volcano ≤1.8's spelling, which Volcano no longer reads: set deviceshare.GPUSharingEnable or "
-                 "deviceshare.GPUNumberEnable (a pod asking for volcano.sh/gpu-memory or gpu-number without it "
-                 "stays pending saying so)")
 _DRA = "dynamic resource allocation is not implemented"
 _NODEORDER_SCORES = "Scoria's nodeorder does not implement this score"
 VOLCANO_PLUGIN_ARGUMENTS: dict[str, dict[str, str]] = {
@@ -139,8 +136,9 @@ VOLCANO_PLUGIN_ARGUMENTS: dict[str, dict[str, str]] = {
         **dict.fromkeys(("volumebinding.bindTimeoutSeconds", "volumebinding.shape", "volumebinding.weight"),
                         "Scoria does not bind volumes"),
         "dynamicresources.filterTimeoutSeconds": _DRA,
-        # older releases: GPU sharing and proportional resources were predicates' then
-        "predicate.GPUSharingEnable": _OLD_GPU_KEYS, "predicate.GPUNumberEnable": _OLD_GPU_KEYS,
+        # older releases: GPU sharing (read as deviceshare's, see scheduler.framework.config) and proportional
+        # resources were predicates' then
+        "predicate.GPUSharingEnable": "", "predicate.GPUNumberEnable": "",
         "predicate.ProportionalEnable": "", "predicate.resources": "", "predicate.resources.": "",
     },
     "priority": {},

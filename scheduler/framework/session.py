@@ -22,7 +22,6 @@ import numpy as np
 from scheduler.cluster.effects import Effects
 from scheduler.framework.config import SchedulerConfig
 from scheduler.framework.ledger import Topology
-from scheduler.framework.nodeindex import NodeIndex
 from scheduler.framework.plugin import HOOK_FLAGS, Plugin, Vote, VoteKind
 from scheduler.framework.resources import EPS, PODS
 from scheduler.framework.scores import ScoreCache, Scorer
@@ -103,7 +102,7 @@ class Session:
         self.snapshot = snapshot
         self.index = snapshot.index
         self.nodes = snapshot.nodes
-        self.node_index = NodeIndex(snapshot.nodes.nodes)
+        self.node_index = snapshot.node_index
         self.score_cache = ScoreCache(snapshot.nodes)
         self.jobs = snapshot.jobs
         self.queues = snapshot.queues
@@ -150,7 +149,7 @@ class Session:
         if self._topology is None:
             snap = self.snapshot
             inventories = snap.inventories
-            assert inventories is not None  # take_snapshot passes the cache's
+            assert inventories is not None  # snapshots carry the cache's
             self._topology = Topology(inventories.static(self.nodes.nodes, snap.node_generation), self.index)
         return self._topology
 

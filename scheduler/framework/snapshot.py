@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from scheduler.api.objects import Node, Pod, PodGroup, Queue
-from scheduler.cluster.cache import ClusterCache, PodFacts
+from scheduler.cluster.cache import PodFacts
 from scheduler.cluster.inventory import InventoryMemo
 from scheduler.cluster.nodeview import NodeTelemetry
+from scheduler.framework.nodeindex import NodeIndex
 from scheduler.framework.resources import ResourceIndex
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ class TaskStatus(IntEnum):
     FAILED = 6
 
 
+STATUS_COUNT = len(TaskStatus)  # (len() of an enum is a Python-level call: counted once)
 # Statuses that hold node resources.
 ON_NODE = (TaskStatus.ALLOCATED, TaskStatus.RUNNING, TaskStatus.RELEASING)
 # Statuses that count towards the queue's and the job's allocation.
@@ -88,7 +90,7 @@ class JobInfo:
         self.min_resources = index.vector(group.min_resources) if group and group.min_resources else None
         self.created: datetime | None = group.created if group else None
         self.tasks: dict[str, TaskInfo] = {}
-        self.counts = [0] * len(TaskStatus)
+        self.counts = [0] * STATUS_COUNT
         self.allocated = index.zeros()
         self.reserved = index.zeros()  # requests of pending tasks nominated to a node (see NodeTable.reserved)
         self.phase = group.phase if group else "Pending"
@@ -102,6 +104,25 @@ class JobInfo:
         self.task_min = task_min if task_min and self.min_member >= sum(task_min.values()) else {}
         self.role_counts: dict[str, list[int]] | None = {} if self.task_min else None
 
+    def fresh(self) -> JobInfo:
+        """A new job as ``__init__`` makes it from the same group, with this one's priority and no tasks;
+        its phase read from the group now.  A snapshot keeper keeps one such template per job and hands
+        each cycle a fresh copy (the template itself is never scheduled)."""
+        job = JobInfo.__new__(JobInfo)
+        job.uid, job.group, job.namespace, job.name, job.queue = self.uid, self.group, self.namespace, self.name, self.queue
+        job.priority, job.min_member, job.min_resources = self.priority, self.min_member, self.min_resources
+        job.created = self.created
+        job.tasks = {}
+        job.counts = [0] * STATUS_COUNT
+        job.allocated = np.zeros(len(self.allocated))
+        job.reserved = np.zeros(len(self.reserved))
+        job.phase = self.group.phase if self.group else "Pending"
+        job.enqueue_reason = job.fit_error = job.fit_count = None
+        job.conditions = []
+        job.task_min = self.task_min  # never changed after __init__
+        job.role_counts = {} if self.task_min else None
+        return job
+
     # -- counting -----------------------------------------------------------------------
     def add_task(self, task: TaskInfo) -> None:
         self.tasks[task.uid] = task
@@ -110,7 +131,7 @@ class JobInfo:
             self.allocated += task.req
         if self.role_counts is not None:
             task.role = task.pod.task_role
-            self.role_counts.setdefault(task.role, [0] * len(TaskStatus))[task.status] += 1
+            self.role_counts.setdefault(task.role, [0] * STATUS_COUNT)[task.status] += 1
 
     def set_status(self, task: TaskInfo, status: TaskStatus) -> None:
         old = task.status
@@ -211,6 +232,22 @@ class NodeTable:
         for i, node in enumerate(nodes):
             for name, amount in node.allocatable.items():
                 self.alloc[index.column[name], i] = amount
+        with np.errstate(divide="ignore"):
+            self.inv_alloc = np.where(self.alloc > 0, 1.0 / np.where(self.alloc > 0, self.alloc, 1.0), 0.0)
+        self._empty()
+
+    def fresh(self) -> NodeTable:
+        """A table of the same nodes with nothing placed, its arrays its own: a snapshot keeper keeps one
+        table per set of nodes and hands each cycle a fresh one (this one stays as it is)."""
+        table = NodeTable.__new__(NodeTable)
+        table.nodes, table.names, table.pos, table.count = self.nodes, self.names, self.pos, self.count
+        table.alloc, table.inv_alloc = self.alloc.copy(), self.inv_alloc.copy()
+        table._empty()
+        return table
+
+    def _empty(self) -> None:
+        """Everything but the nodes and what they offer: nothing placed, reserved or released yet."""
+        n = self.count
         self.used = np.zeros_like(self.alloc)
         self.idle = self.alloc.copy()
         self.releasing = np.zeros_like(self.alloc)
@@ -229,8 +266,6 @@ class NodeTable:
         # use it to recompute only the nodes that changed since they were filled.
         self.changes: list[int] = []
         self._changed_memo: tuple = (-1, -1, None)
-        with np.errstate(divide="ignore"):
-            self.inv_alloc = np.where(self.alloc > 0, 1.0 / np.where(self.alloc > 0, self.alloc, 1.0), 0.0)
 
     @property
     def version(self) -> int:
@@ -350,9 +385,11 @@ class Snapshot:
                  queues: dict[str, QueueInfo], foreign: list[Pod] | None = None, *,
                  telemetry: dict[str, NodeTelemetry] | None = None, history: LoadHistory | None = None,
                  now: float | None = None, inventories: InventoryMemo | None = None, node_generation: int = 0,
-                 not_ready: list[Node] | None = None):
+                 node_index: NodeIndex | None = None, not_ready: list[Node] | None = None):
         self.index = index
         self.nodes = nodes
+        # label, affinity and taint masks over the nodes: a keeper's, shared while the nodes stay the same
+        self.node_index = node_index if node_index is not None else NodeIndex(nodes.nodes)
         self.jobs = jobs
         self.queues = queues
         self.total = nodes.total()
@@ -367,114 +404,12 @@ class Snapshot:
 
 
 DEFAULT_SCHEDULER_NAMES = frozenset({"scoria"})
-
-
-def take_snapshot(cache: ClusterCache, scheduler_names: frozenset[str] = DEFAULT_SCHEDULER_NAMES,
-                  now: float | None = None) -> Snapshot:
-    """Copy the cache into arrays and task/job objects for one cycle.
-
-    Bound pods count whatever scheduler placed them; pending pods are ours when
-    their ``spec.schedulerName`` is one of ``scheduler_names`` or unset.  Node
-    telemetry older than the cache's staleness limit at ``now`` (Unix seconds)
-    reads as unknown.
-    """
-    with cache.lock:
-        cache.ensure_default_queue()
-        nodes = [n for n in cache.nodes.values() if n.ready]  # as Volcano's snapshot: Ready nodes only
-        not_ready = [n for n in cache.nodes.values() if not n.ready] if len(nodes) < len(cache.nodes) else []
-        pods: list[Pod] = []
-        foreign: list[Pod] = []
-        for pod in cache.pods.values():
-            mine = pod.node_name or not pod.scheduler_name or pod.scheduler_name in scheduler_names
-            (pods if mine else foreign).append(pod)
-        names: set[str] = set()
-        for node in nodes:
-            names.update(node.allocatable)
-        for pod in pods:
-            names.update(pod.requests)
-        for queue in cache.queues.values():
-            names.update(queue.capability, queue.guarantee, queue.deserved)
-        for group in cache.podgroups.values():
-            names.update(group.min_resources or ())
-        index = ResourceIndex(names)
-        table = NodeTable(nodes, index)
-        telemetry = dict(cache.telemetry)
-        table.load_telemetry(telemetry, now, cache.stale_intervals)
-        queues = {name: QueueInfo(q, index) for name, q in cache.queues.items()}
-        for q in queues.values():
-            if q.parent in queues:
-                queues[q.parent].children.append(q.name)
-        jobs = _jobs(cache, pods, index, table, now)
-    snapshot = Snapshot(index, table, jobs, queues, foreign, telemetry=telemetry, history=cache.history, now=now,
-                        inventories=cache.inventories, node_generation=cache.node_generation, not_ready=not_ready)
-    snapshot.pod_affinity = bool(cache.affinity_pods)
-    return snapshot
-
-
 RECENT_BIND_S = 600.0  # binds this recent are listed for plugins comparing them with report times
+UNSET_PRIORITY = -(2**63)  # a job without a priority class: raised to its highest task priority
 
 
-def _jobs(cache: ClusterCache, pods: list[Pod], index: ResourceIndex, table: NodeTable,
-          now: float | None) -> dict[str, JobInfo]:
-    jobs: dict[str, JobInfo] = {}
-    placed_nodes: list[int] = []
-    placed_reqs: list[np.ndarray] = []
-    for pod in pods:
-        if pod.evicted:
-            continue
-        facts = cache.facts(pod)
-        ref = facts.ref
-        job = jobs.get(ref.uid)
-        if job is None:
-            job = jobs[ref.uid] = JobInfo(ref.uid, ref.group, ref.queue, index)
-            if ref.group is not None and ref.group.priority_class_name:
-                job.priority = cache.class_priority(ref.group.priority_class_name)
-            else:
-                job.priority = _UNSET  # raised to the highest task priority below
-        req, cols = index.shape(facts.request_key)
-        task = TaskInfo(pod, job, req, cols, facts.priority, facts.best_effort, facts.signature, facts)
-        task.status = _initial_status(pod)
-        if task.status in ON_NODE:
-            node = table.pos.get(pod.node_name, -1)
-            if node >= 0:
-                task.node = node
-                table.tasks[node][task.uid] = task
-                placed_nodes.append(node)
-                placed_reqs.append(req)
-                if task.status == TaskStatus.RELEASING:
-                    table.add_releasing(task, node, +1)
-                if facts.zones or facts.grants or facts.devices:
-                    table.topology_tasks.append(task)
-                if pod.bound_at is not None and (now is None or now - pod.bound_at < RECENT_BIND_S):
-                    table.recent_binds.append((node, task))
-        elif task.status == TaskStatus.PENDING and pod.nominated_node in table.pos:
-            task.nominated = table.pos[pod.nominated_node]
-            table.reserve(task, +1)
-            job.reserved += req
-        job.add_task(task)
-        if job.priority < task.priority and (job.group is None or not job.group.priority_class_name):
-            job.priority = task.priority
-    if placed_nodes:  # one vectorised pass instead of a column update per running pod
-        np.add.at(table.used.T, np.array(placed_nodes), np.array(placed_reqs))
-        np.subtract(table.alloc, table.used, out=table.idle)
-    table.changes.clear()
-    for key, group in cache.podgroups.items():
-        if key not in jobs:  # a group whose pods do not exist (yet): gang validity will say so
-            jobs[key] = JobInfo(key, group, group.queue, index)
-            jobs[key].priority = cache.class_priority(group.priority_class_name)
-    for job in jobs.values():
-        if job.priority == _UNSET:
-            job.priority = cache.class_priority(job.group.priority_class_name if job.group else "")
-        if job.created is None:
-            stamps = [t.pod.created for t in job.tasks.values() if t.pod.created]
-            job.created = min(stamps) if stamps else None
-    return jobs
-
-
-_UNSET = -(2**63)
-
-
-def _initial_status(pod: Pod) -> TaskStatus:
+def initial_status(pod: Pod) -> TaskStatus:
+    """A pod's task status as a snapshot first sees it."""
     if pod.phase == "Succeeded":
         return TaskStatus.SUCCEEDED
     if pod.phase == "Failed":

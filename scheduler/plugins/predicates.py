@@ -74,6 +74,11 @@ class Predicates(Plugin):
                           "filter out nodes where a requested hostPort (protocol, host IP) is taken"),
         **{name: Arg(f"predicate.{name}", "bool", False, unsupported="Scoria's predicates do not implement it")
            for name in _UNSUPPORTED},
+        # Volcano <=1.8 shared GPUs from predicates; the configuration reads these as deviceshare's (config.py)
+        "gpu_sharing": Arg("predicate.GPUSharingEnable", "bool", False,
+                           "Volcano <=1.8's spelling of deviceshare.GPUSharingEnable, read as it"),
+        "gpu_number": Arg("predicate.GPUNumberEnable", "bool", False,
+                          "Volcano <=1.8's spelling of deviceshare.GPUNumberEnable, read as it"),
     }
 
     @classmethod

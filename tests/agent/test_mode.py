@@ -23,9 +23,9 @@ from agent.metrics import AgentMetrics
 from agent.mode import HostMode, ModeContext
 from agent.pods import CgroupPodSource, StaticPodSource
 from hack.lib.cgroup_fixtures import make_proc, make_tree
+from hack.lib.fake_apiserver import FakeApiServer, pod
 from proto.errors import InputError
 from proto.model import Directive, PodAction, PodActionKind
-from tests.support.fake_apiserver import FakeApiServer, pod
 from tests.support.sysfs_fixtures import make_host
 
 

@@ -26,6 +26,7 @@ from agent.pods import PodInfo, StaticPodSource
 from agent.profile import _SECTIONS, ProfileError, ProfileWatcher, QosProfile, parse_profile
 from hack.lib.cgroup_fixtures import FakePod, make_proc, make_tree, set_cpu_ticks, set_usage
 from proto.model import Capacity, QosLevel
+from tests.support.timebox import timeboxed
 
 GI = 2**30
 WEB, BATCH = "0000aaaa-0000-4000-8000-000000000001", "0000bbbb-0000-4000-8000-000000000002"
@@ -200,6 +201,7 @@ def ticks_with(profile: QosProfile, root: Path, paths: HostPaths) -> None:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                    HealthCheck.function_scoped_fixture])
 @given(doc=documents)
+@timeboxed()
 def test_every_profile_is_refused_in_one_line_or_runs_every_tick(host, doc: dict) -> None:
     root, paths = host
     text = yaml.safe_dump(doc)

@@ -189,3 +189,33 @@ def test_a_refused_bomb_costs_little(tmp_path: Path) -> None:
     out = simulate("-f", str(path))
     assert out.returncode == 2 and "aliases expand this document" in out.stderr
     assert time.monotonic() - start < 20  # the interpreter's start-up dominates; expanding it would not end
+
+
+# Issue 14's bad inputs, as a user meets them: one line naming the file and the place, exit 2, nothing scheduled.
+ACTION_TYPE = ('actions: "allocate, preempt"\ntiers:\n- plugins: [{name: priority}, {name: gang}]\n'
+               "configurations:\n- name: preempt\n  arguments: {minCandidateNodesAbsolute: many}\n")
+EXTENDER_URL = ('actions: "allocate"\ntiers:\n- plugins:\n  - name: extender\n'
+                "    arguments: {extender.urlPrefix: 'localhost 8080', extender.predicateVerb: predicate}\n")
+NODEGROUP_QUEUE = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "q"},
+                   "spec": {"weight": 1, "affinity": {"nodeGroupAffinity": {"requiredDuringScheduling": ["g1"]}}}}
+
+
+@pytest.mark.parametrize("conf,objects,needles", [
+    (ACTION_TYPE, [], ["sched.conf: configurations[0] (preempt): argument 'minCandidateNodesAbsolute'"]),
+    (EXTENDER_URL, [], ["sched.conf: tiers[0].plugins[0] (extender): argument 'extender.urlPrefix'", "'localhost 8080'"]),
+    (None, [NODEGROUP_QUEUE], ["o.yaml:", "Queue q: spec.affinity.nodeGroupAffinity.requiredDuringScheduling: "
+                                          "unknown field"]),
+], ids=["action argument of the wrong type", "extender URL that is not a URL", "nodegroup affinity unknown field"])
+def test_issue_14_bad_inputs_are_one_located_line(tmp_path: Path, capsys, conf, objects, needles) -> None:
+    import scheduler.cli
+
+    args = ["simulate", "-f", str(write(tmp_path, "o.yaml", [node("n1"), *objects])), "-o", "json"]
+    if conf is not None:
+        (tmp_path / "sched.conf").write_text(conf)
+        args += ["--config", str(tmp_path / "sched.conf")]
+    assert scheduler.cli.main(args) == 2
+    out = capsys.readouterr()
+    message = out.err.strip()
+    assert out.out == "" and message.startswith("error: ") and "\n" not in message, out
+    for needle in needles:
+        assert needle in message, message

@@ -31,6 +31,7 @@ from scheduler.modes.embedded.mode import Embedded
 from scheduler.modes.embedded.store import Store
 from scheduler.modes.simulator.simulation import simulate
 from tests.support.builders import node, pod, podgroup, priority_class, queue, report
+from tests.support.timebox import timeboxed
 
 ROOT = Path(__file__).resolve().parents[2]
 AT = datetime(2026, 1, 1, 12, tzinfo=UTC)
@@ -110,6 +111,7 @@ def _registered() -> None:
 
 @FUZZ
 @given(_mutated(OBJECTS + CLUSTER))
+@timeboxed()
 def test_simulator_takes_any_manifest_or_refuses_it(tmp_path_factory, text: str) -> None:
     path = tmp_path_factory.mktemp("sim") / "x.yaml"
     path.write_text(text)
@@ -126,6 +128,7 @@ _stores = itertools.count()
 
 @FUZZ
 @given(_mutated(OBJECTS))
+@timeboxed()
 def test_apply_takes_any_manifest_whole_or_stores_nothing(tmp_path_factory, text: str) -> None:
     folder = tmp_path_factory.mktemp(f"apply{next(_stores)}")
     cache = ClusterCache()
@@ -155,6 +158,7 @@ CONFIG = yaml.safe_load((ROOT / "daemonset" / "config" / "scheduler-colocation.c
 
 @FUZZ
 @given(_mutated([CONFIG]))
+@timeboxed()
 def test_any_scheduler_config_is_refused_or_schedules(tmp_path_factory, text: str) -> None:
     try:
         config = parse_config(text, "scheduler.conf")

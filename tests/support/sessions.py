@@ -8,8 +8,8 @@ from scheduler.api.manifests import parse_object
 from scheduler.cluster.cache import ClusterCache
 from scheduler.cluster.effects import CacheEffects
 from scheduler.framework.config import default_config, parse_config
+from scheduler.framework.keeper import take_snapshot
 from scheduler.framework.session import Session
-from scheduler.framework.snapshot import take_snapshot
 
 AT = datetime(2026, 1, 1, 12, tzinfo=UTC)
 

@@ -1,4 +1,4 @@
-"""The fake API server (tests/support/fake_apiserver.py) driven by the REAL ``kubernetes`` client over HTTP: each verb,
+"""The fake API server (hack/lib/fake_apiserver.py) driven by the REAL ``kubernetes`` client over HTTP: each verb,
 selectors, watches (replay, live, 410 and relist, early close, bookmarks), binding, eviction with disruption
 budgets, the three patch types, status subresources, custom resources as our CRDs define them, leases,
 failure injection and the request log."""
@@ -15,7 +15,7 @@ import pytest
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
-from tests.support.fake_apiserver import CRD_DIR, SYSTEM_NAMESPACES, FakeApiServer, load_crds, pod
+from hack.lib.fake_apiserver import CRD_DIR, SYSTEM_NAMESPACES, FakeApiServer, load_crds, pod
 
 VOLCANO = ("scheduling.volcano.sh", "v1beta1")
 CRDS = {r.plural: r for r in load_crds(CRD_DIR)}

@@ -143,13 +143,22 @@ def request(server: str, method: str, path: str, body: bytes | None = None, head
     conn = UnixConnection(sock, TIMEOUT)
     try:
         try:
+            conn.connect()
+        except OSError as exc:
+            raise _unreachable(server, sock, exc) from None
+        # reached: from here on a failure is the scheduler's answer (or the lack of one), never "cannot reach"
+        try:
             conn.request(method, path, body=body, headers=headers or {})
         except (BrokenPipeError, ConnectionResetError):
             pass  # refused before the whole body was read (413, say): its answer is waiting
         resp = conn.getresponse()
         data = resp.read()
+    except TimeoutError:
+        raise CtlError(f"the scheduler at {server} did not answer within {TIMEOUT:g} s (it may still be working "
+                       "on the request: see its log)") from None
     except OSError as exc:
-        raise _unreachable(server, sock, exc) from None
+        raise CtlError(f"the scheduler at {server} closed the connection without an answer "
+                       f"({exc.strerror or str(exc) or type(exc).__name__}): see its log") from None
     except http.client.HTTPException as exc:
         raise CtlError(f"the scheduler at {server} answered something that is not HTTP ({exc!r})") from None
     finally:

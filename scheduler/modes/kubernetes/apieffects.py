@@ -20,8 +20,10 @@
   up scheduling.  A failed write is retried (:meth:`backlog` keeps the loop
   flushing until it is through).
 * **Events**: a ``FailedScheduling`` event per pending pod when its reason
-  changes, and again every ``event_interval`` while it stays; ``Scheduled``,
-  ``Preempted`` and ``EvictionRefused`` for the other outcomes.  Pods that name
+  changes, and again every ``event_interval`` while it stays; an
+  ``EvictionRefused`` per victim at most every ``event_interval`` too (a later
+  cycle choosing it again while its budget still holds says nothing new);
+  ``Scheduled`` and ``Preempted`` for the other outcomes.  Pods that name
   another scheduler are never written to.
 
 Every request passes one client-side rate limiter (``--kube-qps``/``--kube-burst``)
@@ -30,7 +32,10 @@ and has a timeout: a silent connection cannot hang a writer.
 **Faults.**  A bind, eviction or event the server answers with 5xx, or that gets
 no answer (a timeout, a dropped connection), is sent again with exponential
 backoff (:data:`ATTEMPTS` tries); a 429 waits at least its ``Retry-After``
-before the next try.  A bind whose answer was lost and that then meets 409 is
+before the next try — except the Eviction API's 429 for a PodDisruptionBudget
+(its Status names the cause ``DisruptionBudget``): that is the budget's answer,
+not overload, so the eviction is undone at once and a later cycle may choose
+again.  A bind whose answer was lost and that then meets 409 is
 looked up, as above.  A failed status write stays queued and is tried again
 after a backoff of its own (or its ``Retry-After``).  With leader election,
 no bind, eviction or status write leaves once this replica has stopped
@@ -97,6 +102,7 @@ class KubeEffects:
         self._writing = 0  # status writes taken by the writer and not finished
         self._written: dict[tuple[str, str], dict] = {}  # (kind, key) -> status last written
         self._reasons: dict[str, tuple[str, float]] = {}  # pod uid -> (reason, when its event was recorded)
+        self._refusals: dict[str, float] = {}  # victim uid -> when its EvictionRefused event was recorded
         self._futures: list[Future[object]] = []
         self.leading = leading  # checked before every bind, eviction and status write goes out
         self._closing = threading.Event()
@@ -244,13 +250,23 @@ class KubeEffects:
             log.info("eviction of %s/%s refused (%s %s); it stays, and may be chosen again later", namespace,
                      name, exc.status, exc.reason)
             self._unevict(uid)
-            if exc.status == 429:
+            if exc.status == 429 and self._refusal_due(uid):
                 self._event(namespace, name, uid, "Warning", "EvictionRefused",
                             f"{reason}: refused, a PodDisruptionBudget holds it")
         except Exception:
             self.metrics.kube_write("eviction", "failed")
             log.exception("eviction of %s/%s failed", namespace, name)
             self._unevict(uid)
+
+    def _refusal_due(self, uid: str) -> bool:
+        """Record an EvictionRefused event for this victim now?  Once per ``event_interval``."""
+        now = self.clock()
+        with self._lock:
+            last = self._refusals.get(uid)
+            if last is not None and now - last < self.event_interval:
+                return False
+            self._refusals[uid] = now
+            return True
 
     def _unevict(self, uid: str) -> None:
         with self.cache.lock:
@@ -374,6 +390,8 @@ class KubeEffects:
             self._failed.pop((kind, key), None)
         if kind == "Pod":
             self._reasons.pop(key, None)
+            with self._lock:
+                self._refusals.pop(key, None)
 
     # -- events and the rate limiter --------------------------------------------------------------------------
     def _event(self, namespace: str, name: str, uid: str, kind: str, reason: str, message: str) -> None:
@@ -422,8 +440,22 @@ def _retriable(exc: Exception, lost_ok: bool) -> bool:
     from urllib3.exceptions import HTTPError
 
     if isinstance(exc, ApiException):
-        return exc.status in RETRIABLE
+        return exc.status in RETRIABLE and not _budget_refusal(exc)
     return lost_ok and isinstance(exc, HTTPError | OSError)
+
+
+def _budget_refusal(exc: Exception) -> bool:
+    """Is this the Eviction API's 429 for a PodDisruptionBudget (a Status cause ``DisruptionBudget``: no
+    disruption allowed, or the budget not yet processed)?  Trying again at once would only be refused again."""
+    if getattr(exc, "status", None) != 429:
+        return False
+    try:
+        body = json.loads(getattr(exc, "body", None) or "{}")
+    except (TypeError, ValueError):
+        return False
+    details = body.get("details") if isinstance(body, dict) else None
+    causes = (details.get("causes") if isinstance(details, dict) else None) or []
+    return any(isinstance(c, dict) and c.get("reason") == "DisruptionBudget" for c in causes)
 
 
 def _retry_after(exc: Exception) -> float | None:

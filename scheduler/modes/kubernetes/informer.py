@@ -64,6 +64,9 @@ class Informer:
         self.synced = threading.Event()
         self.lists = 0  # how many times it listed (first list, 410s, resyncs): for tests and metrics
         self._resp: Any = None  # the open watch response (urllib3's, as list_fn returns it unparsed)
+        # inside a request not answered yet (a list and its body, a watch before its headers): nothing can
+        # wake this thread there, so whoever stops it does not wait for it
+        self.asking = False
         self._stop = threading.Event()
 
     # -- the loop -------------------------------------------------------------------------------
@@ -106,8 +109,15 @@ class Informer:
 
     def relist(self) -> None:
         """List everything and hand on only the differences from what was handed on before."""
-        resp = self.list_fn(_preload_content=False, _request_timeout=(10.0, 120.0), **self.list_kwargs)
-        body = json.loads(resp.data)
+        self.asking = True
+        try:
+            resp = self.list_fn(_preload_content=False, _request_timeout=(10.0, 120.0), **self.list_kwargs)
+            data = resp.data
+        finally:
+            self.asking = False
+        if self._stop.is_set():  # answered after stop(): shutdown did not wait for it, and nothing is handed on
+            return
+        body = json.loads(data)
         self.lists += 1
         self.on_list(self.kind)
         fresh = {key_of(obj): obj for obj in body.get("items") or []}
@@ -127,10 +137,14 @@ class Informer:
         """
         # a read timeout past the server's own: a connection that went silent (a load balancer failing
         # over, a NAT entry dropped) ends the watch instead of hanging it for ever
-        resp = self._resp = self.list_fn(watch=True, resource_version=self.resource_version,
-                                         timeout_seconds=self.watch_timeout, allow_watch_bookmarks=True,
-                                         _preload_content=False,
-                                         _request_timeout=(10.0, self.watch_timeout + 30.0), **self.list_kwargs)
+        self.asking = True
+        try:
+            resp = self._resp = self.list_fn(watch=True, resource_version=self.resource_version,
+                                             timeout_seconds=self.watch_timeout, allow_watch_bookmarks=True,
+                                             _preload_content=False,
+                                             _request_timeout=(10.0, self.watch_timeout + 30.0), **self.list_kwargs)
+        finally:
+            self.asking = False
         if self._stop.is_set():  # stopped while the watch was being opened: stop() saw no response yet
             _shut(resp)
         try:

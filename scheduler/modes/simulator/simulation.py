@@ -11,13 +11,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 from proto.vocab.placement import DEVICES_ANNOTATION, NUMA_NODES_ANNOTATION, decode_devices, decode_zones
 from proto.vocab.quantity import format_quantity
-from scheduler.api.loader import Workload, load_workload
+from scheduler.api.loader import Workload
 from scheduler.api.manifests import ManifestError
 from scheduler.api.nodereport import check_report
 from scheduler.api.objects import Pod
@@ -26,6 +26,7 @@ from scheduler.cycle import Scheduler
 from scheduler.framework.config import SchedulerConfig, default_config, load_config
 from scheduler.framework.snapshot import DEFAULT_SCHEDULER_NAMES
 from scheduler.history.learning import LoadHistory
+from scheduler.modes.simulator.controllers import SimulatedControllers, load_with_controllers
 from scheduler.modes.table import text_table
 
 log = logging.getLogger(__name__)
@@ -40,23 +41,31 @@ class Simulation:
     cycles: int
     scheduled: int
     seconds: float
+    jobs: list[dict] = field(default_factory=list)  # Volcano Jobs' status, when there are any
 
     def to_dict(self) -> dict:
         cache = self.cache
         pods = []
         for uid in self.pod_order:
-            pod = cache.pods[uid]
+            pod = cache.pods.get(uid)
+            if pod is None:
+                continue  # deleted by a controller (a Job's pod killed or scaled away)
             pods.append({"namespace": pod.namespace, "name": pod.name, "node": pod.node_name or None,
                          "phase": pod.phase, "reason": pod.reason, "evicted": pod.evicted, **placement(pod)})
         groups = []
         for key in self.group_order:
-            g = cache.podgroups[key]
+            g = cache.podgroups.get(key)
+            if g is None:
+                continue
             groups.append({"namespace": g.namespace, "name": g.name, "queue": g.queue, "phase": g.phase,
                            "conditions": [{"type": c.type, "status": c.status, "reason": c.reason,
                                            "message": c.message} for c in g.conditions]})
         queues = [{"name": q.name, "allocated": queue_resources(q.allocated)} for q in cache.queues.values()]
-        return {"pods": pods, "podGroups": groups, "queues": queues,
-                "stats": {"cycles": self.cycles, "pods_scheduled": self.scheduled, "seconds": round(self.seconds, 6)}}
+        out = {"pods": pods, "podGroups": groups, "queues": queues,
+               "stats": {"cycles": self.cycles, "pods_scheduled": self.scheduled, "seconds": round(self.seconds, 6)}}
+        if self.jobs:
+            out["jobs"] = self.jobs
+        return out
 
 
 def placement(pod: Pod) -> dict:
@@ -85,26 +94,37 @@ def simulate(paths: Iterable[str | Path], *, config: SchedulerConfig | None = No
 
     Pending pods are scheduled when their ``spec.schedulerName`` is unset or one of ``scheduler_names``.
     """
-    work = load_workload(paths)
+    config = config or default_config()
+    names = frozenset(scheduler_names)
+    work = load_with_controllers(paths, scheduler_names=names)
     cache = ClusterCache.from_workload(work)
     feed_history(cache, work, at)
     feed_reports(cache, work, at)
-    scheduler = Scheduler(cache, config=config or default_config(), clock=lambda: at,
-                          scheduler_names=frozenset(scheduler_names))
+    scheduler = Scheduler(cache, config=config, clock=lambda: at, scheduler_names=names)
+    controllers = SimulatedControllers.start(cache, work, at, scheduler_names=names,
+                                             wait_for_admission="enqueue" in config.actions)
     scheduled, ran = 0, 0
     start = time.perf_counter()
     limit = cycles if cycles is not None else MAX_CYCLES
-    while ran < limit:
+    while True:
+        # the controllers act before each cycle (a Job's PodGroup and pods, dependsOn, scaling) and after the last
+        wrote = controllers.reconcile() if controllers is not None else 0
+        if ran >= limit:
+            if cycles is None:
+                log.warning("stopped after %d cycles without settling", MAX_CYCLES)
+            break
         result = scheduler.run_once()
         ran += 1
         scheduled += result.binds
-        if cycles is None and not result.changed:
+        if cycles is None and not result.changed and not wrote:
             break
-    else:
-        if cycles is None:
-            log.warning("stopped after %d cycles without settling", MAX_CYCLES)
-    return Simulation(cache, [p.uid for p in work.pods], [g.key for g in work.podgroups], ran, scheduled,
-                      time.perf_counter() - start)
+    pods, groups = [p.uid for p in work.pods], [g.key for g in work.podgroups]
+    jobs: list[dict] = []
+    if controllers is not None:
+        pods += controllers.host.created_pods
+        groups += [k for k in controllers.host.created_groups if k not in groups]
+        jobs = controllers.job_report()
+    return Simulation(cache, pods, groups, ran, scheduled, time.perf_counter() - start, jobs)
 
 
 def feed_history(cache: ClusterCache, work: Workload, at: datetime) -> None:
@@ -170,6 +190,12 @@ def render_table(sim: Simulation) -> str:
     if data["podGroups"]:
         out.append(text_table([("NAMESPACE", "PODGROUP", "QUEUE", "PHASE")] +
                           [(g["namespace"], g["name"], g["queue"], g["phase"]) for g in data["podGroups"]]))
+    if data.get("jobs"):  # vcctl job list's columns
+        out.append(text_table([("NAMESPACE", "JOB", "PHASE", "MIN", "PENDING", "RUNNING", "SUCCEEDED", "FAILED",
+                                "RETRYCOUNT")] +
+                              [(j["namespace"], j["name"], j["phase"], str(j["minAvailable"]), str(j["pending"]),
+                                str(j["running"]), str(j["succeeded"]), str(j["failed"]), str(j["retryCount"]))
+                               for j in data["jobs"]]))
     queue_rows = [("QUEUE", "CPU", "MEMORY", "OTHER")]
     for q in data["queues"]:
         alloc = dict(q["allocated"])

@@ -63,6 +63,7 @@ def test_pod_logs_are_private_and_an_old_readable_log_is_tightened(tmp_path: Pat
                     exit_file=state.exit_file("uid-1", "main"), procs_files=[])
     started.popen.wait(10)
     assert mode_of(log.parent) == 0o700 and mode_of(log) == 0o600
+    assert mode_of(state.exit_file("uid-1", "main").parent) == 0o700  # the pod's run folder, like every other
     deadline = time.monotonic() + 5
     while log.read_text() != "hello\n" and time.monotonic() < deadline:
         time.sleep(0.02)

@@ -1,5 +1,5 @@
 """The agent's Kubernetes side — pod inventory, Eviction API, node labels — through the real ``kubernetes``
-client against a small API server on a real socket (tests/support/fake_apiserver.py)."""
+client against a small API server on a real socket (hack/lib/fake_apiserver.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from agent.kubernetes.evictor import KubernetesEvictor
 from agent.kubernetes.node import NodeTaint
 from agent.kubernetes.pods import KubernetesPodSource
 from agent.labels import NodeLabels
+from hack.lib.fake_apiserver import FakeApiServer, pod
 from proto.model import QosLevel
-from tests.support.fake_apiserver import FakeApiServer, pod
 
 
 def wait_until(predicate, timeout: float = 10.0) -> None:

@@ -14,9 +14,10 @@ from proto.model import Gpu, NumaZone, PodUsage
 from scheduler.api.nodereport import ReportLimits, check_report
 from scheduler.api.objects import Pod
 from scheduler.cluster.cache import ClusterCache
-from scheduler.framework.snapshot import take_snapshot
+from scheduler.framework.keeper import take_snapshot
 from scheduler.intake.reports import CloseStream, ReportIntake, StreamState
 from scheduler.metrics import SchedulerMetrics
+from tests.support.timebox import timeboxed
 from tests.support.wire import changed_report
 
 NOW = 1_800_000_000.0
@@ -229,6 +230,7 @@ skews = st.one_of(st.none(), st.integers(-400, 400))  # the sample's time, in se
 @example([], [("runtime__0__uid", THEIRS), ("colocation__evictions__0__pod_uid", THEIRS)], None, (2, 2, 0), False)
 @example([], [("identity__node_name", "node-b"), ("runtime__0__uid", THEIRS)], None, (2, 2, 0), True)
 @example([], [("runtime__0__phase", "x" * 3_000_000)], 290, (2, 2, 0), True)
+@timeboxed()
 def test_fuzzed_reports_never_crash_and_refusals_change_nothing(changes, text_changes, skew, sizes,
                                                                  fresh_stream) -> None:
     it = intake()

@@ -282,3 +282,29 @@ def test_a_deleted_pods_start_is_not_resent_after_an_unchanged_apply(tmp_path: P
     from tests.scheduler.modes.test_embedded import running as runtime_of
     assert embedded.pod_actions("n0", View(runtime_of(running))) == []
     assert json.loads(start.pod_json)["metadata"]["uid"] == running.uid
+
+
+def test_a_volcano_jobs_task_template_is_checked_as_the_pod_template_it_is(tmp_path: Path, capsys) -> None:
+    """The Job CRD leaves ``spec.tasks[].template`` free-form; it holds a PodTemplateSpec and is checked as one."""
+    path = tmp_path / "job.yaml"
+    path.write_text("""apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: train}
+spec:
+  minAvailable: 1
+  schedulerName: scoria
+  tasks:
+  - name: worker
+    replicas: 1
+    template:
+      spec:
+        containers:
+        - {name: c, image: busybox, comand: [sleep, "1"]}
+""")
+    assert main(["simulate", "-f", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "Job default/train: spec.tasks[0].template.spec.containers[0].comand: unknown field; did you mean " \
+           "command?" in err, err
+    path.write_text(path.read_text().replace("comand", "command").replace("minAvailable", "minAvaliable"))
+    assert main(["simulate", "-f", str(path)]) == 2
+    assert "spec.minAvaliable: unknown field; did you mean minAvailable?" in capsys.readouterr().err

@@ -44,7 +44,8 @@ from scheduler.modes.embedded.client import CtlError
 from scheduler.modes.embedded.mode import Embedded
 from scheduler.modes.embedded.server import ControlServer
 from scheduler.modes.embedded.store import Store
-from tests.support.builders import pod
+from tests.scheduler.modes.test_embedded import REFUSED_AT_APPLY
+from tests.support.builders import pod, queue
 
 AS_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: another user is tried by dropping root")
 AT = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -569,6 +570,57 @@ def test_a_bug_answers_one_line_and_the_server_stays_up(control, monkeypatch) ->
     monkeypatch.setattr(server.embedded, "apply", full)
     status, _, err = ctl(f"unix://{server.socket_path}", "apply", "-f", str(_manifest(server.socket_path.parent, "p")))
     assert status == 1 and err == "error: the store /x/store.sqlite could not apply: database or disk is full\n", err
+
+
+def test_once_reached_the_cli_never_says_it_cannot_reach_the_scheduler(tmp_path: Path, control, monkeypatch) -> None:
+    """Issue 13 item 6: a request the scheduler is slow to answer, or drops, is reported as that — "cannot reach"
+    is for a scheduler that cannot be connected to (a 3.6 MiB body of small values took over the CLI's 30 s to
+    parse on a loaded machine, and the CLI said it could not reach the scheduler)."""
+    server = control()
+    release = threading.Event()
+
+    def slow(*_: Any) -> list[str]:
+        release.wait(10)
+        return []
+
+    monkeypatch.setattr(server.embedded, "apply", slow)
+    monkeypatch.setattr(client, "TIMEOUT", 0.5)
+    try:
+        status, _, err = ctl(f"unix://{server.socket_path}", "apply", "-f", str(_manifest(tmp_path, "slow")))
+    finally:
+        release.set()
+    assert status == 1 and "did not answer within 0.5 s" in err and "cannot reach" not in err, err
+    dropping = tmp_path / "drop.sock"  # accepts, reads the request, closes without an answer
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind(str(dropping))
+        listener.listen()
+
+        def drop() -> None:
+            conn, _ = listener.accept()
+            conn.recv(65536)
+            conn.close()
+
+        threading.Thread(target=drop, daemon=True).start()
+        status, _, err = ctl(f"unix://{dropping}", "get", "pods")
+    assert status == 1 and "closed the connection without an answer" in err and "cannot reach" not in err, err
+
+
+@pytest.mark.parametrize("text,needle", [c[1:] for c in REFUSED_AT_APPLY], ids=[c[0] for c in REFUSED_AT_APPLY])
+def test_apply_through_the_cli_refuses_what_crashed_in_one_line(tmp_path: Path, control, text: str,
+                                                                needle: str) -> None:
+    """Issue 13 item 6: the inputs that crashed apply, sent by the CLI over the control socket: exit 2 and one
+    line naming the file, never "cannot reach the scheduler"; nothing of the file stored."""
+    server = control()
+    path = tmp_path / "x.yaml"
+    path.write_text(yaml.safe_dump(queue("late")) + "---\n" + text)  # as in REFUSED_AT_APPLY's line numbers
+    status, out, err = ctl(f"unix://{server.socket_path}", "apply", "-f", str(path))
+    assert status == 2 and out == "" and err.startswith(f"error: {path}") and err.count("\n") == 1, err[:600]
+    assert "cannot reach" not in err and len(err) < 700, err[:600]
+    if path.stat().st_size <= client.MAX_BODY:  # larger files are refused by the CLI itself, before sending
+        assert needle in err, err[:600]
+    else:
+        assert "over the limit" in err, err[:600]
+    assert not server.embedded.store.load()
 
 
 def test_a_body_that_is_not_utf8_is_refused_with_its_source(control) -> None:

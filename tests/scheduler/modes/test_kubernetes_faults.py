@@ -1,4 +1,4 @@
-"""Kubernetes mode under API faults, through the real client against tests/support/fake_apiserver.py.
+"""Kubernetes mode under API faults, through the real client against hack/lib/fake_apiserver.py.
 
 The API server restarting (every watch broken at once, requests refused, then 410s), writes meeting
 5xx, timeouts and 429 with ``Retry-After``, and leader election through failed renewals: nothing is
@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from hack.lib.fake_apiserver import FakeApiServer, node
 from scheduler.modes.kubernetes import apieffects
 from scheduler.modes.kubernetes.leader import LeaderElector
 from scheduler.modes.kubernetes.ratelimit import RateLimiter
@@ -24,7 +25,6 @@ from tests.scheduler.modes.test_kubernetes import (
     running_pod,
     wait_until,
 )
-from tests.support.fake_apiserver import FakeApiServer, node
 
 BIND = "/api/v1/namespaces/default/pods/{}/binding"
 LEASE = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/scoria"

@@ -13,8 +13,8 @@ from scheduler.api.manifests import parse_object
 from scheduler.cluster.cache import ClusterCache
 from scheduler.cluster.effects import CacheEffects
 from scheduler.framework.config import ConfigError
+from scheduler.framework.keeper import take_snapshot
 from scheduler.framework.session import Session
-from scheduler.framework.snapshot import take_snapshot
 from scheduler.history.learning import LoadHistory
 from scheduler.plugins.forecast import STALE
 from tests.support.builders import pod, report

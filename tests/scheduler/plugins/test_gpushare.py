@@ -25,8 +25,9 @@ from scheduler.cluster.cache import ClusterCache
 from scheduler.cluster.effects import CacheEffects
 from scheduler.cycle import Scheduler
 from scheduler.framework.config import ConfigError, parse_config
+from scheduler.framework.keeper import take_snapshot
 from scheduler.framework.session import Session
-from scheduler.framework.snapshot import TaskStatus, take_snapshot
+from scheduler.framework.snapshot import TaskStatus
 from scheduler.framework.statement import Statement
 from tests.support.builders import node, pod, podgroup, report
 
@@ -252,6 +253,56 @@ def test_with_sharing_on_vgpus_default_off_and_the_exclusive_rules_key_is_warned
     with caplog.at_level(logging.WARNING):
         parse_config(TIERS.format(args=", arguments: {deviceshare.GPUExclusiveRules: [{app: train}]}"), "test")
     assert "deviceshare.GPUExclusiveRules" in caplog.text
+
+
+# Volcano <=1.8 turned GPU sharing on in predicates (docs/user-guide/how_to_use_gpu_sharing.md and
+# how_to_use_gpu_number.md, the configuration without deviceshare): the flags keep their meaning.
+LEGACY = """
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins: [{{name: priority}}, {{name: gang}}]
+- plugins: [{{name: predicates, arguments: {{{flags}}}}}, {{name: nodeorder}}{deviceshare}]
+"""
+
+
+@pytest.mark.parametrize(("flag", "request_", "mode"), [("GPUSharingEnable", 8000, "sharing"),
+                                                       ("GPUNumberEnable", 1, "number")])
+def test_volcano_18s_predicate_gpu_flags_turn_the_same_mode_on(flag: str, request_: int, mode: str) -> None:
+    config = parse_config(LEGACY.format(flags=f"predicate.{flag}: true", deviceshare=""), "legacy.conf")
+    ds = config.plugin("deviceshare")
+    assert ds is not None and ds.args.as_dict() == CONFIGS[mode].plugin("deviceshare").args.as_dict()
+    assert config.plugin_names() == ["priority", "gang", "predicates", "deviceshare", "nodeorder"]
+    assert not config.unimplemented  # nothing is only warned about: the flag is acted on
+    resource = "volcano.sh/gpu-memory" if mode == "sharing" else "volcano.sh/gpu-number"
+    cache = ClusterCache()
+    for doc in (report("n1", zones=[16], gpus=[{"memory": "16Gi"}]), pod("a", extra={resource: request_})):
+        add(cache, doc)
+    Scheduler(cache, config=config, clock=lambda: AT).run_once()
+    assert cache.pods["default/a"].node_name == "n1" and grants(cache, "default/a")
+
+
+def test_a_predicate_gpu_flag_joins_a_configured_deviceshare_and_its_conflicts_are_refused_there() -> None:
+    config = parse_config(LEGACY.format(flags="predicate.GPUSharingEnable: true",
+                                        deviceshare=", {name: deviceshare, arguments: {deviceshare.ScheduleWeight: 3}}"),
+                          "legacy.conf")
+    assert config.plugin_names().count("deviceshare") == 1
+    args = config.plugin("deviceshare").args
+    assert args.gpu_sharing and args.weight == 3 and not args.vgpu
+    with pytest.raises(ConfigError) as err:
+        parse_config(LEGACY.format(flags="predicate.GPUSharingEnable: true",
+                                   deviceshare=", {name: deviceshare, arguments: {deviceshare.VGPUEnable: true}}"),
+                     "legacy.conf")
+    text = str(err.value)
+    assert text.startswith("legacy.conf: tiers[1].plugins[0] (predicates): predicate.GPUSharingEnable read as "
+                           "deviceshare.GPUSharingEnable:") and "VGPUEnable" in text, text
+    with pytest.raises(ConfigError, match="cannot both be true"):
+        parse_config(LEGACY.format(flags="predicate.GPUSharingEnable: true, predicate.GPUNumberEnable: true",
+                                   deviceshare=""), "legacy.conf")
+
+
+def test_predicate_gpu_flags_set_false_change_nothing() -> None:
+    config = parse_config(LEGACY.format(flags="predicate.GPUSharingEnable: false", deviceshare=""), "legacy.conf")
+    assert "deviceshare" not in config.plugin_names() and not config.unimplemented
 
 
 # -- bad input ------------------------------------------------------------------------------------------------------

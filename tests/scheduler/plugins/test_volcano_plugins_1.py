@@ -20,8 +20,8 @@ from scheduler.actions.enqueue import Enqueue
 from scheduler.api.manifests import ManifestError, parse_object
 from scheduler.cluster.effects import CacheEffects
 from scheduler.framework.config import ConfigError, parse_config
+from scheduler.framework.keeper import take_snapshot
 from scheduler.framework.session import Session
-from scheduler.framework.snapshot import take_snapshot
 from scheduler.framework.statement import Statement
 from scheduler.plugins import cdp as cdp_module
 from scheduler.plugins.resourcefit import LEAST, MOST, Strategy, match
