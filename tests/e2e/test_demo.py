@@ -7,6 +7,7 @@ cgroup) and checks at the end that neither a pod process nor a cgroup is left be
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -14,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -417,6 +419,7 @@ def _run_demo(tmp_path: Path) -> None:
         parent = re.search(r"under cgroup (\S+?);", "".join(lines)).group(1)
         pids = [int(pid) for f in (CG / "cpu" / parent).rglob("cgroup.procs") for pid in f.read_text().split()]
         assert len(pids) >= 3, pids
+        web = _check_web_view("".join(lines))
         os.killpg(proc.pid, signal.SIGINT)
         out, _ = proc.communicate(timeout=60)
     finally:
@@ -439,6 +442,28 @@ def _run_demo(tmp_path: Path) -> None:
     alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
     assert not alive, alive
     assert not [c for c in ("cpu", "cpuacct", "memory", "cpuset") if (CG / c / parent).exists()]
+    with pytest.raises(OSError):  # the web view went with the scheduler
+        urllib.request.urlopen(web, timeout=2)
+
+
+def _check_web_view(output: str) -> str:
+    """The web view whose address the demo printed answers, with the demo's pods and the figures it pushes
+    (tests/e2e/test_webview.py loads it in a real browser); its base address."""
+    url = re.search(r"live web view at (http://127\.0\.0\.1:\d+/\?token=\S+)", output).group(1)
+    base, token = url.split("?token=")
+    request = urllib.request.Request(base + "api/state", headers={"Authorization": f"Bearer {token}"})
+    deadline = time.monotonic() + 20
+    while True:
+        with urllib.request.urlopen(request, timeout=5) as answer:
+            state = json.loads(answer.read())
+        pods = {f"{p['namespace']}/{p['name']}" for n in state["nodes"] for p in n["pods"]}
+        if {"shop/web", "shop/probe"} <= pods and state["charts"].get("online p99 latency (ms)"):
+            break
+        assert time.monotonic() < deadline, state
+        time.sleep(1)
+    assert {q["name"] for q in state["queues"]} >= {"default"}, state["queues"]
+    assert "offline CPU (millicores)" in state["charts"], state["charts"].keys()
+    return base
 
 
 def _remove_demo_leftovers(output: str) -> None:

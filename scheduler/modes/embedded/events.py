@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 MAX_MESSAGE = 1024
 SCHEDULER = "scoria-scheduler"
 NODE_CONTROLLER = "node-controller"  # the name Kubernetes' node lifecycle controller records under
+CONTROLLERS = "scoria-controllers"  # the Job and PodGroup controllers (Volcano's vc-controller-manager)
 KUBELET = "kubelet"  # what the agent's runtime does, under the name kubectl users know it by
 NORMAL, WARNING = "Normal", "Warning"
 
@@ -99,6 +100,13 @@ class Events:
                 self._series.pop(_series(old), None)
                 self._dirty.discard(dropped)
             self._dirty.add(ident)
+
+    def emit(self, regarding: dict, kind: str, reason: str, message: str, *, source: str = CONTROLLERS) -> None:
+        """What the controllers' ``Host.emit_event`` hands over: ``regarding`` is an object reference (kind,
+        namespace, name, uid), as a Kubernetes Event's."""
+        self.record(Ref(str(regarding.get("kind") or ""), str(regarding.get("namespace") or ""),
+                        str(regarding.get("name") or ""), str(regarding.get("uid") or "")), kind, reason, message,
+                    source=source)
 
     def flush(self) -> int:
         """Write what changed since the last flush, in one transaction; how many events."""
