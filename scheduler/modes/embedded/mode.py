@@ -415,7 +415,7 @@ class Embedded:
             b, name = was.get(c["name"]) or {}, c["name"]
             if c["state"] == "running" and (b.get("state") != "running" or b.get("pid") != c["pid"]):
                 self.events.record(_ref(pod), NORMAL, "Started", f"Started container {name}", source=KUBELET, host=node)
-            elif c["state"] == "waiting" and c.get("reason") in ("BackOff", "StartError") and (
+            elif c["state"] == "waiting" and c.get("reason") in BACKING_OFF and (
                     b.get("state"), b.get("reason"), b.get("restarts")) != (c["state"], c.get("reason"), c["restarts"]):
                 last = c.get("lastState") or {}
                 if last.get("reason") == "StartError" or c.get("reason") == "StartError":
@@ -458,6 +458,9 @@ class Embedded:
         return doc
 
 
+BACKING_OFF = ("CrashLoopBackOff", "BackOff", "StartError")  # a container waiting to start again (the runtime's words)
+
+
 def _ref(pod: Pod) -> Ref:
     return Ref("Pod", pod.namespace, pod.name, pod.uid)
 
@@ -474,13 +477,24 @@ def _container(c: Any) -> dict:
     for name in ("started_ns", "finished_ns"):
         if getattr(c, name, 0) > 0:
             out["startedAt" if name == "started_ns" else "finishedAt"] = _iso(getattr(c, name))
-    last = getattr(c, "last_termination", None)
+    last = getattr(c, "last_termination", None) if _has(c, "last_termination") else None
     if last is not None:
         out["lastState"] = {"exitCode": last.exit_code, "reason": last.reason[:MAX_RUNTIME_TEXT],
                             "message": last.message[:MAX_RUNTIME_TEXT],
                             **({"startedAt": _iso(last.started_ns)} if last.started_ns > 0 else {}),
                             **({"finishedAt": _iso(last.finished_ns)} if last.finished_ns > 0 else {})}
     return out
+
+
+def _has(message: Any, name: str) -> bool:
+    """Whether ``name`` is set: a report's entry is the wire message itself (whose unset message fields read as
+    empty ones, so only HasField tells), or a dataclass of :mod:`proto.model` (None when unset)."""
+    try:
+        return bool(message.HasField(name))
+    except AttributeError:
+        return getattr(message, name, None) is not None
+    except ValueError:  # a wire message without such a field (an older agent's)
+        return False
 
 
 def _iso(ns: int) -> str:

@@ -58,6 +58,9 @@ def logs(args: argparse.Namespace, fetch: Callable[[], dict]) -> int:
     path = log_file(folder, f"{name}.log")
     if path is None:  # how its last try ended says why (StartError: no such file) better than its back-off
         why = state.get("lastState") or state
+        if _has_run(state):
+            raise LogsError(f"container {name!r} in pod {key} has run, but there is no log of it in {folder}: is "
+                            "serve's --agent-state the agent's --state?")
         reason = why.get("reason") or "ContainerCreating"
         detail = f": {why['message']}" if why.get("message") else ""
         raise LogsError(f"container {name!r} in pod {key} has not written a log: it never started ({reason}{detail})")
@@ -81,6 +84,15 @@ def container_of(item: dict, asked: str | None, key: str) -> str:
 def _state(item: dict, name: str) -> dict:
     containers = (item["status"].get("runtime") or {}).get("containers") or []
     return next((c for c in containers if c.get("name") == name), {})
+
+
+def _has_run(state: dict) -> bool:
+    """Whether the container's command ever ran: it runs, or a run of it ended other than by StartError."""
+    if state.get("state") == "running":
+        return True
+    ends = ([state] if state.get("state") == "terminated" else []) + ([state["lastState"]] if state.get("lastState")
+                                                                     else [])
+    return any(end.get("reason") != "StartError" for end in ends)
 
 
 def _why_not_started(item: dict) -> str:

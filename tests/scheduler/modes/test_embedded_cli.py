@@ -218,7 +218,7 @@ def test_events_are_recorded_folded_bounded_and_kept_by_a_restart(tmp_path: Path
     sched.run_once()
     web = uid(embedded, "default/web")
     embedded.pod_actions("n0", View(running(web)))
-    backoff = ContainerRuntime("main", "waiting", 1, 1, 0, "BackOff", "back-off 10s restarting container main",
+    backoff = ContainerRuntime("main", "waiting", 1, 1, 0, "CrashLoopBackOff", "back-off 10s restarting container main",
                                last_termination=ContainerTermination(1, "Error", "", 1, 2))
     embedded.pod_actions("n0", View(PodRuntime(web.uid, "default", "web", "Running", restarts=1, containers=[backoff])))
     embedded.pod_actions("n0", View(running(web, restarts=1, pid=101)))
@@ -354,12 +354,15 @@ def test_logs_previous_tail_and_a_pod_that_never_started(api) -> None:
     web = uid(embedded, "default/web")
     status, _, err = ctl(server, "logs", "web")
     assert status == 1 and "is waiting to start: ContainerCreating (bound to n0" in err, err
-    never = ContainerRuntime("main", "waiting", 127, 0, 0, "BackOff", "back-off 10s restarting container main",
+    never = ContainerRuntime("main", "waiting", 127, 0, 0, "CrashLoopBackOff", "back-off 10s restarting container main",
                              last_termination=ContainerTermination(127, "StartError", "cannot start nope: no such file"))
     embedded.pod_actions("n0", View(PodRuntime(web.uid, "default", "web", "Running", containers=[never])))
     status, out, err = ctl(server, "logs", "web")
     assert status == 1 and err == "error: container 'main' in pod default/web has not written a log: it never " \
                                   "started (StartError: cannot start nope: no such file)\n", err
+    embedded.pod_actions("n0", View(running(web)))  # it runs, yet its log is not where serve was told to look
+    status, _, err = ctl(server, "logs", "web")
+    assert status == 1 and "has run, but there is no log of it in" in err and "--agent-state" in err, err
     folder = embedded.pod_log_dir("default", "web", web.uid)
     folder.mkdir(parents=True)
     (folder / "main.log").write_text("run 2: a\nrun 2: b\n")
@@ -400,3 +403,25 @@ def test_logs_f_follows_the_run_until_the_container_restarts(api) -> None:
             proc.wait()
         proc.stdout.close()
         proc.stderr.close()
+
+
+def test_a_last_state_is_recorded_only_when_the_wire_report_carries_one(api) -> None:
+    """The intake hands embedded mode the wire message itself, whose unset message fields read as empty ones:
+    a container that never restarted must not show a Last State of exit code 0."""
+    from proto.codec import report_to_pb
+    from proto.model import Identity, NodeReport
+
+    embedded, sched, server = api
+    embedded.apply(docs(pod("web", cpu=1), pod("flaky", cpu=1)))
+    sched.run_once()
+    web, flaky = uid(embedded, "default/web"), uid(embedded, "default/flaky")
+    crash = ContainerTermination(1, "Error", "", 10**18, 10**18 + 10**9)
+    wire = report_to_pb(NodeReport(Identity("n0"), runtime=[running(web), running(flaky, restarts=1, last=crash)]))
+    embedded.pod_actions("n0", wire)
+    states = {key: embedded.store.get("Pod", key).status["runtime"]["containers"][0]
+              for key in ("default/web", "default/flaky")}
+    assert "lastState" not in states["default/web"], states
+    assert states["default/flaky"]["lastState"] == {"exitCode": 1, "reason": "Error", "message": "",
+                                                    "startedAt": "2001-09-09T01:46:40Z",
+                                                    "finishedAt": "2001-09-09T01:46:41Z"}, states
+    assert "Last State" not in ctl(server, "describe", "pod", "web")[1]
