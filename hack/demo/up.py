@@ -220,8 +220,11 @@ class Demo:
         else:
             trouble = "; ".join(f"{r['key']} {r['phase']}: {r['reason'] or 'restarted'} ({r['restarts']} restarts)"
                                 for r in troubled)
+            waiting = [r for r in s["pods"] if r["phase"] == "Pending"]
+            why = f" | waiting: {len(waiting)}, {waiting[0]['key']}: {waiting[0]['reason'] or 'not tried yet'}" \
+                if waiting else ""
             sys.stdout.write(" | ".join(lines[1:]) + f" | phases {s['phases']}" +
-                             (f" | failing or evicted: {trouble}" if trouble else "") + "\n")
+                             (f" | failing or evicted: {trouble}" if trouble else "") + why + "\n")
         sys.stdout.flush()
 
     def watch(self) -> None:
