@@ -55,6 +55,7 @@ class Events:
     def __init__(self, store: Store, clock: Callable[[], float], *, keep: int = MAX_EVENTS):
         self.store, self.clock, self.keep = store, clock, keep
         self._lock = threading.Lock()
+        self._flushing = threading.Lock()  # one flush at a time: an older batch never lands after a newer one
         self._events: OrderedDict[int, dict] = OrderedDict()  # id -> event, oldest first
         self._series: dict[tuple, int] = {}  # (object, type, reason, message) -> id of its event
         self._dirty: set[int] = set()  # to write
@@ -110,13 +111,14 @@ class Events:
 
     def flush(self) -> int:
         """Write what changed since the last flush, in one transaction; how many events."""
-        with self._lock:
-            batch = [(i, dict(self._events[i])) for i in sorted(self._dirty) if i in self._events]
-            gone, self._dirty, self._gone = sorted(self._gone), set(), set()
-        try:
-            self.store.put_events(batch, gone, keep=self.keep)
-        except Exception as exc:  # events are best effort: a full disk must not stop a cycle
-            log.warning("%d event(s) not stored: %s", len(batch), exc)
+        with self._flushing:
+            with self._lock:
+                batch = [(i, dict(self._events[i])) for i in sorted(self._dirty) if i in self._events]
+                gone, self._dirty, self._gone = sorted(self._gone), set(), set()
+            try:
+                self.store.put_events(batch, gone, keep=self.keep)
+            except Exception as exc:  # events are best effort: a full disk must not stop a cycle
+                log.warning("%d event(s) not stored: %s", len(batch), exc)
         return len(batch)
 
     def list(self, ref: Ref | None = None) -> list[dict]:

@@ -17,7 +17,8 @@ from proto.vocab.quantity import format_quantity
 # plural -> (kubectl's resource name, API group): ``-o name`` prints resource[.group]/name
 RESOURCES = {"pods": ("pod", ""), "podgroups": ("podgroup", "scheduling.volcano.sh"),
              "queues": ("queue", "scheduling.volcano.sh"), "nodes": ("node", ""),
-             "priorityclasses": ("priorityclass", "scheduling.k8s.io"), "events": ("event", "")}
+             "priorityclasses": ("priorityclass", "scheduling.k8s.io"), "events": ("event", ""),
+             "namespaces": ("namespace", "")}
 API_VERSIONS = {"nodes": "v1", "events": "v1"}
 QOS_ANNOTATION = "volcano.sh/qos-level"
 POD_REASONS = ("Evicted", "NodeLost", "NodeNotReady", "Preempted")  # kubectl shows the container's; these say more
@@ -210,7 +211,7 @@ def table(plural: str, items: list[dict], *, wide: bool = False, namespaces: boo
           now: float) -> list[tuple]:
     """The rows (header first) ``get`` prints: kubectl's columns, the namespace first with ``-A``."""
     rows = {"pods": _pods, "podgroups": _groups, "queues": _queues, "nodes": _nodes,
-            "priorityclasses": _classes, "events": _events}[plural](items, wide, now)
+            "priorityclasses": _classes, "events": _events, "namespaces": _namespaces}[plural](items, wide, now)
     if namespaces and plural in ("pods", "podgroups", "events"):
         spaces = ["NAMESPACE"] + [_namespace(plural, i) for i in items]
         rows = [(ns, *row) for ns, row in zip(spaces, rows, strict=True)]
@@ -296,6 +297,15 @@ def _classes(items: list[dict], wide: bool, now: float) -> list[tuple]:
     return rows
 
 
+def _namespaces(items: list[dict], wide: bool, now: float) -> list[tuple]:
+    rows: list[tuple] = [("NAME", "STATUS", "AGE") + (("LABELS",) if wide else ())]
+    for i in items:
+        meta = i["manifest"].get("metadata") or {}
+        labels = ",".join(f"{k}={v}" for k, v in sorted((meta.get("labels") or {}).items())) or "<none>"
+        rows.append((i["key"], "Active", age(meta.get("creationTimestamp"), now)) + ((labels,) if wide else ()))
+    return rows
+
+
 def _events(items: list[dict], wide: bool, now: float) -> list[tuple]:
     if wide:
         header: tuple = ("LAST SEEN", "TYPE", "REASON", "OBJECT", "SOURCE", "MESSAGE", "FIRST SEEN", "COUNT", "NAME")
@@ -349,7 +359,8 @@ def _mapping(title: str, values: dict | None, indent: int = 0, sep: str = "=") -
 
 def describe(plural: str, item: dict, events: list[dict], now: float, *, pods: list[dict] | None = None) -> str:
     lines = {"pods": _describe_pod, "podgroups": _describe_group, "queues": _describe_queue,
-             "nodes": _describe_node, "priorityclasses": _describe_class}[plural](item, now, pods or [])
+             "nodes": _describe_node, "priorityclasses": _describe_class,
+             "namespaces": _describe_namespace}[plural](item, now, pods or [])
     return "\n".join(lines + events_section(events, now))
 
 
@@ -517,3 +528,9 @@ def _describe_class(item: dict, now: float, _: list[dict]) -> list[str]:
     return _kv([("Name", item["key"]), ("Value", m.get("value")), ("GlobalDefault", str(bool(m.get("globalDefault"))).lower()),
                 ("PreemptionPolicy", m.get("preemptionPolicy") or "PreemptLowerPriority"),
                 ("Description", m.get("description") or "")])
+
+
+def _describe_namespace(item: dict, now: float, _: list[dict]) -> list[str]:
+    meta = item["manifest"].get("metadata") or {}
+    return ([f"{'Name:':<18}{item['key']}"] + _mapping("Labels", meta.get("labels")) +
+            _mapping("Annotations", meta.get("annotations"), sep=": ") + [f"{'Status:':<18}Active"])
