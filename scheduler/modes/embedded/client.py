@@ -283,6 +283,7 @@ def get(args: argparse.Namespace) -> int:
     if not args.watch:
         return 0
     seen = {_identity(plural, i): _signature(plural, i) for i in items}
+    last = {_identity(plural, i): i for i in items}
     while True:  # until Ctrl-C
         version = request(args.server, "GET", f"/watch/{version}")["version"]
         try:
@@ -293,7 +294,8 @@ def get(args: argparse.Namespace) -> int:
             raise
         now = {_identity(plural, i): i for i in items}
         changed = [i for key, i in now.items() if seen.get(key) != _signature(plural, i)]
-        seen = {key: _signature(plural, i) for key, i in now.items()}
+        changed += [i for key, i in last.items() if key not in now]  # gone: its last state, as kubectl prints it
+        seen, last = {key: _signature(plural, i) for key, i in now.items()}, now
         if changed:
             widths = _print(args, plural, changed, header=False, widths=widths)
 

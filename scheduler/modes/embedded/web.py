@@ -271,9 +271,12 @@ def _handler(view: WebView) -> type[BaseHTTPRequestHandler]:
                 self.send_header(name, value)
             self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(body)
+            try:
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+            except (BrokenPipeError, ConnectionResetError):  # the page was closed meanwhile
+                self.close_connection = True
 
         def _json(self, status: int, doc: Any) -> None:
             self._send(status, json.dumps(doc).encode(), "application/json")

@@ -175,6 +175,14 @@ def test_get_w_prints_each_change_until_ctrl_c(api, tmp_path: Path) -> None:
         while not any("Running" in line and "1/1" in line for line in lines) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert any("Running" in line and "1/1" in line for line in lines[2:]), lines
+        embedded.delete("Pod", "default/web")  # stopping, then gone: its last row again, as kubectl prints it
+        while not any("Terminating" in line for line in lines) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        count = len(lines)
+        embedded.pod_actions("n0", View())  # stopped on the node: the record goes
+        while len(lines) == count and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "Terminating" in lines[-1] and lines[-1].startswith("web "), lines
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=10)
