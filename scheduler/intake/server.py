@@ -21,7 +21,6 @@ import logging
 import signal
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -136,7 +135,7 @@ class AgentService(agent_pb2_grpc.NodeAgentServicer):
         # is not read)
         stream = StreamState(allowed_names=peer_names(context) if self.check_identity else None, peer=context.peer())
         decoder = codec.ReportDecoder()
-        read, write, receive, key_of = context.read, context.write, self.intake.receive, decoder.capacity_key
+        read, write, receive = context.read, context.write, self.intake.receive_message
         received = 0
         try:
             while True:
@@ -150,10 +149,9 @@ class AgentService(agent_pb2_grpc.NodeAgentServicer):
                     log.debug("undecodable message %d from %s: %s", received, stream.peer, message.error)
                     await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                                         bounded(f"message {received} is not a scoria.v1.NodeReport: {message.error}"))
-                key = key_of(message)
                 try:
                     # validated as received; the dataclasses are built only if something needs them
-                    directive = receive(stream, message, partial(decoder.decode, message, key), key)
+                    directive = receive(stream, message, decoder)
                 except CloseStream as closed:
                     await context.abort(closed.code, closed.message)
                 if directive is not None:
@@ -187,6 +185,11 @@ class AgentServer:
             if tls is None and not is_loopback(host) and not allow_insecure_remote:
                 raise ServeError(f"--insecure on {host or 'all interfaces'} would accept node reports from anyone; "
                                  "listen on 127.0.0.1/::1 or a unix: socket, use TLS, or add --insecure-allow-remote")
+            if tls is not None and tls.client_ca is None and not is_loopback(host) and not allow_insecure_remote:
+                # encrypted, but nobody is asked who they are: any client could report as any node
+                raise ServeError(f"TLS without --tls-client-ca on {host or 'all interfaces'} would let anyone report "
+                                 "as any node; add --tls-client-ca (agents then prove their node), listen on a "
+                                 "loopback address, or add --insecure-allow-remote")
         self.intake = intake
         self.listen = f"unix:{self.unix_path}" if self.unix_path is not None else listen
         self.tls = tls

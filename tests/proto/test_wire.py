@@ -188,15 +188,24 @@ async def _superseded() -> None:
         first.publish(full_report())
         stop = asyncio.Event()
         t1 = asyncio.create_task(first.run(stop))
-        await wait_for(lambda: first.stats["acked"] >= 1, 5)
-        second = ReportClient(ClientOptions(f"127.0.0.1:{port}", interval=0.05, insecure=True))
-        second.publish(full_report())
-        t2 = asyncio.create_task(second.run(stop))
-        await wait_for(lambda: second.stats["acked"] >= 1, 5)
-        await wait_for(lambda: not first.connected, 15)  # the older stream was closed
-        assert intake.streams["node-a"] is not None and len(intake.streams) == 1
-        stop.set()
-        await asyncio.gather(t1, t2)
+        tasks = {t1}
+        try:
+            await wait_for(lambda: first.stats["acked"] >= 1, 5)
+            second = ReportClient(ClientOptions(f"127.0.0.1:{port}", interval=0.05, insecure=True))
+            second.publish(full_report())
+            t2 = asyncio.create_task(second.run(stop))
+            tasks.add(t2)
+            await wait_for(lambda: second.stats["acked"] >= 1, 5)
+            await wait_for(lambda: not first.connected, 15)  # the older stream was closed
+            assert intake.streams["node-a"] is not None and len(intake.streams) == 1
+        finally:
+            # both clients stop here, pass or fail, while the server is still up (a client left for asyncio.run's
+            # clean-up once hung the suite there under heavy load)
+            stop.set()
+            done, _ = await asyncio.wait(tasks, timeout=15)
+        assert done == tasks, "a client did not stop within 15 s of being told to"
+        for task in tasks:
+            task.result()
 
 
 def test_a_newer_stream_from_the_same_node_replaces_the_old_one() -> None:
@@ -241,9 +250,9 @@ def test_an_ack_covers_every_earlier_report() -> None:
     # three reports went out, each carrying every eviction pending when it left
     client._in_flight = {1: 1, 2: 2, 3: 3}
     client._sent_at = {1: 0.0, 2: 0.0, 3: 0.0}
-    client._acknowledge(2, 0, "")
+    client._acknowledge(Ack(2))
     assert client.pending_evictions == 1 and client._in_flight == {3: 1} and set(client._sent_at) == {3}
-    client._acknowledge(3, 0, "")
+    client._acknowledge(Ack(3))
     assert client.pending_evictions == 0 and not client._in_flight
 
 
@@ -252,7 +261,7 @@ def test_a_refusal_keeps_the_evictions() -> None:
     report = full_report(sequence=0)
     client.publish(report)
     client._in_flight = {1: 1}
-    client._acknowledge(1, 3, "bad report")
+    client._acknowledge(Ack(1, 3, "bad report"))
     assert client.pending_evictions == 1 and client.stats["refused"] == 1 and client.last_refusal == "bad report"
 
 

@@ -37,7 +37,8 @@ TIMEOUT = 30.0
 KINDS = {"event": "events", "events": "events", "ev": "events",
          "pod": "pods", "pods": "pods", "po": "pods", "podgroup": "podgroups", "podgroups": "podgroups",
          "pg": "podgroups", "queue": "queues", "queues": "queues", "q": "queues", "node": "nodes", "nodes": "nodes",
-         "no": "nodes", "priorityclass": "priorityclasses", "priorityclasses": "priorityclasses", "pc": "priorityclasses"}
+         "no": "nodes", "priorityclass": "priorityclasses", "priorityclasses": "priorityclasses", "pc": "priorityclasses",
+         "namespace": "namespaces", "namespaces": "namespaces", "ns": "namespaces"}
 NAMESPACED = {"pods", "podgroups", "events"}
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 
@@ -64,7 +65,8 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     p.add_argument("-f", "--filename", action="append", required=True, metavar="FILE",
                    help="YAML/JSON file or folder (repeatable)")
     server(p)
-    p = sub.add_parser("get", help="list pods, podgroups, queues, nodes, priorityclasses or events (embedded mode)")
+    p = sub.add_parser("get", help="list pods, podgroups, queues, nodes, priorityclasses, namespaces or events "
+                                   "(embedded mode)")
     p.add_argument("kind")
     p.add_argument("name", nargs="?")
     namespaces(p)
@@ -186,7 +188,8 @@ def _unreachable(server: str, sock: Path, exc: OSError) -> CtlError:
 def _kind(text: str) -> str:
     plural = KINDS.get(text.lower())
     if plural is None:
-        raise CtlError(f"unknown kind {text!r}; one of pods, podgroups, queues, nodes, priorityclasses, events", 2)
+        raise CtlError(f"unknown kind {text!r}; one of pods, podgroups, queues, nodes, priorityclasses, namespaces, "
+                       "events", 2)
     return plural
 
 

@@ -45,7 +45,7 @@ from scheduler.api.fields import refuse_unknown_fields
 from scheduler.api.loader import Workload, check_references
 from scheduler.api.manifests import ManifestError, object_id, object_json, parse_object
 from scheduler.api.nodereport import shown
-from scheduler.api.objects import DEFAULT_QUEUE, Condition, Node, Pod, PodGroup, PriorityClass, Queue
+from scheduler.api.objects import DEFAULT_QUEUE, Condition, Namespace, Node, Pod, PodGroup, PriorityClass, Queue
 from scheduler.api.updates import SERVER_METADATA, update_problem
 from scheduler.cluster.cache import ClusterCache
 from scheduler.cluster.effects import CacheEffects
@@ -74,7 +74,8 @@ FINISHED = ("Succeeded", "Failed")
 AGENT_STATE = "agent"  # the agent's --state under the scheduler's, unless serve --agent-state says otherwise
 MAX_RUNTIME_TEXT = 1024  # a runtime reason or message is kept up to this many characters
 CREATED, CONFIGURED, UNCHANGED = "created", "configured", "unchanged"  # what apply did, in kubectl's words
-_KIND_OF = {Pod: "Pod", PodGroup: "PodGroup", Queue: "Queue", PriorityClass: "PriorityClass", Node: "Node"}
+_KIND_OF = {Pod: "Pod", PodGroup: "PodGroup", Queue: "Queue", PriorityClass: "PriorityClass", Node: "Node",
+            Namespace: "Namespace"}
 
 
 class Conflict(Exception):
@@ -123,7 +124,7 @@ class Embedded:
                 log.error("stored %s %s cannot be used: %s", stored.kind, stored.key, exc)
         return n
 
-    def _object(self, stored: Stored) -> Node | Pod | PodGroup | Queue | PriorityClass:
+    def _object(self, stored: Stored) -> Node | Pod | PodGroup | Queue | PriorityClass | Namespace:
         doc = copy.deepcopy(stored.manifest)
         status = stored.status
         if stored.kind == "Pod":

@@ -68,7 +68,7 @@ from scheduler.modes.embedded.store import Stored
 log = logging.getLogger(__name__)
 
 PLURALS = {"pods": "Pod", "podgroups": "PodGroup", "queues": "Queue", "priorityclasses": "PriorityClass",
-           "nodes": "Node"}
+           "nodes": "Node", "namespaces": "Namespace"}
 NAMESPACED = {"Pod", "PodGroup"}
 MAX_BODY = 4 * 2**20          # bytes of one apply (a manifest file)
 MAX_CONNECTIONS = 32          # served at once; more are answered 503

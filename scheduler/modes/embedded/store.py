@@ -37,7 +37,7 @@ SCHEMA_VERSION = 2
 EVENTS_TABLE = "CREATE TABLE events (id INTEGER PRIMARY KEY, event TEXT NOT NULL)"
 UPGRADES = {1: [EVENTS_TABLE]}  # schema 1 had no events
 MAX_EVENTS = 1000  # events kept; the oldest go first
-KINDS = ("PriorityClass", "Queue", "Node", "PodGroup", "Pod")  # the order objects are loaded in
+KINDS = ("Namespace", "PriorityClass", "Queue", "Node", "PodGroup", "Pod")  # the order objects are loaded in
 
 
 class StoreError(InputError):

@@ -135,11 +135,13 @@ class WebView:
 
     # -- the scheduler's own series -------------------------------------------------------------------------
     def _sample_loop(self) -> None:
-        while not self._stop.wait(self.sample_s):
+        while True:
             try:
                 self.sample()
             except Exception:  # a bug in one sample must not end the plots for good
                 log.exception("web view: sampling failed")
+            if self._stop.wait(self.sample_s):
+                return
 
     def sample(self) -> None:
         """One point of each of the scheduler's own charts."""
