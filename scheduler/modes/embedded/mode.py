@@ -410,17 +410,22 @@ class Embedded:
         return [("Pod", pod.key, fields)]
 
     def _container_events(self, node: str, pod: Pod, now: list[dict], before: list[dict]) -> None:
-        """Started, BackOff and Failed, as the kubelet records them, for what changed since the last report."""
+        """Started, BackOff and Failed, as the kubelet records them, for what changed since the last report.
+
+        A run is Started when the report shows it running anew (another pid) — or shows it ended already, a run
+        that began since the last report (its start time moved) and came and went between two reports."""
         was = {c.get("name"): c for c in before if isinstance(c, dict)}
         for c in now:
-            b, name = was.get(c["name"]) or {}, c["name"]
-            if c["state"] == "running" and (b.get("state") != "running" or b.get("pid") != c["pid"]):
+            b, name, running = was.get(c["name"]) or {}, c["name"], c["state"] == "running"
+            ended = c if c["state"] == "terminated" else (c.get("lastState") or {})
+            unseen = bool(c.get("startedAt")) and c.get("startedAt") != b.get("startedAt") and \
+                ended.get("reason") != "StartError"
+            if (running and (b.get("state") != "running" or b.get("pid") != c["pid"])) or (not running and unseen):
                 self.events.record(_ref(pod), NORMAL, "Started", f"Started container {name}", source=KUBELET, host=node)
-            elif c["state"] == "waiting" and c.get("reason") in BACKING_OFF and (
+            if c["state"] == "waiting" and c.get("reason") in BACKING_OFF and (
                     b.get("state"), b.get("reason"), b.get("restarts")) != (c["state"], c.get("reason"), c["restarts"]):
-                last = c.get("lastState") or {}
-                if last.get("reason") == "StartError" or c.get("reason") == "StartError":
-                    self.events.record(_ref(pod), WARNING, "Failed", last.get("message") or c.get("message") or
+                if ended.get("reason") == "StartError" or c.get("reason") == "StartError":
+                    self.events.record(_ref(pod), WARNING, "Failed", ended.get("message") or c.get("message") or
                                        f"container {name} could not start", source=KUBELET, host=node)
                 self.events.record(_ref(pod), WARNING, "BackOff", f"Back-off restarting failed container {name} in "
                                    f"pod {pod.key}", source=KUBELET, host=node)

@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -446,3 +447,26 @@ def test_namespaces_are_listed_and_described_as_kubectl_does(api) -> None:
     assert ctl(server, "get", "namespaces", "-o", "name")[1] == "namespace/shop\n"
     _, out, _ = ctl(server, "describe", "namespace", "shop")
     assert "Name:             shop" in out and "team=a" in out and "Status:           Active" in out, out
+
+
+def test_a_run_that_came_and_went_between_two_reports_is_started_too(api) -> None:
+    """A container that exits within a report interval is never seen running; its start still counts (the
+    kubelet records Started for every run), once, and not for a run that could not start."""
+    embedded, sched, server = api
+    embedded.apply(docs(pod("quick", cpu=1), pod("broken", cpu=1)))
+    sched.run_once()
+    quick, broken = uid(embedded, "default/quick"), uid(embedded, "default/broken")
+
+    def backing_off(p, started: str, reason: str = "Error", restarts: int = 0) -> PodRuntime:
+        c = ContainerRuntime("main", "waiting", 1, restarts, 0, "CrashLoopBackOff", "back-off", started_ns=int(
+            datetime.fromisoformat(started).timestamp() * 1e9), last_termination=ContainerTermination(1, reason))
+        return PodRuntime(p.uid, p.namespace, p.name, "Running", restarts=restarts, containers=[c])
+
+    for _ in range(2):  # the same report twice: one event
+        embedded.pod_actions("n0", View(backing_off(quick, "2026-01-01T12:00:00+00:00"),
+                                        backing_off(broken, "2026-01-01T12:00:00+00:00", "StartError")))
+    embedded.pod_actions("n0", View(backing_off(quick, "2026-01-01T12:00:10+00:00", restarts=1)))  # ran again
+    reasons = [(e["involvedObject"]["name"], e["reason"], e["count"]) for e in embedded.events.list()
+               if e["involvedObject"]["kind"] == "Pod" and e["reason"] != "Scheduled"]
+    assert ("quick", "Started", 2) in reasons and not [r for r in reasons if r[:2] == ("broken", "Started")], reasons
+    assert ("broken", "Failed", 1) in reasons and ("broken", "BackOff", 1) in reasons, reasons
