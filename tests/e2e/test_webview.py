@@ -2,9 +2,10 @@
 a small embedded-mode run — the real scheduler with ``--web-port 0``, the real agent, pods as real processes in
 real cgroups — loaded as a person would open it, and checked for what it shows.
 
-The screenshot is kept as a test artefact: ``tests/artifacts/webview.png`` (git-ignored), or under
-``$SCORIA_ARTIFACTS``; the test prints its path.  Where chromium is missing the test is skipped saying so, except
-in CI (``$CI`` set, as ``.ci/run`` sets it after installing chromium): there a missing browser fails it.
+The screenshot is kept as a test artefact, pass or fail: ``tests/artifacts/webview.png`` (git-ignored), or under
+``$SCORIA_ARTIFACTS``; the run's summary lists it under "artifacts kept".  Where chromium is missing the test is
+skipped saying so, except in CI (``$CI`` set, as ``.ci/run`` sets it after installing chromium): there a missing
+browser fails it.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def chromium():
         b.close()
 
 
-def test_the_web_view_shows_nodes_pods_queues_and_live_plots(stack, chromium) -> None:
+def test_the_web_view_shows_nodes_pods_queues_and_live_plots(stack, chromium, artifact) -> None:
     # no CPU eviction: other work on a shared machine must not evict the offline pod the test looks for
     s = stack(scheduler_args=("--web-port", "0"), profile={"eviction": NO_CPU_EVICTION})
     url = (s.dir / "scheduler" / "web.url").read_text().strip()
@@ -71,6 +72,15 @@ def test_the_web_view_shows_nodes_pods_queues_and_live_plots(stack, chromium) ->
     chromium.wait("return document.getElementById('status').textContent.includes('no token')", what="no-token note")
 
     chromium.get(url)
+    try:
+        _check_the_page(s, chromium)
+    finally:  # the screenshot is kept whatever the verdict: a failing check is easier to read next to it
+        shot = chromium.screenshot(ARTIFACTS / "webview.png")
+        artifact(shot)  # listed in the run's summary ("artifacts kept")
+    assert shot.stat().st_size > 10_000
+
+
+def _check_the_page(s, chromium) -> None:
     first = int(chromium.wait("return document.body.dataset.updates", what="a first update"))
     shown = chromium.wait("""
         const node = document.querySelector('#nodes .node[data-name="e2e-node"]');
@@ -113,6 +123,3 @@ def test_the_web_view_shows_nodes_pods_queues_and_live_plots(stack, chromium) ->
     # nothing of a pod's command or environment reaches the page
     page = chromium.run("return document.body.innerText")
     assert s.tag not in page and "import time" not in page, page
-    shot = chromium.screenshot(ARTIFACTS / "webview.png")
-    print(f"web view screenshot: {shot}")
-    assert shot.stat().st_size > 10_000
