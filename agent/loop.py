@@ -1,15 +1,20 @@
 """The node agent: collect -> decide -> act, on two clocks.
 
 The *fast* loop (every ``fast_interval``, 25 ms by default, while offline pods
-use CPU; 200 ms while they do not) reads two cheap counters — the CPU time of
-all pods and of the offline parent — and, with the CPU used outside pods as
-the slow loop last measured it, cuts the offline CFS quota as soon as online
-work needs the room: suppression within a fast tick or two.  It only ever
-cuts; the *slow* loop (every second) recomputes everything from a full
-sample, lets the quota rise again, applies per-pod cgroup settings, evicts
-when the node stays over its watermark, updates the batch allocatable, and
-publishes the node report.  Topology and
-devices are refreshed on their own, longer intervals.
+use CPU; 200 ms while they do not; at once when a PSI trigger fires, where the
+kernel lets the agent set one fine enough) reads two cheap counters — the CPU
+time of all pods and of the offline parent — and, where the kernel keeps it,
+the online pods' CPU stall.  Where offline pods are SCHED_IDLE the offline
+quota stays open and the fast loop clamps it when online signals call for it
+(online use rising, online tasks stalled; see
+:func:`agent.policies.cpu.online_signal`), opening it again once no signal has
+come for ``clampHold``.  Elsewhere the quota always clamps and the fast loop
+cuts it as soon as online work needs the room, letting it rise again once
+online use has left room for ``clampHold``.  The *slow* loop (every second)
+recomputes everything from a full sample, applies per-pod cgroup settings,
+evicts under real pressure (see :mod:`agent.policies.eviction`), updates the
+batch allocatable, and publishes the node report.  Topology and devices are
+refreshed on their own, longer intervals.
 
 Decisions are the pure functions of :mod:`agent.policies`; effects go through
 the executor, the evictor and the report publisher.
@@ -31,19 +36,28 @@ from agent.cgroups.backend import Backend
 from agent.cgroups.executor import Executor
 from agent.cgroups.layout import Layout, container_id
 from agent.collectors.load import CpuMeter, boot_id, memory_used, node_cpu_ns, node_pressure, parse_pressure
+from agent.collectors.psi import StallTrigger, open_trigger, stall_counter
 from agent.evictor import Evictor
+from agent.fastloop import FastLoop
 from agent.hostpaths import HostPaths
 from agent.intents import BatchAllocatable, CgroupWrite
 from agent.metrics import AgentMetrics
 from agent.pods import PodInfo, PodSource
 from agent.policies.batch import OvercommitState, batch_allocatable
-from agent.policies.cpu import burst_writes, offline_pod_writes, offline_quota, quota_plan
+from agent.policies.cpu import (
+    QuotaPlan,
+    burst_writes,
+    offline_pod_writes,
+    offline_quota,
+    on_signals,
+    quota_plan,
+)
 from agent.policies.eviction import EvictionState, decide_evictions
 from agent.policies.memory import memory_intents
 from agent.policies.nodestate import NodeState, PodSample
 from agent.policies.numa import REASONS as UNPINNED_REASONS
 from agent.policies.numa import PinProblem, numa_intents, pinned
-from agent.profile import ProfileError, ProfileSpec, ProfileWatcher
+from agent.profile import ProfileError, ProfileSpec, ProfileWatcher, numeric_settings
 from proto.model import (
     Capacity,
     Colocation,
@@ -71,8 +85,8 @@ class AgentConfig:
     detail_interval: float = 10.0  # per-container usage and pod PSI (report detail; policies read pods only)
     topology_interval: float = 60.0
     fast_cut_percent: float = 2.0  # the fast loop cuts the quota when it should shrink by more than this (of capacity)
-    fast_reopen: float = 0.2       # after a fast cut, the quota rises again once online use has left room this long
     offline_busy_percent: float = 1.0  # offline work above this (of capacity) keeps the fast loop at full pace
+    psi_trigger: bool = True       # wake the fast loop on a PSI trigger where the kernel allows a window under 1 s
     enforce: bool = True           # False: observe and report only
 
 
@@ -84,7 +98,7 @@ class LocalPods(Protocol):
     def runtime(self) -> list[PodRuntime]: ...
 
 
-class Agent:
+class Agent(FastLoop):
     def __init__(self, config: AgentConfig, *, paths: HostPaths, backend: Backend, layout: Layout,
                  pods: PodSource, profiles: ProfileWatcher, evictor: Evictor, metrics: AgentMetrics | None = None,
                  read_capacity: Callable[[HostPaths], Capacity] | None = None, devices: Callable[[], Devices] | None = None,
@@ -125,15 +139,33 @@ class Agent:
         self.unreported: list[Eviction] = []
         self._node_meter = CpuMeter(node_cpu_ns(paths), monotonic)
         self._pod_meters: dict[str, CpuMeter] = {}
+        self._pod_paths: dict[tuple[str, str, bool], str] = {}  # (uid, QoS class, offline) -> its cgroup
         self._container_meters: dict[str, CpuMeter] = {}
-        self._fast_pods = CpuMeter(lambda: backend.cpu_usage_ns(layout.root), monotonic)
-        self._fast_offline = CpuMeter(lambda: backend.cpu_usage_ns(layout.offline_parent), monotonic)
+        # online use in a fast window: the online tree's own counter where one cgroup holds every online pod and
+        # nothing else (a layout of our own), else all pods' less offline's (the kubelet's: read a moment apart)
+        online_tree = layout.online_parent if layout.online_tree else layout.root
+        self._fast_tree = CpuMeter(backend.cpu_usage_reader(online_tree), monotonic)
+        self._fast_offline = CpuMeter(backend.cpu_usage_reader(layout.offline_parent), monotonic)
+        # online tasks' CPU stall (PSI "some", as 1000 x the share of time), where the kernel keeps it per cgroup
+        stall = stall_counter(backend, layout.online_parent) if layout.online_parent else None
+        self._fast_stall = CpuMeter(stall, monotonic) if stall is not None else None
+        self.trigger: StallTrigger | None = None  # opened by run(), where the kernel allows a fine one
+        self.trigger_used = ""                    # which one run() used ("": none)
         self._detail: dict[str, tuple] = {}   # pod cgroup -> (containers, cpu PSI, memory PSI)
         self._detail_at: float | None = None
         self._fast_online: float | None = None
         self._fast_recent: deque[tuple[float, float]] = deque()  # (time, online millicores) of recent fast windows
         self._fast_cut_at: float | None = None  # when the fast loop last cut the quota, until it is fully reopened
         self._slow_quota: int | None = None     # the quota the slow loop decided last (the fast loop's ceiling)
+        self._signals = False                   # the quota clamps only on online signals (offline is SCHED_IDLE)
+        self._clamp_until: float | None = None  # signals: the clamp holds until then (None: open)
+        self._slow_online: float | None = None  # online millicores of the last slow sample (the signals' baseline)
+        self._quota_area = 0.0                  # ∫ quota dt since the last slow sample (open: capacity)
+        self._quota_at = self._quota_since = monotonic()
+        self._quota_clamped_since_slow = False
+        self._pressure_now: tuple[Pressure, Pressure, Pressure] | None = None  # node PSI of the last sample
+        self._settings_shown = False  # the spec's settings are in the metrics
+        self._node_meter_ready = False  # a slow sample has been taken (the next has rates)
         # Online pods in the offline parent (the kubelet's BestEffort tier): the quota is then split over the
         # offline pods in it (these cgroups) and the fast loop, which moves the parent's quota, waits.
         self._capped: frozenset[str] = frozenset()
@@ -145,6 +177,9 @@ class Agent:
         self._fast_last = monotonic()
         self.metrics.profile_in_force(profiles.current.name, profiles.current.digest)
         self._fast_seconds = self.metrics.loop_seconds.labels("fast")
+        # fast ticks' durations, observed into the histogram by the slow loop: one observe a tick, at 40 ticks
+        # a second on a cold cache, cost more than the tick's own work
+        self._fast_durations: list[float] = []
         self.has_cpu_idle = bool(layout.offline_parent) and backend.supports("cpu.idle", layout.offline_parent)
         self.has_cpu_burst = bool(layout.root) and backend.supports("cpu.burst", layout.root)
 
@@ -156,6 +191,7 @@ class Agent:
         if self.capacity.cpu_millis:
             node_cpu = min(node_cpu, float(self.capacity.cpu_millis))
         mem_total, mem_used = memory_used(self.paths)
+        self._pressure_now = node_pressure(self.paths)
         now = self.monotonic()
         detail = self._detail_at is None or now - self._detail_at >= self.config.detail_interval
         if detail:
@@ -164,7 +200,9 @@ class Agent:
         seen: set[str] = set()
         for pod in self.pods.pods():
             samples.append(self._sample_pod(pod, seen, detail))
-        self._pod_meters = {k: m for k, m in self._pod_meters.items() if k in seen}  # pods that left
+        for gone in [k for k in self._pod_meters if k not in seen]:  # pods that left
+            del self._pod_meters[gone]
+            self.backend.forget(gone)
         self._detail = {k: d for k, d in self._detail.items() if k in seen}
         if detail:
             self._container_meters = {k: m for k, m in self._container_meters.items() if k in seen}
@@ -173,10 +211,16 @@ class Agent:
                          offline_parent=self.layout.offline_parent, cgroup_version=self.backend.version,
                          has_cpu_idle=self.has_cpu_idle, has_cpu_burst=self.has_cpu_burst,
                          owns_offline_parent=self.layout.owns_parents,
-                         numa_zones=tuple(self.capacity.numa_zones))
+                         numa_zones=tuple(self.capacity.numa_zones), offline_quota=self._quota_mean(now),
+                         memory_pressure=self._pressure_now[1])
 
     def _sample_pod(self, pod: PodInfo, seen: set[str], detail: bool) -> PodSample:
-        path = self.layout.pod_path(pod.uid, pod.qos_class, offline=pod.offline)
+        key = (pod.uid, pod.qos_class, pod.offline)
+        path = self._pod_paths.get(key)
+        if path is None:
+            if len(self._pod_paths) > 4 * len(self._pod_meters) + 256:  # pods come and go: start over now and then
+                self._pod_paths.clear()
+            path = self._pod_paths[key] = self.layout.pod_path(pod.uid, pod.qos_class, offline=pod.offline)
         try:
             cpu, memory = self._usage(self._pod_meters, path, seen)
         except (OSError, ValueError):  # not on this host, or it left between listing and reading: not an error
@@ -193,20 +237,21 @@ class Agent:
         containers = []
         for cpath in self.layout.containers(path):
             try:
-                ccpu, cmem = self._usage(self._container_meters, cpath, seen)
+                ccpu, cmem = self._usage(self._container_meters, cpath, seen, keep=False)
             except (OSError, ValueError):  # a container that just exited
                 continue
             name = cpath.rsplit("/", 1)[-1]
             containers.append(ContainerUsage(container_id(name) or name, ccpu / 1000.0, cmem))
         return tuple(containers), self._pressure(path, "cpu"), self._pressure(path, "memory")
 
-    def _usage(self, meters: dict[str, CpuMeter], path: str, seen: set[str]) -> tuple[float, int]:
-        """(millicores since the last reading, working-set bytes) of one cgroup."""
+    def _usage(self, meters: dict[str, CpuMeter], path: str, seen: set[str], keep: bool = True) -> tuple[float, int]:
+        """(millicores since the last reading, working-set bytes) of one cgroup (``keep``: read every second,
+        its files kept open)."""
         seen.add(path)
         meter = meters.get(path)
         if meter is None:
-            meter = meters[path] = CpuMeter(lambda: self.backend.cpu_usage_ns(path), self.monotonic)
-        return meter.sample() or 0.0, self.backend.memory_usage(path)
+            meter = meters[path] = CpuMeter(lambda: self.backend.cpu_usage_ns(path, keep=keep), self.monotonic)
+        return meter.sample() or 0.0, self.backend.memory_usage(path, keep=keep)
 
     def _pressure(self, path: str, resource: str) -> Pressure | None:
         try:
@@ -220,7 +265,11 @@ class Agent:
         started = self.monotonic()
         if self.profiles.poll():
             self.metrics.profile_in_force(self.profiles.current.name, self.profiles.current.digest)
-        self.spec = self._effective_spec()
+        spec = self._effective_spec()
+        if spec != self.spec or not self._settings_shown:
+            self.metrics.settings_in_force(numeric_settings(spec))
+            self._settings_shown = True
+        self.spec = spec
         self._refresh_slow_collectors(started)
         if self.runtime is not None:
             try:  # exits, restarts and stops first, so this tick sees the pods as they are now
@@ -229,21 +278,24 @@ class Agent:
                 log.exception("local runtime tick failed")
         state = self.observe()
         self._system_cpu, self._offline_cpu = state.system_cpu, state.offline_cpu
+        if self._node_meter_ready:  # the first sample has no rates yet: no baseline
+            self._slow_online = state.online_cpu
+        self._node_meter_ready = True
         self.metrics.observed(cpu_used=state.cpu_used, memory_used=state.memory_used, online_cpu=state.online_cpu)
         if self.config.enforce:
             numa = numa_intents(state)
             self._note_unpinned(numa.problems)
-            plan = quota_plan(state, self.spec.cpu, self._capped)
+            plan = self._quota_plan(state, started)
             writes = plan.writes + offline_pod_writes(state, self.spec.cpu) + burst_writes(state, self.spec.burst) + \
                 memory_intents(state, self.spec.memory)
             self._apply(writes + numa.writes)
             self._capped, self._quota_on_parent = plan.capped, plan.on_parent
-            self.quota = plan.quota
-            self.metrics.quota.set(plan.quota)
-            self._slow_quota, self._fast_cut_at = self.quota, None
+            self._set_quota(plan.quota)
+            self._slow_quota, self._fast_cut_at = plan.quota, None
             self._evict(state)
-        else:
-            self.quota = offline_quota(state.cpu_capacity, state.online_cpu, state.system_cpu, self.spec.cpu)
+        else:  # what it would be: open where offline pods are SCHED_IDLE (no fast loop to see signals here)
+            self.quota = None if on_signals(state, self.spec.cpu) else \
+                offline_quota(state.cpu_capacity, state.online_cpu, state.system_cpu, self.spec.cpu)
         self.batch, self.overcommit_state = batch_allocatable(state, self.spec.overcommit, self.overcommit_state)
         self.metrics.offered(self.batch.cpu_millis, self.batch.memory_bytes)
         if self.node_resources is not None and self.config.enforce:
@@ -251,6 +303,9 @@ class Agent:
         report = self.build_report(state)
         self.publish(report)
         self.unreported.clear()
+        durations, self._fast_durations = self._fast_durations, []
+        for seconds in durations:
+            self._fast_seconds.observe(seconds)
         self.metrics.loop_seconds.labels("slow").observe(self.monotonic() - started)
         return report
 
@@ -280,13 +335,52 @@ class Agent:
         capacity.topology_policy = self.topology_policy()
         return capacity
 
+    def _quota_plan(self, state: NodeState, now: float) -> QuotaPlan:
+        """The slow loop's quota: where offline pods are SCHED_IDLE, open unless the fast loop's clamp holds
+        (then the lower of its figure and the slow sample's); elsewhere clamped, from the slow sample."""
+        self._signals = on_signals(state, self.spec.cpu)
+        if not self._signals:
+            self._clamp_until = None
+            return quota_plan(state, self.spec.cpu, self._capped)
+        held = self._clamp_until is not None and now < self._clamp_until
+        if not held:
+            self._clamp_until = None
+        plan = quota_plan(state, self.spec.cpu, self._capped, clamped=held)
+        if not (held and plan.on_parent and plan.quota is not None and self.quota is not None
+                and self.quota < plan.quota):
+            return plan
+        keep = [replace(w, value=self.quota, why=f"clamp held (online signal): {self.quota}m")
+                if w.path == state.offline_parent and w.knob == "cpu.quota" else w for w in plan.writes]
+        return replace(plan, quota=self.quota, writes=keep)
+
     def _apply(self, writes: list[CgroupWrite]) -> None:
         self.metrics.cgroup_writes.inc(len(self.executor.apply(writes)))
         for w in writes:
-            # the offline quota is always a number of millicores (never None, "no limit", here)
-            if w.path == self.layout.offline_parent and w.knob == "cpu.quota" and isinstance(w.value, int):
-                self.quota = w.value
-                self.metrics.quota.set(w.value)
+            if w.path == self.layout.offline_parent and w.knob == "cpu.quota" and not isinstance(w.value, str):
+                self._set_quota(w.value)
+
+    def _set_quota(self, value: int | None) -> None:
+        """The offline quota now in force (None: open), with its time-weighted mean kept for the next sample."""
+        now = self.monotonic()
+        capacity = self.capacity.cpu_millis
+        self._quota_area += (capacity if self.quota is None else self.quota) * (now - self._quota_at)
+        self._quota_at = now
+        if value is not None:
+            self._quota_clamped_since_slow = True
+        self.quota = value
+        self.metrics.quota_in_force(value, capacity)
+
+    def _quota_mean(self, now: float) -> float | None:
+        """Millicores the offline quota allowed on average since the last call (None: open all along)."""
+        capacity = self.capacity.cpu_millis
+        area = self._quota_area + (capacity if self.quota is None else self.quota) * (now - self._quota_at)
+        span = now - self._quota_since
+        clamped = self._quota_clamped_since_slow or self.quota is not None
+        self._quota_area, self._quota_at, self._quota_since = 0.0, now, now
+        self._quota_clamped_since_slow = False
+        if not clamped:
+            return None
+        return area / span if span > 0 else float(capacity if self.quota is None else self.quota)
 
     def _note_unpinned(self, problems: list[PinProblem]) -> None:
         """Warn once per pod and problem (again if it comes back after going away); count them by reason."""
@@ -317,64 +411,6 @@ class Agent:
         if self.taint is not None and wanted != self._tainted and self.taint(wanted):
             self._tainted = wanted  # on failure it is tried again next slow tick
 
-    # -- the fast loop ------------------------------------------------------------------------------
-    def fast_tick(self) -> bool:
-        """Cut the offline quota if online work needs room now; True if it was cut."""
-        if not self.config.enforce:
-            return False
-        started = self.monotonic()
-        try:
-            pods, offline = self._fast_pods.sample(), self._fast_offline.sample()
-        except (OSError, ValueError) as exc:
-            log.debug("fast sample failed: %s", exc)
-            return False
-        if pods is None or offline is None:
-            return False
-        online = max(0.0, pods - offline)
-        system = self._system_cpu  # daemons move slowly: the slow loop's figure, one file read less a tick
-        capacity = self.capacity.cpu_millis
-        # Busy if either clock says so: CFS throttling leaves some 25 ms windows with no offline CPU at all.
-        busy_at = capacity * self.config.offline_busy_percent / 100.0
-        self._offline_busy = offline > busy_at or self._offline_cpu > busy_at
-        if not self._quota_on_parent:  # online pods share the offline parent: its quota must stay off
-            self._fast_seconds.observe(self.monotonic() - started)
-            return False
-        wanted = offline_quota(capacity, online, system, self.spec.cpu)
-        rising = self._fast_online is not None and online > self._fast_online + capacity * 0.05
-        self._fast_online = online
-        window_start, self._fast_last = self._fast_last, started
-        recent = self._fast_recent
-        recent.append((started, online))
-        while recent and recent[0][0] < started - self.config.fast_reopen:
-            recent.popleft()
-        step = capacity * self.config.fast_cut_percent / 100.0
-        cut = self.quota is None or wanted < self.quota - step
-        if cut:
-            self._apply([CgroupWrite(self.layout.offline_parent, "cpu.quota", wanted,
-                                     f"fast: online {online:.0f}m + system {system:.0f}m")])
-            self._fast_cut_at = started
-            if rising:
-                self.metrics.reaction.observe(self.monotonic() - window_start)
-        elif self._fast_cut_at is not None and started - self._fast_cut_at >= self.config.fast_reopen:
-            self._reopen(capacity, max(o for _, o in recent), system, step)
-        self._fast_seconds.observe(self.monotonic() - started)
-        return cut
-
-    def _reopen(self, capacity: int, peak: float, system: float, step: float) -> None:
-        """After a cut, give offline work back the room online work has left for ``fast_reopen`` seconds:
-        the quota for the highest online use seen in that span, never above the slow loop's decision.
-        Without this a cut held until the next slow tick, and bursty online work kept the offline quota
-        at its 25 ms peaks nearly all the time."""
-        if self._slow_quota is None or self.quota is None:
-            return
-        target = min(self._slow_quota, offline_quota(capacity, peak, system, self.spec.cpu))
-        if target > self.quota + step:
-            self._apply([CgroupWrite(self.layout.offline_parent, "cpu.quota", target,
-                                     f"fast: room again (online peak {peak:.0f}m over "
-                                     f"{self.config.fast_reopen * 1000:.0f} ms + system {system:.0f}m)")])
-        if self.quota >= self._slow_quota:
-            self._fast_cut_at = None
-
     # -- the control thread -------------------------------------------------------------------------
     def run(self, stop: threading.Event, after_slow: Callable[[], None] | None = None) -> None:
         """Run both loops on this thread until ``stop`` is set.
@@ -382,27 +418,60 @@ class Agent:
         One thread, so the loops never race on a cgroup file: a slow tick takes
         the place of the fast tick due at that moment.  The fast loop runs at
         ``fast_interval`` while offline pods use CPU and at ``fast_idle_interval``
-        while they do not (nothing to squeeze then; each wake-up costs CPU).
+        while they do not (nothing to squeeze then; each wake-up costs CPU), and
+        at once when the PSI trigger fires (see :mod:`agent.collectors.psi`).
         A failing tick is logged and the loop goes on.
         """
+        if self.config.psi_trigger and self.config.enforce and self.trigger is None:
+            self.trigger = self._open_trigger()
+            self.trigger_used = str(self.trigger) if self.trigger is not None else ""
+        waiter = self.trigger.waiter() if self.trigger is not None else None
         next_slow = self.monotonic()
         cpu = time.thread_time()
-        while not stop.is_set():
-            began = self.monotonic()
+        try:
+            while not stop.is_set():
+                began = self.monotonic()
+                try:
+                    if began >= next_slow:
+                        next_slow = max(next_slow + self.config.slow_interval, began)
+                        self.slow_tick()
+                        if after_slow is not None:
+                            after_slow()
+                        now_cpu = time.thread_time()
+                        self.metrics.loops_cpu.inc(now_cpu - cpu)
+                        cpu = now_cpu
+                    else:
+                        self.fast_tick()
+                except Exception:  # one bad tick must not stop the agent
+                    log.exception("agent loop iteration failed")
+                timeout = max(0.0, min(began + self.fast_pace, next_slow) - self.monotonic())
+                # a plain sleep, not stop.wait(): half the CPU per wake-up (the loop wakes 40 times a second;
+                # a stop is seen within one pace)
+                if waiter is None:
+                    time.sleep(timeout)
+                elif waiter(timeout):
+                    self.metrics.psi_wakeups.inc()
+        finally:
+            if self.trigger is not None:
+                self.trigger.close()
+                self.trigger = None
+
+    def _open_trigger(self) -> StallTrigger | None:
+        """A PSI trigger on the online pods' CPU stall (cgroup v2: the online parent's cpu.pressure; else the
+        node's /proc/pressure/cpu), where the kernel allows a window under a second; None elsewhere."""
+        candidates = []
+        if self.layout.online_parent:
             try:
-                if began >= next_slow:
-                    next_slow = max(next_slow + self.config.slow_interval, began)
-                    self.slow_tick()
-                    if after_slow is not None:
-                        after_slow()
-                    now_cpu = time.thread_time()
-                    self.metrics.loops_cpu.inc(now_cpu - cpu)
-                    cpu = now_cpu
-                else:
-                    self.fast_tick()
-            except Exception:  # one bad tick must not stop the agent
-                log.exception("agent loop iteration failed")
-            stop.wait(max(0.0, min(began + self.fast_pace, next_slow) - self.monotonic()))
+                candidates.append(self.backend.pressure_path(self.layout.online_parent, "cpu"))
+            except KeyError:
+                pass
+        candidates.append(self.paths.proc / "pressure" / "cpu")
+        for path in candidates:
+            trigger = open_trigger(path)
+            if trigger is not None:
+                log.info("fast loop wakes on %s", trigger)
+                return trigger
+        return None
 
     @property
     def fast_pace(self) -> float:
@@ -411,7 +480,7 @@ class Agent:
 
     # -- report -------------------------------------------------------------------------------------
     def build_report(self, state: NodeState) -> NodeReport:
-        cpu_p, mem_p, io_p = node_pressure(self.paths)
+        cpu_p, mem_p, io_p = self._pressure_now or node_pressure(self.paths)
         pods = [PodUsage(s.pod.uid, s.pod.namespace, s.pod.name, s.pod.qos_level, s.cpu_used / 1000.0, s.memory_used,
                          list(s.containers), s.cpu_pressure, s.memory_pressure) for s in state.pods]
         batch = self.batch or BatchAllocatable(0, 0)

@@ -16,8 +16,13 @@ class AgentMetrics:
         self.online_cpu = Gauge("scoria_agent_online_cpu_millicores", "CPU used by online pods", registry=r)
         self.batch = Gauge("scoria_agent_batch_allocatable", "Batch allocatable offered to offline work",
                            ["resource"], registry=r)
-        self.quota = Gauge("scoria_agent_offline_cpu_quota_millicores", "CFS quota of the offline parent",
+        self.quota = Gauge("scoria_agent_offline_cpu_quota_millicores",
+                           "CFS quota of the offline parent (the node's capacity while open)",
                            registry=r)
+        self.quota_clamped = Gauge("scoria_agent_offline_cpu_quota_clamped",
+                                   "1 while the offline quota clamps, 0 while it is open (no limit)", registry=r)
+        self.psi_wakeups = Counter("scoria_agent_psi_wakeups_total",
+                                   "Fast-loop wake-ups by the PSI trigger (before its pace was due)", registry=r)
         self.evictions = Counter("scoria_agent_evictions_total", "Offline pods evicted", ["resource"], registry=r)
         self.cgroup_writes = Counter("scoria_agent_cgroup_writes_total", "cgroup values changed", registry=r)
         self.cgroup_errors = Counter("scoria_agent_cgroup_write_errors_total", "cgroup writes that failed",
@@ -32,6 +37,9 @@ class AgentMetrics:
                                  registry=r)
         self.profile = Gauge("scoria_agent_qos_profile_info", "The QoS profile in force (value 1)",
                              ["name", "digest"], registry=r)
+        self.settings = Gauge("scoria_agent_qos_setting",
+                              "The QoS profile's settings in force on this node now (node overrides and open windows "
+                              "applied; switches 1 or 0)", ["setting"], registry=r)
         self.profile_reloads = Counter("scoria_agent_qos_profile_reloads_total", "QoS profile reloads by result",
                                        ["result"], registry=r)
         self.numa_unpinned = Gauge("scoria_agent_numa_unpinned_pods",
@@ -51,6 +59,11 @@ class AgentMetrics:
         self.memory_used.set(memory_used)
         self.online_cpu.set(online_cpu)
 
+    def quota_in_force(self, millicores: int | None, capacity: int) -> None:
+        """The offline quota (None: open, shown as the node's capacity) and whether it clamps."""
+        self.quota.set(capacity if millicores is None else millicores)
+        self.quota_clamped.set(0 if millicores is None else 1)
+
     def offered(self, cpu_millis: int, memory_bytes: int) -> None:
         self.batch.labels("cpu").set(cpu_millis)
         self.batch.labels("memory").set(memory_bytes)
@@ -58,6 +71,10 @@ class AgentMetrics:
     def profile_in_force(self, name: str, digest: str) -> None:
         self.profile.clear()
         self.profile.labels(name, digest).set(1)
+
+    def settings_in_force(self, settings: dict[str, float]) -> None:
+        for name, value in settings.items():
+            self.settings.labels(name).set(value)
 
     def unpinned(self, counts: dict[str, int], reasons: tuple[str, ...]) -> None:
         for reason in reasons:

@@ -119,10 +119,21 @@ class CgroupPodSource:
 
     def __init__(self, layout: Layout):
         self.layout = layout
+        self._known: dict[tuple[str, str, bool | None], PodInfo] = {}  # the same pods every second: made once
 
     def pods(self) -> list[PodInfo]:
-        return [PodInfo(uid=p.uid, qos_class=p.qos_class, qos_level=_placed_level(p.qos_class, p.offline))
-                for p in self.layout.discover()]
+        known, found, keys = self._known, [], set()
+        for p in self.layout.discover():
+            key = (p.uid, p.qos_class, p.offline)
+            info = known.get(key)
+            if info is None:
+                info = known[key] = PodInfo(uid=p.uid, qos_class=p.qos_class,
+                                            qos_level=_placed_level(p.qos_class, p.offline))
+            found.append(info)
+            keys.add(key)
+        if len(known) > 2 * len(found) + 64:  # pods that left
+            self._known = {k: i for k, i in known.items() if k in keys}
+        return found
 
 
 def _placed_level(qos_class: str, offline: bool | None) -> QosLevel:

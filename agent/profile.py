@@ -4,11 +4,13 @@
 
     name: default
     spec:
-      cpu: {offlineThresholdPercent: 80, offlineFloorPercent: 5}
+      cpu: {offlineThresholdPercent: 80, offlineFloorPercent: 5, useCpuIdle: true,
+            clampOnSignals: true, onlineRisePercent: 20, onlineStallPercent: 10, clampHold: 200ms}
       burst: {enabled: true, burstPercent: 100, qosLevels: [LC, HLS]}
       memory: {limitOfflineToBatch: true, protectOnline: true, offlineHighPercent: 90}
       eviction: {cpuHighPercent: 95, cpuLowPercent: 85, memoryHighPercent: 92, memoryLowPercent: 85,
-                 samples: 3, maxPerInterval: 2, interval: 10s}
+                 memoryStallPercent: 20, samples: 3, starvationPercent: 50, starvationUsagePercent: 90,
+                 starvationSamples: 10, maxPerInterval: 2, interval: 10s}
       overcommit: {reclaimPercent: 80, smoothing: 0.5, minChangePercent: 5}
       timezone: Europe/Berlin          # for windows; default: the node's own
       windows:
@@ -86,6 +88,14 @@ class CpuSettings:
     offline_threshold_percent: float = _pct(80.0)  # offline quota = capacity × this − online − system
     offline_floor_percent: float = _pct(5.0)       # ... but never below this share of capacity
     use_cpu_idle: bool = True                      # SCHED_IDLE for offline pods where the kernel has cpu.idle
+    # Where offline pods are SCHED_IDLE the kernel already gives every online wake-up the CPU at once, so
+    # the quota stays open and clamps (to the threshold above) only while online signals call for it:
+    # online use rising by onlineRisePercent of the node within a fast window, or online tasks stalled
+    # waiting for a CPU (PSI) more than onlineStallPercent of the time.  false: always clamped.
+    clamp_on_signals: bool = True
+    online_rise_percent: float = _pct(20.0)
+    online_stall_percent: float = _pct(10.0)
+    clamp_hold: float = field(default=0.2, metadata={"duration": True, "min": 0.0, "max": 60.0})
 
 
 @dataclass(frozen=True)
@@ -105,11 +115,17 @@ class MemorySettings:
 @dataclass(frozen=True)
 class EvictionSettings:
     enabled: bool = True
-    cpu_high_percent: float = _pct(95.0)
-    cpu_low_percent: float = _pct(85.0)
-    memory_high_percent: float = _pct(92.0)
+    cpu_high_percent: float = _pct(95.0)    # online + system CPU (never offline work's own) above this ...
+    cpu_low_percent: float = _pct(85.0)     # ... evicts offline pods until it is below this
+    memory_high_percent: float = _pct(92.0)  # node memory in use (working set) above this ...
     memory_low_percent: float = _pct(85.0)
+    memory_stall_percent: float = _pct(20.0)  # ... or node memory PSI "full avg10" at least this (0: off)
     samples: int = field(default=3, metadata={"min": 1, "max": 1000})  # consecutive samples above high
+    # Offline pods starve while the CPU they can get (what online and system work leave, within the quota)
+    # is below starvationPercent of what they request and they use at least starvationUsagePercent of it.
+    starvation_percent: float = _pct(50.0)
+    starvation_usage_percent: float = _pct(90.0)
+    starvation_samples: int = field(default=10, metadata={"min": 1, "max": 1000})
     max_per_interval: int = field(default=2, metadata={"min": 0, "max": 1000})
     interval: float = field(default=10.0, metadata={"duration": True, "min": 0.1})
 
@@ -146,6 +162,18 @@ class ProfileSpec:
     overcommit: OvercommitSettings = OvercommitSettings()
     timezone: str = ""
     windows: tuple[Window, ...] = ()
+
+
+def numeric_settings(spec: ProfileSpec) -> dict[str, float]:
+    """The spec's numbers and switches by their profile names (``cpu.offlineThresholdPercent``; true is 1)."""
+    out = {}
+    for section in _SECTIONS:
+        values = getattr(spec, section)
+        for f in dataclasses.fields(values):
+            value = getattr(values, f.name)
+            if isinstance(value, (bool, int, float)):
+                out[f"{section}.{_camel(f.name)}"] = float(value)
+    return out
 
 
 def _camel(name: str) -> str:

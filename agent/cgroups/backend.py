@@ -33,7 +33,8 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Iterable
+import resource
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import SupportsInt
@@ -97,6 +98,8 @@ class Backend:
         self.paths = paths
         self._cgroup_root = str(paths.cgroup)
         self._counter_paths: dict[tuple[str, str], str] = {}
+        self._fds: dict[str, int] = {}  # counter file -> a descriptor kept open on it
+        self._max_open = min(self._MAX_OPEN, resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 2)
 
     # -- interface ------------------------------------------------------------------------------
     def file(self, knob: str) -> KnobFile:
@@ -146,11 +149,16 @@ class Backend:
 
     # -- usage counters -------------------------------------------------------------------------
     # Read every second for every pod (and the CPU ones 40 times a second for two parents), so
-    # they skip cgroupspy and pathlib: the file paths are joined once and kept, and each read is
-    # one open/read/close.  A missing file raises FileNotFoundError (the cgroup left).
+    # they skip cgroupspy and pathlib: the file paths are joined once, and the files are kept open
+    # and read with pread at offset 0, which makes the kernel format them afresh — a sixth of the
+    # CPU of open/read/close.  A file of a removed cgroup reads ENODEV: its descriptor is dropped and
+    # the read is FileNotFoundError (the cgroup left), as a missing file is.  (A fixture tree must
+    # rewrite its files in place for this, as the kernel's change: a file replaced by a new one
+    # would be read as it was.)  :meth:`forget` closes the descriptors of a cgroup no longer read.
     COUNTERS: dict[str, tuple[str, str]] = {}   # counter -> (controller, file)
     INACTIVE_FILE: tuple[bytes, ...] = (b"inactive_file",)  # memory.stat keys of reclaimable page cache, preferred first
     _MAX_CACHED_PATHS = 16384
+    _MAX_OPEN = 1024  # kept-open counter files at most (fewer where the process may open fewer files)
 
     def _counter_path(self, cgroup: str, counter: str) -> str:
         key = (cgroup, counter)
@@ -162,15 +170,58 @@ class Backend:
             path = self._counter_paths[key] = os.path.join(self._cgroup_root, controller, cgroup, filename)
         return path
 
-    def cpu_usage_ns(self, cgroup: str) -> int:
-        """CPU time the cgroup's tasks used, in ns, since it was made."""
-        return self._cpu_ns(_read_bytes(self._counter_path(cgroup, "cpu")), cgroup)
-
-    def memory_usage(self, cgroup: str) -> int:
-        """Working set in bytes: usage less reclaimable page cache (inactive file pages)."""
-        usage = int(_read_bytes(self._counter_path(cgroup, "memory")))
+    def _counter(self, cgroup: str, counter: str, keep: bool = True) -> bytes:
+        """A counter file's content, read through a kept descriptor (``keep`` False: opened for this read)."""
+        path = self._counter_path(cgroup, counter)
+        fd = self._fds.get(path)
+        if fd is None:
+            if not keep or len(self._fds) >= self._max_open:
+                return _read_bytes(path)
+            fd = self._fds[path] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
-            stat = _read_bytes(self._counter_path(cgroup, "memory.stat"))
+            return os.pread(fd, 65536, 0)
+        except OSError as exc:
+            del self._fds[path]
+            os.close(fd)
+            if exc.errno == errno.ENODEV:  # the cgroup was removed (perhaps made again: read the new one)
+                return _read_bytes(path)
+            raise
+
+    def cpu_usage_reader(self, cgroup: str) -> Callable[[], int]:
+        """``cpu_usage_ns`` of one cgroup as a function to call often (the fast loop's 40 reads a second):
+        its file kept open, nothing looked up per call."""
+        path = self._counter_path(cgroup, "cpu")
+        state = {"fd": -1}
+
+        def read() -> int:
+            fd = state["fd"]
+            if fd < 0:
+                fd = state["fd"] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                return self._cpu_ns(os.pread(fd, 4096, 0), cgroup)
+            except OSError:  # ENODEV: the cgroup was removed; open it again next time (or fail then)
+                state["fd"] = -1
+                os.close(fd)
+                raise
+        return read
+
+    def forget(self, cgroup: str) -> None:
+        """Close the kept counter files of ``cgroup`` (a pod that left)."""
+        for counter in self.COUNTERS:
+            path = self._counter_paths.get((cgroup, counter))
+            fd = self._fds.pop(path, None) if path is not None else None
+            if fd is not None:
+                os.close(fd)
+
+    def cpu_usage_ns(self, cgroup: str, *, keep: bool = True) -> int:
+        """CPU time the cgroup's tasks used, in ns, since it was made (``keep``: read often, keep it open)."""
+        return self._cpu_ns(self._counter(cgroup, "cpu", keep), cgroup)
+
+    def memory_usage(self, cgroup: str, *, keep: bool = True) -> int:
+        """Working set in bytes: usage less reclaimable page cache (inactive file pages)."""
+        usage = int(self._counter(cgroup, "memory", keep))
+        try:
+            stat = self._counter(cgroup, "memory.stat", keep)
         except OSError:
             return usage
         for key in self.INACTIVE_FILE:
@@ -184,6 +235,10 @@ class Backend:
 
     def pressure(self, cgroup: str, resource: str) -> str | None:
         """The cgroup's PSI file text (``cpu``/``memory``/``io``), if the kernel keeps one."""
+        return self.paths.read(self.pressure_path(cgroup, resource))
+
+    def pressure_path(self, cgroup: str, resource: str) -> Path:
+        """Where the cgroup's PSI file for ``resource`` is, where the kernel keeps one (KeyError: unknown)."""
         raise NotImplementedError
 
 
@@ -270,9 +325,10 @@ class V1Backend(Backend):
     def _cpu_ns(self, data: bytes, cgroup: str) -> int:
         return int(data)
 
-    def pressure(self, cgroup: str, resource: str) -> str | None:
+    def pressure_path(self, cgroup: str, resource: str) -> Path:
+        # cgroup v1 keeps PSI per group only on kernels that add it (the node's is /proc/pressure)
         controller = {"cpu": "cpuacct", "memory": "memory", "io": "blkio"}[resource]
-        return self.paths.read(self.directory(cgroup, controller) / f"{resource}.pressure")
+        return self.directory(cgroup, controller) / f"{resource}.pressure"
 
 
 class V2Backend(Backend):
@@ -327,8 +383,10 @@ class V2Backend(Backend):
             raise ValueError(f"{cgroup}/cpu.stat has no usage_usec")
         return value * 1000
 
-    def pressure(self, cgroup: str, resource: str) -> str | None:
-        return self.paths.read(self.directory(cgroup, "") / f"{resource}.pressure")
+    def pressure_path(self, cgroup: str, resource: str) -> Path:
+        if resource not in ("cpu", "memory", "io"):
+            raise KeyError(resource)
+        return self.directory(cgroup, "") / f"{resource}.pressure"
 
 
 def _read_bytes(path: str) -> bytes:

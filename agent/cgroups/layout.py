@@ -52,6 +52,10 @@ class Layout:
     backend: Backend  # where the cgroups are read (each layout's constructor sets it)
     root: str = ""  # the cgroup holding every pod
     offline_parent: str = ""  # the cgroup holding every offline pod (its CPU quota is the offline quota)
+    # The cgroup whose PSI is online work's own stall (cgroup v2): a layout of our own has one holding every
+    # online pod; in the kubelet's it is the Burstable tier (Guaranteed pods sit directly under the root).
+    online_parent: str = ""
+    online_tree: bool = False  # the online parent holds every online pod and nothing else (its usage is theirs)
     # Whether the QoS parents are ours to set.  The kubelet rewrites kubepods/besteffort's cpu.shares
     # (2) on every pod sync, and the kernel refuses a shares write to an idle group (EINVAL), so on a
     # kubelet's node the offline parent keeps its low weight and is not made SCHED_IDLE.
@@ -87,6 +91,7 @@ class KubeletLayout(Layout):
                             "Burstable": "kubepods.slice/kubepods-burstable.slice",
                             "BestEffort": "kubepods.slice/kubepods-besteffort.slice"}
         self.offline_parent = self.classes["BestEffort"]
+        self.online_parent = self.classes["Burstable"]
 
     def pod_path(self, uid: str, qos_class: str, *, offline: bool | None = None) -> str:
         parent = self.classes[qos_class]  # the kubelet's choice, whatever the pod's level
@@ -125,6 +130,7 @@ class FixedLayout(Layout):
         self.root = root.strip("/")
         self.offline_parent = f"{self.root}/offline"
         self.online_parent = f"{self.root}/online"
+        self.online_tree = True
         self.owns_parents = True
 
     def pod_path(self, uid: str, qos_class: str, *, offline: bool | None = None) -> str:

@@ -9,6 +9,11 @@ from agent.pods import PodInfo
 from proto.model import ContainerUsage, NumaZone, Pressure
 
 
+def request(pod: PodInfo) -> int:
+    """The CPU an offline pod asked for: its ``kubernetes.io/batch-cpu``, else its cpu request (millicores)."""
+    return pod.batch_cpu or pod.cpu_request
+
+
 def inside(path: str, parent: str) -> bool:
     """Whether cgroup ``path`` is below ``parent`` (both relative to the hierarchy root)."""
     parent = parent.strip("/")
@@ -42,6 +47,8 @@ class NodeState:
     has_cpu_burst: bool = False
     owns_offline_parent: bool = False  # the layout's parents are ours (embedded), not the kubelet's
     numa_zones: tuple[NumaZone, ...] = ()   # the node's NUMA zones (online CPUs only)
+    offline_quota: float | None = None  # millicores the offline quota allowed over the sample (None: no limit)
+    memory_pressure: Pressure | None = None  # the node's memory PSI
     extras: dict = field(default_factory=dict, compare=False)
 
     @cached_property
@@ -70,6 +77,22 @@ class NodeState:
     def system_cpu(self) -> float:
         """CPU used outside pods (system daemons, the kubelet, the agent itself)."""
         return max(0.0, self.cpu_used - self.online_cpu - self.offline_cpu)
+
+    @cached_property
+    def demand_cpu(self) -> float:
+        """CPU online pods and the system use: the node's own demand, never offline work filling idle CPU."""
+        return self.online_cpu + self.system_cpu
+
+    @cached_property
+    def offline_requested(self) -> float:
+        """Millicores the offline pods on this host request (their batch-cpu, else their cpu request)."""
+        return float(sum(request(p.pod) for p in self.offline if p.path is not None))
+
+    @cached_property
+    def offline_allowed(self) -> float:
+        """Millicores offline pods could have had: what online and system work left, within the quota."""
+        room = max(0.0, self.cpu_capacity - self.demand_cpu)
+        return room if self.offline_quota is None else min(room, self.offline_quota)
 
     @cached_property
     def online_memory(self) -> int:

@@ -9,9 +9,9 @@ for devices as in production, and streams a report every second over gRPC to
 a real ``python -m scheduler serve``.  This process plays the kernel: every
 second it advances every pod's and container's CPU and memory counters (so
 the agent sees moving usage and rewrites quotas as it would on a busy node);
-its QoS parents' counters advance continuously (every 10 ms), as the
-kernel's do, so the fast loop sees offline work running; that work is not
-counted.  After a warm-up, the agent's CPU time and RSS are
+its QoS parents' counters advance continuously (every 4 ms), as the
+kernel's do, so the fast loop sees offline work running (``fast_ticks_per_s`` shows
+the pace it kept: about 39 at 25 ms); that work is not counted.  After a warm-up, the agent's CPU time and RSS are
 sampled over the window.  Prints one JSON line:
 
     {"pods": 110, "cpu_percent_of_core": ..., "rss_mib": ..., "reports": ..., ...}
@@ -38,7 +38,15 @@ sys.path.insert(0, str(ROOT))
 
 import psutil  # noqa: E402
 
-from hack.lib.cgroup_fixtures import FakePod, container_dir, make_tree, pod_dir, qos_dir, set_usage  # noqa: E402
+from hack.lib.cgroup_fixtures import (  # noqa: E402
+    FakePod,
+    container_dir,
+    make_groups,
+    make_tree,
+    pod_dir,
+    qos_dir,
+    set_usage,
+)
 from hack.lib.processes import ServeFailed, cpu_seconds, free_port, scrape, start_serve, wait_port  # noqa: E402
 
 GI = 2**30
@@ -48,16 +56,19 @@ class FakeKernel:
     """Advances the fixture's usage counters as a busy node's kernel would."""
 
     def __init__(self, root: Path, version: int, driver: str, pods: list[FakePod], seed: int = 7,
-                 offline_idle: bool = False):
+                 offline_idle: bool = False, fixed: str = ""):
         self.offline_idle = offline_idle
         self.root, self.version, self.driver = root, version, driver
         self.rng = random.Random(seed)
         self.parents = {"root": qos_dir(driver, "Guaranteed"), "offline": qos_dir(driver, "BestEffort")}
+        if fixed:  # a layout of our own (--cgroup-parent): pods placed by level, an online parent of their own
+            self.parents = {"root": fixed, "offline": f"{fixed}/offline", "online": f"{fixed}/online"}
         self.groups = []  # (cgroup, containers' cgroups, offline?)
         for pod in pods:
-            path = pod_dir(version, driver, pod)
+            offline = pod.qos_class == "BestEffort"
+            path = fixed_pod_dir(fixed, pod) if fixed else pod_dir(version, driver, pod)
             self.groups.append((path, [f"{path}/{container_dir(driver, 'containerd', c)}" for c in pod.containers],
-                                pod.qos_class == "BestEffort"))
+                                offline))
         self.lock = threading.Lock()
         self.rates = (0.0, 0.0)  # ns per second: all pods, offline pods
         self.parent_cpu = {"root": 0, "offline": 0}
@@ -89,13 +100,26 @@ class FakeKernel:
         self.parent_cpu["offline"] += int(offline * seconds)
         set_usage(self.root, self.version, self.parents["root"], self.parent_cpu["root"], 40 * GI)
         set_usage(self.root, self.version, self.parents["offline"], self.parent_cpu["offline"], 10 * GI)
+        if "online" in self.parents:
+            self.parent_cpu["online"] = self.parent_cpu.get("online", 0) + int((total - offline) * seconds)
+            set_usage(self.root, self.version, self.parents["online"], self.parent_cpu["online"], 30 * GI)
 
-    def run_parents(self, stop: threading.Event, every: float = 0.01) -> None:
+    def run_parents(self, stop: threading.Event, every: float = 0.004) -> None:
+        """Every ``every`` seconds (the kernel's counters move continuously: a step coarser than the fast loop's
+        window leaves windows in which offline work seems idle, and the loop relaxes its pace)."""
         last = time.monotonic()
         while not stop.wait(every):
             now = time.monotonic()
             self.tick_parents(now - last)
             last = now
+
+
+FIXED_PARENT = "scoria/node"
+
+
+def fixed_pod_dir(parent: str, pod: FakePod) -> str:
+    """Where a layout of our own puts a pod: by its level (BestEffort here: offline)."""
+    return f"{parent}/{'offline' if pod.qos_class == 'BestEffort' else 'online'}/pod{pod.uid}"
 
 
 def _pods(n: int, containers: int, offline_fraction: float) -> list[FakePod]:
@@ -112,8 +136,14 @@ def run(args: argparse.Namespace) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix="agent-overhead-"))
     driver = "systemd" if args.cgroup_version == 2 else args.driver
     pods = _pods(args.pods, args.containers, args.offline_fraction)
-    make_tree(tmp / "cg", version=args.cgroup_version, driver=driver, pods=pods)
-    kernel = FakeKernel(tmp / "cg", args.cgroup_version, driver, pods, offline_idle=args.offline_idle)
+    fixed = FIXED_PARENT if args.fixed_layout else ""
+    if fixed:
+        make_groups(tmp / "cg", version=args.cgroup_version,
+                    groups=[f"{fixed_pod_dir(fixed, p)}/{container_dir(driver, 'containerd', c)}"
+                            for p in pods for c in p.containers])
+    else:
+        make_tree(tmp / "cg", version=args.cgroup_version, driver=driver, pods=pods)
+    kernel = FakeKernel(tmp / "cg", args.cgroup_version, driver, pods, offline_idle=args.offline_idle, fixed=fixed)
     kernel.tick(0)
     kernel.tick_parents(0)
     stop = threading.Event()
@@ -136,6 +166,8 @@ def run(args: argparse.Namespace) -> dict:
             cmd += ["--scheduler", f"127.0.0.1:{port}", "--insecure"]
         if args.no_devices:
             cmd.append("--no-devices")
+        if fixed:
+            cmd += ["--cgroup-parent", fixed]
         with open(tmp / "agent.log", "w") as log:
             agent = subprocess.Popen(cmd, cwd=ROOT, stderr=log, env=env)
         proc = psutil.Process(agent.pid)
@@ -146,7 +178,9 @@ def run(args: argparse.Namespace) -> dict:
         if agent.poll() is not None:
             raise SystemExit(f"agent exited: {(tmp / 'agent.log').read_text()[-2000:]}")
         before = scrape(f"http://127.0.0.1:{sched_metrics}/metrics")
-        loops0 = scrape(f"http://127.0.0.1:{agent_metrics}/metrics").get("scoria_agent_loops_cpu_seconds_total", 0)
+        first = scrape(f"http://127.0.0.1:{agent_metrics}/metrics")
+        loops0 = first.get("scoria_agent_loops_cpu_seconds_total", 0)
+        loops0_fast = first.get('scoria_agent_loop_seconds_count{loop="fast"}', 0)
         cpu0, t0 = cpu_seconds(proc), time.monotonic()
         rss = []
         while time.monotonic() - t0 < args.seconds:
@@ -172,6 +206,7 @@ def run(args: argparse.Namespace) -> dict:
     reports = after.get("scoria_scheduler_reports_total", 0) - before.get("scoria_scheduler_reports_total", 0)
     return {
         "pods": args.pods, "containers_per_pod": args.containers, "offline_idle": args.offline_idle,
+        "layout": "fixed (--cgroup-parent)" if args.fixed_layout else "kubelet",
         "cgroup_version": args.cgroup_version, "driver": driver, "interval_s": args.interval,
         "fast_interval_s": args.fast_interval, "window_s": round(wall, 1),
         "cpu_percent_of_core": round(100 * (cpu1 - cpu0) / wall, 3),
@@ -180,6 +215,8 @@ def run(args: argparse.Namespace) -> dict:
         "rss_mib": round(rss[-1] / 2**20, 1), "rss_max_mib": round(max(rss) / 2**20, 1),
         "reports_accepted": int(reports),
         "fast_loop_mean_ms": _mean_ms(agent_side, "fast"), "slow_loop_mean_ms": _mean_ms(agent_side, "slow"),
+        "fast_ticks_per_s": round((agent_side.get('scoria_agent_loop_seconds_count{loop="fast"}', 0) -
+                                   loops0_fast) / wall, 1),
         "cgroup_writes": agent_side.get("scoria_agent_cgroup_writes_total"),
         "cgroup_write_errors": sum(v for k, v in agent_side.items() if k.startswith("scoria_agent_cgroup_write_errors")),
         "offline_quota_written": quota_written,
@@ -214,6 +251,10 @@ def main() -> None:
     parser.add_argument("--offline-idle", action="store_true",
                         help="offline pods use no CPU (the fast loop relaxes to its idle pace)")
     parser.add_argument("--no-stream", action="store_true", help="no scheduler connection (what streaming costs)")
+    parser.add_argument("--fixed-layout", action="store_true",
+                        help="pods under a cgroup parent of our own (--cgroup-parent), placed by level: the agent "
+                             "knows which are offline and enforces (cpu.idle, the quota, its signals), which it "
+                             "cannot for the kubelet's layout with --pods-from cgroups")
     parser.add_argument("--verbose", action="store_true")
     print(json.dumps(run(parser.parse_args())))
 

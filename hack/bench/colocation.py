@@ -20,18 +20,28 @@ follow each other in one run, with the traffic running throughout:
 
     (a) the online service alone;
     (b) the same plus the hogs, equal cgroup shares (1024 each), no quota, no agent;
-    (c) the same with the agent's QoS (cpu.idle on the offline parent and pod, the CFS
-        quota on the offline parent, the fast loop), using --profile (the shipped profile).
+    (c) the same with the agent's QoS (cpu.idle on the offline parent and pod; the CFS quota
+        on the offline parent, open until online signals call for a clamp; the fast loop),
+        using --profile (the shipped profile, with --threshold and --set changes).
 
 In every phase --bursts-per-phase bursts of --burst-requests requests arrive at
 the same offsets; in (c) each is timed from its scheduled start until the
 offline quota has dropped by --reaction-drop of the node (polled every ms, as
-hack/bench/qos_reaction.py does).  Latency is reported for the steady stream
-outside the bursts' shadows (the goal's figure) and for every request.  CPU
-utilisation comes from /proc/stat; per-cgroup CPU from cpuacct.  Prints one
-JSON line; needs root and cgroup v1 or v2 with the cpu controller::
+hack/bench/qos_reaction.py does; an open quota counts as the whole node).  Latency
+is reported for the steady stream outside the bursts' shadows (the goal's figure)
+and for every request.  CPU utilisation comes from /proc/stat; per-cgroup CPU from
+cpuacct.  Prints one JSON line, its ``summary`` holding the issue's figures
+(utilisation in (c), online p99 (c)/(a), offline work (c)/(b), reaction p99);
+needs root and cgroup v1 or v2 with the cpu controller::
 
     sudo .venv/bin/python hack/bench/colocation.py [--phase-seconds 20] [--rate 200] [--work-ms 1.5]
+    sudo .venv/bin/python hack/bench/colocation.py --set cpu.onlineRisePercent=10 --set cpu.clampHold=500ms
+
+``--cgroup-version 2`` on a machine whose cgroup root is not v2 with the cpu controller (a v1 or
+hybrid host, as this project's development VM) cannot measure anything on v2: there is no v2 CPU
+scheduling to measure.  It then runs the real agent against a cgroup v2 *fixture tree* in the same
+layout, plays the kernel's counters through phases (a)–(c), and checks only what the agent writes
+(``cpu.idle``, ``cpu.max`` open and clamped on an online rise, open again): see :mod:`colocation_v2`.
 
 This file is the orchestration (cgroups, processes, the phases, the measuring), the report and the
 command line.  The parts the demo and the tests can use too are in hack/lib: the online service
@@ -218,7 +228,10 @@ class Bench:
         while time.monotonic() < deadline:  # until the agent has applied its QoS: cpu.idle and a quota
             if self.agent.poll() is not None:
                 raise RuntimeError(f"the agent exited: {self.log_tail('agent')}")
-            if self.knob(self.groups["offline"], "cpu.idle") == 1 and self.quota() is not None:
+            # its first slow tick done: the offline pod idle, and the quota set (open, -1, where it clamps only
+            # on online signals; then the offline parent is made idle in the same tick)
+            parent_idle = self.knob(self.layout.offline_parent, "cpu.idle") == 1
+            if self.knob(self.groups["offline"], "cpu.idle") == 1 and (self.quota() is not None or parent_idle):
                 return
             time.sleep(0.05)
         raise RuntimeError("the agent did not apply its QoS within 60 s")
@@ -231,6 +244,11 @@ class Bench:
 
     def quota(self) -> int | None:
         return self.knob(self.layout.offline_parent, "cpu.quota")
+
+    def quota_in_c(self) -> int | None:
+        """The offline quota while the agent runs, an open one (no limit) as the whole node; None before."""
+        q = self.quota()
+        return q if q is not None or self.agent is None else os.cpu_count() * 1000
 
     def plain_knobs(self) -> dict:
         """What phase (b) runs with (checked, not assumed): equal shares, no idle, no quota."""
@@ -280,21 +298,24 @@ class Bench:
                 self.time_reaction(t, end)
         self.sample_quota(end)
         after = self.snapshot()
+        capacity = os.cpu_count() * 1000
+        opened = [(t, None if q is None else float(q >= capacity)) for t, q in self.quotas]
         return {"name": name, "round": round_, "start": start, "end": end, "bursts": bursts, "before": before,
-                "after": after, "quota": stats.step_summary(self.quotas, start, end)}
+                "after": after, "quota": stats.step_summary(self.quotas, start, end),
+                "open": stats.step_summary(opened, start, end)}
 
     def sample_quota(self, until: float, every: float = 0.02) -> None:
         """The offline quota every 20 ms (the same cost in every phase; in (a) and (b) there is none)."""
         while time.monotonic() < until:
-            self.quotas.append((time.monotonic(), self.quota()))
+            self.quotas.append((time.monotonic(), self.quota_in_c()))
             time.sleep(max(0.0, min(every, until - time.monotonic())))
 
     def time_reaction(self, burst_at: float, until: float) -> None:
         """From the burst's scheduled start until the offline quota fell by --reaction-drop of the node."""
         _sleep_until(burst_at - 0.03)
-        before = self.quota()
+        before = self.quota_in_c()
         while time.monotonic() < burst_at:
-            before = self.quota()
+            before = self.quota_in_c()
             self.quotas.append((time.monotonic(), before))
             time.sleep(0.002)
         drop = os.cpu_count() * 1000 * self.args.reaction_drop / 100
@@ -303,7 +324,7 @@ class Bench:
             self.sample_quota(min(burst_at + 1.0, until))
             return
         while time.monotonic() < min(burst_at + 1.0, until):
-            q = self.quota()
+            q = self.quota_in_c()
             self.quotas.append((time.monotonic(), q))
             if before is not None and q is not None and q <= before - drop:
                 self.reactions.append(time.monotonic() - burst_at)
@@ -363,12 +384,15 @@ def _cpu_stat(backend, group: str) -> dict[str, int]:
 
 # -- the figures ------------------------------------------------------------------------------------
 
-def _quota_over(parts: list[dict]) -> dict | None:
+def _quota_over(parts: list[dict], cpus: int) -> dict | None:
     qs = [p["quota"] for p in parts if p["quota"]]
     if not qs:
         return None
+    opened = [p["open"] for p in parts if p["open"]]
     return {"mean": round(sum(q["weighted"] for q in qs) / sum(q["seconds"] for q in qs)),
-            "min": min(q["min"] for q in qs), "max": max(q["max"] for q in qs)}
+            "min": min(q["min"] for q in qs), "max": max(q["max"] for q in qs),
+            "open_percent_of_time": round(100 * sum(o["weighted"] for o in opened) /
+                                          sum(o["seconds"] for o in opened), 1) if opened else None}
 
 
 def _delta(parts: list[dict], get) -> float:
@@ -394,7 +418,7 @@ def _usage(parts: list[dict], cpus: int) -> dict:
     return out
 
 
-def _agent_figures(parts: list[dict]) -> dict:
+def _agent_figures(parts: list[dict], cpus: int) -> dict:
     dt = _delta(parts, lambda s: s["t"])
 
     def delta(prefix: str) -> float:
@@ -402,26 +426,42 @@ def _agent_figures(parts: list[dict]) -> dict:
 
     cuts = delta("scoria_agent_reaction_seconds_count")
     return {"evictions_recorded": int(delta("scoria_agent_evictions_total")),
-            "offline_quota_millicores": _quota_over(parts),
+            "offline_quota_millicores": _quota_over(parts, cpus),
             "cpu_percent_of_core": round(100 * _delta(parts, lambda s: s["usage"]["agent"]) / 1e9 / dt, 2),
             "loops_cpu_percent_of_core": round(100 * delta("scoria_agent_loops_cpu_seconds_total") / dt, 2),
             "fast_cuts_on_rising_online": int(cuts),
             "own_reaction_mean_ms": round(1000 * delta("scoria_agent_reaction_seconds_sum") / cuts, 1) if cuts else None}
 
 
-def _derive_profile(path: str, threshold: float, out: Path) -> str:
-    """--threshold: the profile with its offline CPU threshold set to ``threshold``, windows included."""
+def _derive_profile(path: str, changes: dict[str, object], out: Path) -> str:
+    """--threshold and --set: the profile with ``section.key`` set to each value, in its spec and in every
+    window that sets the same key (so that no window undoes the experiment)."""
     import yaml
     doc = yaml.safe_load(Path(path).read_text()) or {}
     if doc.get("kind") == "ConfigMap":
         doc = yaml.safe_load(next(iter(doc["data"].values())))
     spec = doc.setdefault("spec", {})
-    spec.setdefault("cpu", {})["offlineThresholdPercent"] = threshold
-    for window in spec.get("windows") or []:
-        if "offlineThresholdPercent" in (window.get("cpu") or {}):
-            window["cpu"]["offlineThresholdPercent"] = threshold
+    for name, value in changes.items():
+        section, key = name.split(".", 1)
+        spec.setdefault(section, {})[key] = value
+        for window in spec.get("windows") or []:
+            if key in (window.get(section) or {}):
+                window[section][key] = value
     out.write_text(yaml.safe_dump(doc))
+    from agent.profile import ProfileWatcher
+    ProfileWatcher(out)  # refused here, with the key named, rather than by the agent in phase (c)
     return str(out)
+
+
+def _changes(args: argparse.Namespace) -> dict[str, object]:
+    import yaml
+    changes: dict[str, object] = {}
+    if args.threshold is not None:
+        changes["cpu.offlineThresholdPercent"] = args.threshold
+    for item in args.set:
+        name, _, value = item.partition("=")
+        changes[name.strip()] = yaml.safe_load(value)
+    return changes
 
 
 def _cpu_settings(profile: str):
@@ -472,7 +512,7 @@ def report(bench: Bench, parts: list[dict], records, server: tuple, load: tuple)
         "phase_seconds": a.phase_seconds, "rounds": a.rounds, "rate_per_s": a.rate, "work_ms": a.work_ms,
         "work_ms_calibrated": server[2], "work_iterations": server[1], "hogs": a.hogs, "cpus": cpus, "seed": a.seed,
         "profile": os.path.relpath(a.profile_source, ROOT) if a.profile_source.startswith(str(ROOT)) else a.profile_source,
-        "threshold_override": a.threshold,
+        "threshold_override": a.threshold, "profile_changes": _changes(a),
         "offline_threshold_percent": sorted(bench.thresholds), "cgroup_version": bench.backend.version,
         "load_average": {"before": load[0], "after": load[1]},
         "latency_ms": steady, "latency_all_requests_ms": every, "p99_by_round_ms": rounds, "requests": totals,
@@ -488,10 +528,17 @@ def report(bench: Bench, parts: list[dict], records, server: tuple, load: tuple)
                         "all": [round(float(x), 1) for x in react], "drop_percent_of_node": a.reaction_drop},
         "bursts": {"per_phase": a.bursts_per_phase, "requests": a.burst_requests, "rate_per_s": a.burst_rate,
                    "shadow_s": a.burst_shadow},
-        "agent": _agent_figures(by["c"]),
-        "goals": {"online_p99_c_within_5pct_of_a": bool(p99_ratio is not None and p99_ratio <= 1.05),
-                  "cpu_util_c_at_least_90pct": bool(usage["c"]["cpu_util_percent"] >= 90.0),
-                  "offline_c_at_least_80pct_of_b": bool(offline_ratio is not None and offline_ratio >= 0.8)},
+        "agent": _agent_figures(by["c"], cpus),
+        "summary": {"cpu_util_c_percent": usage["c"]["cpu_util_percent"], "p99_ratio_c_over_a": p99_ratio,
+                    "offline_ratio_c_over_b": offline_ratio,
+                    "reaction_p99_ms": round(float(np.percentile(react, 99)), 1) if react.size else None,
+                    "agent_cpu_percent_of_core": _agent_figures(by["c"], cpus)["cpu_percent_of_core"],
+                    # busy CPU outside the benchmark (other work on the machine): the figures above are only as
+                    # good as this is small
+                    "outside_bench_cores": {p: usage[p]["cores"]["outside_bench"] for p in PHASES}},
+        "goals": {"cpu_util_c_at_least_95pct": bool(usage["c"]["cpu_util_percent"] >= 95.0),
+                  "online_p99_c_within_5pct_of_a": bool(p99_ratio is not None and p99_ratio <= 1.05),
+                  "offline_c_at_least_90pct_of_b": bool(offline_ratio is not None and offline_ratio >= 0.9)},
         "cgroup_parent": bench.parent,
     }
 
@@ -499,8 +546,12 @@ def report(bench: Bench, parts: list[dict], records, server: tuple, load: tuple)
 def run(args: argparse.Namespace) -> dict:
     bench = Bench(args)
     args.profile_source = args.profile
-    if args.threshold is not None:
-        args.profile = _derive_profile(args.profile, args.threshold, bench.tmp / "profile.yaml")
+    if _changes(args):
+        try:
+            args.profile = _derive_profile(args.profile, _changes(args), bench.tmp / "profile.yaml")
+        except Exception:
+            bench.cleanup()
+            raise
     load_before = _loadavg()
     try:
         server = bench.start()
@@ -535,6 +586,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="the agent's QoS profile (default: the shipped one)")
     p.add_argument("--threshold", type=float, metavar="PERCENT",
                    help="experiment: the profile with cpu.offlineThresholdPercent (windows too) set to this")
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help="experiment: the profile with this setting (windows too), e.g. cpu.onlineRisePercent=10 "
+                        "or cpu.clampOnSignals=false; repeatable")
     p.add_argument("--connections", type=int, default=64, help="keep-alive connections of the load generator")
     p.add_argument("--bursts-per-phase", type=int, default=4)
     p.add_argument("--burst-requests", type=int, default=30, help="requests in one burst (default 30)")
@@ -546,6 +600,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--settle", type=float, default=2.0, help="seconds between phases (not measured)")
     p.add_argument("--fast-interval", type=float, default=0.025, help="the agent's fast loop interval")
     p.add_argument("--client-cpu", type=int, help="pin the load generator to this CPU")
+    p.add_argument("--cgroup-version", type=int, choices=(1, 2),
+                   help="2 on a machine without a v2 CPU controller: the fixture-tree run (the agent's v2 writes "
+                        "only, see hack/bench/colocation_v2.py); default: what the machine has")
     args = p.parse_args(argv)
     args.profile = str(Path(args.profile).resolve())
     if args.phase_seconds <= 0 or args.rate <= 0 or args.hogs < 1 or args.rounds < 1:
@@ -560,13 +617,37 @@ def main() -> None:
         _role(sys.argv[1], sys.argv[2:])
         return
     args = parse_args(sys.argv[1:])
+    if args.cgroup_version is not None and args.cgroup_version != _machine_version():
+        if args.cgroup_version == 1:
+            raise SystemExit("--cgroup-version 1: this machine's cgroup root is v2 (a v1 fixture tree would "
+                             "tell nothing the tests do not)")
+        import tempfile
+
+        from hack.bench import colocation_v2
+        with tempfile.TemporaryDirectory(prefix="scoria-colo-v2-profile-") as tmp:
+            profile = _derive_profile(args.profile, _changes(args), Path(tmp) / "profile.yaml") \
+                if _changes(args) else args.profile
+            print(json.dumps(colocation_v2.run(Path(profile))))
+        return
     if os.geteuid() != 0 or not Path("/sys/fs/cgroup").exists():
         raise SystemExit("needs root and a cgroup hierarchy")
     signal.signal(signal.SIGTERM, _terminate)
+    from proto.errors import InputError
     try:
         print(json.dumps(run(args)))
     except KeyboardInterrupt:
         raise SystemExit("interrupted: processes stopped, cgroups removed") from None
+    except InputError as exc:
+        raise SystemExit(f"error: {exc}") from None
+
+
+def _machine_version() -> int:
+    """2 where the cgroup root is the unified hierarchy with the cpu controller, else 1."""
+    root = Path("/sys/fs/cgroup")
+    try:
+        return 2 if "cpu" in (root / "cgroup.controllers").read_text().split() else 1
+    except OSError:
+        return 1
 
 
 def _terminate(signum, frame) -> None:

@@ -103,6 +103,23 @@ def make_tree(root: Path, *, version: int = 1, driver: str = "cgroupfs", runtime
     return HostPaths(sys=root / "_sys", proc=root / "_proc", cgroup=root)
 
 
+def make_groups(root: Path, *, version: int, groups: list[str]) -> HostPaths:
+    """Cgroups at the paths ``groups`` (a layout of our own, ``--cgroup-parent``), with the kernel's files."""
+    if version == 2:
+        root.mkdir(parents=True, exist_ok=True)
+        (root / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+    for rel in groups:
+        parts = rel.strip("/").split("/")
+        for depth in range(1, len(parts) + 1):
+            sub = "/".join(parts[:depth])
+            if version == 1:
+                for controller in V1_CONTROLLERS:
+                    _v1_files(root / controller / sub, controller)
+            else:
+                _v2_files(root / sub)
+    return HostPaths(sys=root / "_sys", proc=root / "_proc", cgroup=root)
+
+
 def set_usage(root: Path, version: int, rel: str, cpu_ns: int, memory: int) -> None:
     """Overwrite a cgroup's usage counters (as if time had passed)."""
     if version == 1:

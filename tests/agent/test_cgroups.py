@@ -11,7 +11,7 @@ from agent.cgroups.backend import V1Backend, V2Backend, detect_backend, shares_t
 from agent.cgroups.executor import Executor, order
 from agent.cgroups.layout import FixedLayout, KubeletLayout, container_id, detect_layout
 from agent.intents import CgroupWrite
-from hack.lib.cgroup_fixtures import FakePod, make_tree, pod_dir
+from hack.lib.cgroup_fixtures import FakePod, make_tree, pod_dir, set_usage
 
 UID = "3f1c2a6e-6a1b-4d2e-9c1a-0d9c8b7a6f5e"
 VARIANTS = [(v, d, r) for v in (1, 2) for d in ("cgroupfs", "systemd") for r in ("containerd", "crio", "docker")]
@@ -114,6 +114,9 @@ def test_v1_knobs_go_through_cgroupspy_nodes_and_counters_are_plain_reads(tmp_pa
     assert backend.cpu_usage_ns(rel) == 6_000_000  # the cached path reads the file afresh
     import shutil
     shutil.rmtree(tmp_path / "cpuacct" / rel)
+    # the counter files are kept open (the kernel's read ENODEV once their cgroup is removed: see
+    # tests/e2e/test_cgroups.py); a pod that leaves the inventory has them closed
+    backend.forget(rel)
     with pytest.raises(FileNotFoundError):
         backend.cpu_usage_ns(rel)  # the pod left: the caller skips it
 
@@ -164,3 +167,17 @@ def test_fixed_layout_for_the_embedded_runtime(tmp_path: Path) -> None:
     layout = FixedLayout(backend, "/scoria/")
     assert layout.offline_parent == "scoria/offline" and layout.pod_path("x", "BestEffort") == "scoria/offline/podx"
     assert sorted((p.uid, p.qos_class) for p in layout.discover()) == [("a", "Burstable"), ("b", "BestEffort")]
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_the_fast_loops_counter_reader_keeps_its_file_open_and_reads_it_afresh(tmp_path: Path, version: int) -> None:
+    paths = make_tree(tmp_path, version=version, driver="systemd" if version == 2 else "cgroupfs",
+                      pods=[FakePod(UID, cpu_usage_ns=5_000_000)])
+    backend = V1Backend(paths) if version == 1 else V2Backend(paths)
+    rel = pod_dir(version, "systemd" if version == 2 else "cgroupfs", FakePod(UID))
+    read = backend.cpu_usage_reader(rel)
+    assert read() == 5_000_000
+    set_usage(tmp_path, version, rel, 7_000_000, 0)  # rewritten in place, as the kernel's files change
+    assert read() == 7_000_000
+    with pytest.raises(FileNotFoundError):
+        backend.cpu_usage_reader("kubepods/gone")()

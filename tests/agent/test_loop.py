@@ -68,9 +68,12 @@ def advance(tmp_path: Path, clock: Clock, layout, version: int, *, seconds: floa
         set_usage(root, version, rel, int(ns), 4 * GI)
 
 
+ALWAYS = "spec: {cpu: {clampOnSignals: false}}\n"  # the quota always clamps (as without SCHED_IDLE)
+
+
 @pytest.mark.parametrize("version", [1, 2])
 def test_slow_tick_suppresses_offline_and_reports(tmp_path: Path, version: int) -> None:
-    agent, clock, layout, evictor, published = build(tmp_path, version, detail_interval=1.0)
+    agent, clock, layout, evictor, published = build(tmp_path, version, profile=ALWAYS, detail_interval=1.0)
     usage = {"node": 0.0, "web": 0.0, "batch": 0.0}
     advance(tmp_path, clock, layout, version, seconds=0, node_busy_cores=0, web_cores=0, batch_cores=0, usage=usage)
     web_container = f"{layout.pod_path(WEB, 'Burstable')}/{container_dir(layout.driver, 'containerd', CID)}"
@@ -101,7 +104,7 @@ def test_slow_tick_suppresses_offline_and_reports(tmp_path: Path, version: int) 
     assert pods[WEB].cpu_used_cores == pytest.approx(1.0) and pods[BATCH].qos == QosLevel.BE
     assert report.load.cpu_used_cores == pytest.approx(3.2) and report.load.cpu_pressure.some_avg10 == 1.5
     # batch allocatable = 4000 × 80% − 1000 − 200, smoothed with the first (idle) sample
-    assert report.colocation.batch_cpu_millis > 2000 and report.colocation.qos_profile.startswith("builtin@")
+    assert report.colocation.batch_cpu_millis > 2000 and report.colocation.qos_profile.startswith("default@")
     if version == 2:
         assert b.read(layout.pod_path(WEB, "Burstable"), "memory.low") == GI  # online LS: protected request
         assert b.read(batch_path, "memory.high") == int(2 * GI * 0.9)
@@ -129,7 +132,7 @@ def test_container_detail_is_sampled_on_its_own_interval(tmp_path: Path) -> None
 
 
 def test_fast_tick_cuts_the_quota_when_online_work_surges(tmp_path: Path) -> None:
-    agent, clock, layout, _, _ = build(tmp_path, 1)
+    agent, clock, layout, _, _ = build(tmp_path, 1, profile=ALWAYS)
     usage = {"node": 0.0, "web": 0.0, "batch": 0.0}
     advance(tmp_path, clock, layout, 1, seconds=0, node_busy_cores=0, web_cores=0, batch_cores=0, usage=usage)
     agent.slow_tick()
@@ -191,9 +194,13 @@ def test_sustained_pressure_evicts_offline_pods_and_marks_the_node(tmp_path: Pat
     advance(tmp_path, clock, layout, 1, seconds=0, node_busy_cores=0, web_cores=0, batch_cores=0, usage=usage)
     agent.slow_tick()
     assert taints == [(False, True)]  # at start: a taint a previous run left behind goes
+    for _ in range(3):  # a node full of offline work is co-location working: no pressure
+        advance(tmp_path, clock, layout, 1, seconds=1, node_busy_cores=4.0, web_cores=0.5, batch_cores=3.5, usage=usage)
+        assert not agent.slow_tick().colocation.evicting
+    assert not evictor.evicted and taints == [(False, True)]
     reports = []
-    for _ in range(3):
-        advance(tmp_path, clock, layout, 1, seconds=1, node_busy_cores=3.9, web_cores=1.9, batch_cores=1.9, usage=usage)
+    for _ in range(3):  # online and system demand alone over the watermark (3.7 of 4 cores): pressure
+        advance(tmp_path, clock, layout, 1, seconds=1, node_busy_cores=3.9, web_cores=3.6, batch_cores=0.2, usage=usage)
         reports.append(agent.slow_tick())
     assert [(e.uid, e.name) for e in evictor.evicted] == [(BATCH, "train-0")]  # the online pod never
     assert reports[1].colocation.evicting and reports[1].colocation.evictions[0].pod_uid == BATCH
@@ -314,7 +321,7 @@ def test_tick_jitter_above_the_machine_reads_as_a_full_machine(tmp_path: Path) -
 
 
 def test_after_a_cut_the_fast_loop_reopens_once_online_work_has_left_room_for_a_while(tmp_path: Path) -> None:
-    agent, clock, layout, _, _ = build(tmp_path, 1)
+    agent, clock, layout, _, _ = build(tmp_path, 1, profile=ALWAYS)
     usage = {"node": 0.0, "web": 0.0, "batch": 0.0}
 
     def fast(web: float, batch: float, seconds: float = 0.025) -> None:
@@ -340,3 +347,191 @@ def test_after_a_cut_the_fast_loop_reopens_once_online_work_has_left_room_for_a_
     assert agent.quota == 3200 - 500
     fast(2.5, 1.0)  # and the next burst is cut at once, as ever
     assert agent.quota == pytest.approx(3200 - 2500, abs=2)
+
+
+def test_with_sched_idle_the_quota_stays_open_until_online_signals_call_for_a_clamp(tmp_path: Path) -> None:
+    """Offline pods are SCHED_IDLE here (the kernel has cpu.idle): the quota is open (no limit) while online
+    work is steady, clamps at once when it rises by onlineRisePercent of the node within a fast window,
+    holds clampHold after the last signal, then opens again."""
+    profile = "spec: {cpu: {onlineRisePercent: 20, clampHold: 100ms}}\n"
+    agent, clock, layout, _, published = build(tmp_path, 1, profile=profile)
+    usage = {"node": 0.0, "web": 0.0, "batch": 0.0}
+
+    def fast(web: float, batch: float, seconds: float = 0.025) -> None:
+        advance(tmp_path, clock, layout, 1, seconds=seconds, node_busy_cores=web + batch, web_cores=web,
+                batch_cores=batch, usage=usage)
+        agent.fast_tick()
+
+    def written():
+        return agent.backend.read(layout.offline_parent, "cpu.quota")
+
+    advance(tmp_path, clock, layout, 1, seconds=0, node_busy_cores=0, web_cores=0, batch_cores=0, usage=usage)
+    agent.slow_tick()
+    advance(tmp_path, clock, layout, 1, seconds=1, node_busy_cores=4.0, web_cores=0.5, batch_cores=3.5, usage=usage)
+    report = agent.slow_tick()
+    assert written() is None and agent.quota is None and report.colocation.offline_cpu_quota_millis is None
+    metric = agent.metrics.registry.get_sample_value
+    assert metric("scoria_agent_offline_cpu_quota_clamped") == 0
+    assert metric("scoria_agent_offline_cpu_quota_millicores") == 4000  # open reads as the node's capacity
+    fast(0.5, 3.5)
+    for web in (0.9, 1.2, 0.3):  # online noise under 20% of the node (800m) above its 500m: no clamp
+        fast(web, 4.0 - web)
+        assert written() is None
+    fast(2.0, 2.0)  # +1500m within 25 ms: clamp to 3200 − 2000 online − system 0
+    assert written() == agent.quota == pytest.approx(1200, abs=2)
+    assert metric("scoria_agent_offline_cpu_quota_clamped") == 1
+    assert metric("scoria_agent_reaction_seconds_count") == 1
+    fast(2.5, 1.5)  # still rising: cut further
+    assert written() == pytest.approx(700, abs=2)
+    for _ in range(3):  # 2.5 cores stays 2000m above the last second's 500m: still a signal, the clamp holds
+        fast(2.5, 1.5)
+        assert written() == pytest.approx(700, abs=2)
+    advance(tmp_path, clock, layout, 1, seconds=1, node_busy_cores=4.0, web_cores=2.5, batch_cores=1.5, usage=usage)
+    agent.slow_tick()  # a second at 2.5 cores is online's level now, not a rise: open (SCHED_IDLE does the rest)
+    assert written() is None and agent.quota is None
+    assert metric("scoria_agent_offline_cpu_quota_clamped") == 0
+    fast(2.5, 1.5)
+    fast(3.5, 0.5)  # a spike of 1000m over that level: clamp ...
+    assert written() == 200  # 3200 − 3500, but never below the floor (5% of the node)
+    for _ in range(3):  # ... held for 100 ms after it ...
+        fast(2.5, 1.5)
+        assert written() is not None
+    fast(2.5, 1.5, seconds=0.03)  # ... then open again
+    assert written() is None
+
+
+def test_a_slow_tick_during_a_clamp_keeps_the_lower_of_the_two_figures(tmp_path: Path) -> None:
+    agent, clock, layout, _, _ = build(tmp_path, 1, profile="spec: {cpu: {clampHold: 5s}}\n")
+    usage = {"node": 0.0, "web": 0.0, "batch": 0.0}
+    advance(tmp_path, clock, layout, 1, seconds=0, node_busy_cores=0, web_cores=0, batch_cores=0, usage=usage)
+    agent.slow_tick()
+    advance(tmp_path, clock, layout, 1, seconds=1, node_busy_cores=4.0, web_cores=0.2, batch_cores=3.8, usage=usage)
+    agent.slow_tick()
+    for web in (0.2, 3.0):
+        advance(tmp_path, clock, layout, 1, seconds=0.025, node_busy_cores=4.0, web_cores=web, batch_cores=4 - web,
+                usage=usage)
+        agent.fast_tick()
+    assert agent.quota == pytest.approx(200, abs=2)  # 3200 − 3000
+    advance(tmp_path, clock, layout, 1, seconds=0.95, node_busy_cores=4.0, web_cores=1.0, batch_cores=3.0, usage=usage)
+    agent.slow_tick()  # the second's average (1 core) would allow 2200: the clamp's 200 holds
+    assert agent.backend.read(layout.offline_parent, "cpu.quota") == agent.quota == pytest.approx(200, abs=2)
+    clock.t += 5
+    advance(tmp_path, clock, layout, 1, seconds=1, node_busy_cores=4.0, web_cores=1.0, batch_cores=3.0, usage=usage)
+    agent.slow_tick()  # the hold is over: open
+    assert agent.backend.read(layout.offline_parent, "cpu.quota") is None
+
+
+def test_online_cpu_stall_clamps_where_the_kernel_keeps_it_per_group(tmp_path: Path) -> None:
+    """cgroup v2 keeps PSI per group: the online parent's cpu.pressure is online work's own stall."""
+    stall = tmp_path / "cg" / "kubepods.slice" / "kubepods-burstable.slice" / "cpu.pressure"
+    stall.parent.mkdir(parents=True)
+    stall.write_text("some avg10=0.00 avg60=0.00 avg300=0.00 total=0\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")
+    agent, clock, layout, _, _ = build(tmp_path, 2, profile="spec: {cpu: {onlineStallPercent: 10}}\n")
+    assert layout.online_parent == "kubepods.slice/kubepods-burstable.slice"
+    usage = {"node": 0.0, "web": 0.0, "batch": 0.0}
+    advance(tmp_path, clock, layout, 2, seconds=0, node_busy_cores=0, web_cores=0, batch_cores=0, usage=usage)
+    agent.slow_tick()
+    advance(tmp_path, clock, layout, 2, seconds=1, node_busy_cores=4.0, web_cores=1.0, batch_cores=3.0, usage=usage)
+    agent.slow_tick()
+    total = 0
+    for stalled_us in (0, 2000, 5000):  # 0%, 8%, 20% of a 25 ms window
+        total += stalled_us
+        stall.write_text(f"some avg10=0.00 avg60=0.00 avg300=0.00 total={total}\n")
+        advance(tmp_path, clock, layout, 2, seconds=0.025, node_busy_cores=4.0, web_cores=1.0, batch_cores=3.0,
+                usage=usage)
+        agent.fast_tick()
+        assert (agent.quota is not None) == (stalled_us == 5000), stalled_us
+    assert agent.quota == pytest.approx(3200 - 1000, abs=2)
+
+
+def test_a_psi_trigger_wakes_the_fast_loop_before_its_pace(tmp_path: Path) -> None:
+    """The control thread blocks on the trigger (the kernel's side is tested on real files in
+    tests/agent/collectors/test_psi.py): a fast tick runs as soon as it fires, not at the next pace."""
+    import threading
+    import time as _time
+    agent, clock, layout, _, _ = build(tmp_path, 1, fast_interval=30.0, fast_idle_interval=30.0, slow_interval=60.0)
+    ticks, fire = [], threading.Event()
+    agent.fast_tick = lambda: ticks.append(_time.monotonic()) or False
+
+    class Trigger:  # the hardware edge: the kernel marking the pressure file POLLPRI
+        closed = False
+
+        def waiter(self):
+            def wait(timeout: float) -> bool:  # blocks up to ``timeout`` (the test stops it early)
+                end = _time.monotonic() + timeout
+                while _time.monotonic() < end and not stop.is_set():
+                    if fire.wait(0.02):
+                        fire.clear()
+                        return True
+                return False
+            return wait
+
+        def close(self) -> None:
+            Trigger.closed = True
+
+    stop = threading.Event()
+    agent.trigger = Trigger()
+    thread = threading.Thread(target=agent.run, args=(stop,))
+    thread.start()
+    try:
+        _time.sleep(0.2)
+        assert ticks == []  # paced at 30 s: nothing yet
+        fired_at = _time.monotonic()
+        fire.set()
+        deadline = fired_at + 5
+        while not ticks and _time.monotonic() < deadline:
+            _time.sleep(0.005)
+        assert ticks and ticks[0] - fired_at < 1.0
+    finally:
+        stop.set()
+        thread.join(5)
+    assert not thread.is_alive() and Trigger.closed
+    assert agent.metrics.registry.get_sample_value("scoria_agent_psi_wakeups_total") == 1
+
+
+def test_a_profile_change_takes_effect_within_one_slow_tick_and_shows_in_metrics(tmp_path: Path) -> None:
+    """Rewritten on disk (as a ConfigMap update lands): the next slow tick runs with it — its quota written,
+    its name and digest and its settings on /metrics, served over HTTP as Prometheus scrapes it."""
+    import urllib.request
+
+    from proto.httpd import start_http
+    agent, clock, layout, _, _ = build(tmp_path, 1, profile="name: first\n" + ALWAYS)
+    server = start_http(agent.metrics.registry, 0)
+    url = f"http://127.0.0.1:{server.server_address[1]}/metrics"
+    usage = {"node": 0.0, "web": 0.0, "batch": 0.0}
+    try:
+        advance(tmp_path, clock, layout, 1, seconds=0, node_busy_cores=0, web_cores=0, batch_cores=0, usage=usage)
+        agent.slow_tick()
+        advance(tmp_path, clock, layout, 1, seconds=1, node_busy_cores=3.0, web_cores=1.0, batch_cores=2.0, usage=usage)
+        agent.slow_tick()
+        assert agent.backend.read(layout.offline_parent, "cpu.quota") == 3200 - 1000
+        (tmp_path / "profile.yaml").write_text("name: second\nspec: {cpu: {clampOnSignals: false, "
+                                               "offlineThresholdPercent: 50}, eviction: {starvationSamples: 7}}\n")
+        advance(tmp_path, clock, layout, 1, seconds=1, node_busy_cores=3.0, web_cores=1.0, batch_cores=2.0, usage=usage)
+        agent.slow_tick()  # one tick later
+        assert agent.backend.read(layout.offline_parent, "cpu.quota") == 2000 - 1000
+        text = urllib.request.urlopen(url, timeout=5).read().decode()
+    finally:
+        server.shutdown()
+    digest = agent.profiles.current.digest
+    assert f'scoria_agent_qos_profile_info{{digest="{digest}",name="second"}} 1.0' in text
+    assert 'name="first"' not in text
+    assert 'scoria_agent_qos_setting{setting="cpu.offlineThresholdPercent"} 50.0' in text
+    assert 'scoria_agent_qos_setting{setting="eviction.starvationSamples"} 7.0' in text
+    assert 'scoria_agent_qos_setting{setting="cpu.clampOnSignals"} 0.0' in text
+    assert "scoria_agent_offline_cpu_quota_millicores 1000.0" in text
+
+
+def test_a_window_opening_changes_the_settings_in_force_within_one_slow_tick(tmp_path: Path) -> None:
+    profile = ('spec:\n  timezone: UTC\n  cpu: {offlineThresholdPercent: 60}\n'
+               '  windows:\n  - time: "02:00-03:00"\n    cpu: {offlineThresholdPercent: 90}\n')
+    agent, clock, layout, _, _ = build(tmp_path, 1, profile=profile)
+    base = 1_800_000_000 + clock.t  # the agent's wall clock
+    shift = (26 * 3600 - base % 86400) % 86400  # from there to the next 02:00 UTC
+    agent.slow_tick()
+    setting = agent.metrics.registry.get_sample_value
+    assert setting("scoria_agent_qos_setting", {"setting": "cpu.offlineThresholdPercent"}) == 60
+    clock.t += shift + 60
+    agent.slow_tick()
+    assert agent.spec.cpu.offline_threshold_percent == 90
+    assert setting("scoria_agent_qos_setting", {"setting": "cpu.offlineThresholdPercent"}) == 90

@@ -112,6 +112,13 @@ def infos_for(setup: Setup, docs: list[dict]) -> list[PodInfo]:
     return [pod_info(doc) for doc in docs]
 
 
+def always_clamped(tmp: Path) -> ProfileWatcher:
+    """A profile whose offline quota always clamps (not only on online signals), so that every tick puts
+    the quota somewhere — and the checks below can see it never lands on an online pod."""
+    (tmp / "profile.yaml").write_text("spec: {cpu: {clampOnSignals: false}}\n")
+    return ProfileWatcher(tmp / "profile.yaml")
+
+
 def run_agent(tmp: Path, setup: Setup, docs: list[dict], busy: list[int]) -> tuple[Agent, RecordingEvictor, dict]:
     infos = infos_for(setup, docs)
     paths, backend, layout, where = build_host(tmp, setup, infos)
@@ -122,7 +129,7 @@ def run_agent(tmp: Path, setup: Setup, docs: list[dict], busy: list[int]) -> tup
     evictor = RecordingEvictor()
     clock = {"t": 0.0}
     agent = Agent(AgentConfig("node-a"), paths=paths, backend=backend, layout=layout, pods=pods,
-                  profiles=ProfileWatcher(None), evictor=evictor, read_capacity=lambda p: Capacity(4000, 16 * GI),
+                  profiles=always_clamped(tmp), evictor=evictor, read_capacity=lambda p: Capacity(4000, 16 * GI),
                   clock=lambda: 1_800_000_000 + clock["t"], monotonic=lambda: clock["t"])
     counters = dict.fromkeys(where, 0)
     for tick in range(1, 6):  # memory stays above the high watermark: evictions are due from the third
@@ -199,7 +206,7 @@ def test_the_offline_quota_leaves_a_shared_besteffort_tier_and_comes_back(tmp_pa
     source = StaticPodSource(infos)
     clock = {"t": 0.0}
     agent = Agent(AgentConfig("node-a"), paths=paths, backend=backend, layout=layout, pods=source,
-                  profiles=ProfileWatcher(None), evictor=RecordingEvictor(), read_capacity=lambda p: Capacity(4000, 16 * GI),
+                  profiles=always_clamped(tmp_path), evictor=RecordingEvictor(), read_capacity=lambda p: Capacity(4000, 16 * GI),
                   clock=lambda: 1_800_000_000 + clock["t"], monotonic=lambda: clock["t"])
     web, batch, plain = (where[p.uid] for p in infos)
     assert {web, batch, plain} <= {f"kubepods/besteffort/pod{p.uid}" for p in infos}  # all BestEffort by class

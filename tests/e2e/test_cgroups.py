@@ -7,6 +7,7 @@ process it started, whatever happens.
 from __future__ import annotations
 
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -32,19 +33,28 @@ def sandbox():
         yield backend, parent, procs
 
 
-def test_offline_group_gets_cpu_idle_and_a_quota(sandbox) -> None:
+@pytest.mark.parametrize("clamp_on_signals", [True, False])
+def test_offline_group_gets_cpu_idle_and_a_quota_where_it_always_clamps(sandbox, tmp_path: Path,
+                                                                         clamp_on_signals: bool) -> None:
     backend, parent, procs = sandbox
+    profile = tmp_path / "profile.yaml"
+    profile.write_text(f"spec: {{cpu: {{clampOnSignals: {str(clamp_on_signals).lower()}}}}}\n")
     agent = make_agent(backend, parent, [PodInfo("web", qos_class="Burstable", qos_level=QosLevel.LS),
-                                         PodInfo("batch", qos_class="BestEffort", qos_level=QosLevel.BE)])
+                                         PodInfo("batch", qos_class="BestEffort", qos_level=QosLevel.BE)],
+                       profile=profile)
     spawn(backend, f"{parent}/offline/podbatch", procs)
     agent.slow_tick()
     time.sleep(0.3)
     agent.slow_tick()
     cpu = Path("/sys/fs/cgroup/cpu") / parent
     assert (cpu / "offline/podbatch/cpu.idle").read_text().strip() == "1"
+    assert (cpu / "offline/cpu.idle").read_text().strip() == "1"
     assert (cpu / "online/podweb/cpu.idle").read_text().strip() == "0"
     quota = int((cpu / "offline/cpu.cfs_quota_us").read_text())
-    assert quota > 0 and agent.quota == quota * 1000 // 100_000
+    if clamp_on_signals:  # SCHED_IDLE protects online work: no limit until an online signal
+        assert quota == -1 and agent.quota is None
+    else:
+        assert quota > 0 and agent.quota == quota * 1000 // 100_000
 
 
 def test_online_work_takes_a_shared_cpu_from_offline_work(sandbox, tmp_path: Path) -> None:
@@ -75,19 +85,24 @@ def test_an_online_burst_shrinks_the_offline_quota(sandbox) -> None:
     agent = make_agent(backend, parent, [PodInfo("web", qos_class="Burstable", qos_level=QosLevel.LS),
                                          PodInfo("batch", qos_class="BestEffort", qos_level=QosLevel.BE)])
     spawn(backend, f"{parent}/offline/podbatch", procs)
+    online = spawn(backend, f"{parent}/online/podweb", procs)
+    deadline = time.monotonic() + 30
+    while backend.cpu_usage_ns(f"{parent}/online/podweb") == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)  # running (its interpreter started, however busy the machine), then stopped: idle
+    os.kill(online.pid, signal.SIGSTOP)
     agent.slow_tick()
     time.sleep(0.5)
     agent.slow_tick()
-    before = agent.quota
+    before = agent.quota if agent.quota is not None else agent.capacity.cpu_millis  # open: the whole node
     for _ in range(3):
         agent.fast_tick()
         time.sleep(0.025)
-    spawn(backend, f"{parent}/online/podweb", procs)  # online work steps from idle to busy
+    os.kill(online.pid, signal.SIGCONT)  # online work steps from idle to busy
     started = time.monotonic()
-    while time.monotonic() - started < 2 and agent.quota >= before - 400:
+    while time.monotonic() - started < 2 and (agent.quota is None or agent.quota >= before - 400):
         agent.fast_tick()
         time.sleep(0.025)
-    assert agent.quota < before - 400, f"quota stayed at {agent.quota} (was {before})"
+    assert agent.quota is not None and agent.quota < before - 400, f"quota stayed at {agent.quota} (was {before})"
     assert time.monotonic() - started < 0.5  # cut within a few fast ticks
     written = int((Path("/sys/fs/cgroup/cpu") / parent / "offline/cpu.cfs_quota_us").read_text())
     assert written * 1000 // 100_000 == agent.quota
@@ -99,10 +114,29 @@ def test_a_pod_that_vanished_is_skipped(sandbox) -> None:
     agent = make_agent(backend, parent, pods)
     report = agent.slow_tick()
     assert [p.uid for p in report.load.pods] == ["gone"]
+    assert backend._fds, "the pod's counter files are kept open"
     remove_group(backend, f"{parent}/offline/podgone")  # it leaves between two ticks
     report = agent.slow_tick()
     assert report.load.pods[0].cpu_used_cores == 0
+    with pytest.raises(FileNotFoundError):  # through the kept descriptor: ENODEV, then no file
+        backend.cpu_usage_ns(f"{parent}/offline/podgone")
     assert agent.metrics.registry.get_sample_value("scoria_agent_cgroup_write_errors_total", {"kind": "ENOENT"}) is None
+
+
+def test_the_fast_loops_reader_sees_a_removed_group_fail_and_a_new_one_read(sandbox) -> None:
+    backend, parent, procs = sandbox
+    make_group(backend, f"{parent}/x")
+    read = backend.cpu_usage_reader(f"{parent}/x")
+    assert read() == 0
+    remove_group(backend, f"{parent}/x")
+    with pytest.raises(OSError):  # ENODEV from the kept descriptor
+        read()
+    make_group(backend, f"{parent}/x")  # made again: the reader opens the new one
+    p = spawn(backend, f"{parent}/x", procs)
+    deadline = time.monotonic() + 10
+    while read() == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert read() > 0 and p.poll() is None
 
 
 def test_groups_are_created_joined_and_removed_cleanly(sandbox) -> None:

@@ -60,7 +60,10 @@ def test_a_tiny_run_reports_every_figure() -> None:
         assert 0 < cpu["cpu_util_percent"] <= 100 and cpu["cores"]["online"] > 0
     assert d["requests"]["sent"] == d["requests"]["answered"] > 0 and d["requests"]["errors"] == 0
     assert d["cpu"]["a"]["cores"]["offline"] == 0 < d["cpu"]["b"]["cores"]["offline"]
-    assert d["cpu"]["b"]["cpu_util_percent"] > d["cpu"]["a"]["cpu_util_percent"]
+    # the hogs add the benchmark's own CPU (the machine's utilisation may be at 100% in (a) already, with other
+    # work on a shared machine)
+    bench = {p: sum(v for k, v in d["cpu"][p]["cores"].items() if k != "outside_bench") for p in "ab"}
+    assert bench["b"] > bench["a"]
     assert d["phase_b_knobs"] == [{"offline_idle": 0, "offline_parent_idle": 0, "offline_parent_shares": 1024,
                                    "offline_quota": None, "offline_shares": 1024, "online_shares": 1024}]
     work = d["offline_iterations_per_s"]
@@ -71,9 +74,16 @@ def test_a_tiny_run_reports_every_figure() -> None:
     assert all(0 < ms < 1000 for ms in reaction["all"])
     agent = d["agent"]
     assert agent["offline_quota_millicores"]["mean"] > 0 and 0 < agent["cpu_percent_of_core"] < 50
-    assert set(d["goals"]) == {"online_p99_c_within_5pct_of_a", "cpu_util_c_at_least_90pct",
-                               "offline_c_at_least_80pct_of_b"}
+    assert 0 <= agent["offline_quota_millicores"]["open_percent_of_time"] <= 100
+    assert set(d["goals"]) == {"cpu_util_c_at_least_95pct", "online_p99_c_within_5pct_of_a",
+                               "offline_c_at_least_90pct_of_b"}
     assert all(isinstance(v, bool) for v in d["goals"].values())
+    summary = d["summary"]
+    assert summary["cpu_util_c_percent"] == d["cpu"]["c"]["cpu_util_percent"]
+    assert summary["p99_ratio_c_over_a"] == d["p99_ratio_c_over_a"]
+    assert summary["offline_ratio_c_over_b"] == d["offline_ratio_c_over_b"]
+    assert set(summary) == {"cpu_util_c_percent", "p99_ratio_c_over_a", "offline_ratio_c_over_b", "reaction_p99_ms",
+                            "agent_cpu_percent_of_core", "outside_bench_cores"}
 
     assert d["cgroup_parent"] not in _ours() and _ours() <= before
     assert not _bench_processes(d["cgroup_parent"])
@@ -99,3 +109,16 @@ def test_ctrl_c_leaves_no_cgroup_and_no_process() -> None:
     assert proc.returncode != 0 and "interrupted" in err
     assert not (new & _ours())
     assert not _bench_processes(next(iter(new)))
+
+
+@pytest.mark.skipif(Path("/sys/fs/cgroup/cgroup.controllers").exists(),
+                    reason="the machine's root is cgroup v2: --cgroup-version 2 is the real run there")
+def test_on_a_v1_machine_the_v2_run_checks_the_agents_writes_on_a_fixture_tree() -> None:
+    out = subprocess.run([sys.executable, str(BENCH), "--cgroup-version", "2"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=240)
+    assert out.returncode == 0, out.stderr[-3000:]
+    d = json.loads(out.stdout.strip().splitlines()[-1])
+    assert d["cgroup_version"] == 2 and d["mode"] == "fixture" and "no latency" in d["note"]
+    assert d["ok"] and set(d["checks"]) >= {"offline_parent_and_pod_sched_idle", "calm_quota_open",
+                                            "rise_clamps_quota", "online_stall_clamps_quota", "no_cgroup_write_errors"}
+    assert len(d["reaction_ms"]["all"]) == 3

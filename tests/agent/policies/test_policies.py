@@ -5,17 +5,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from agent.intents import BatchAllocatable
 from agent.pods import PodInfo, qos_level
 from agent.policies.batch import OvercommitState, batch_allocatable
 from agent.policies.cpu import burst_writes, cpu_intents, offline_quota
-from agent.policies.eviction import EvictionState, decide_evictions
 from agent.policies.memory import memory_intents
 from agent.policies.nodestate import NodeState, PodSample
-from agent.profile import BurstSettings, CpuSettings, EvictionSettings, MemorySettings, OvercommitSettings
+from agent.profile import BurstSettings, CpuSettings, MemorySettings, OvercommitSettings
 from proto.model import QosLevel
 
 GI = 2**30
@@ -79,84 +76,6 @@ def test_memory_v1_and_v2() -> None:
     assert [(w.path, w.knob, w.value) for w in v2] == [
         ("lc", "memory.min", GI), ("ls", "memory.low", 2 * GI), ("be", "memory.limit", 4 * GI),
         ("be", "memory.high", int(4 * GI * 0.9))]
-
-
-def test_eviction_waits_for_sustained_pressure_and_respects_the_rate() -> None:
-    settings = EvictionSettings(cpu_high_percent=90, cpu_low_percent=70, samples=3, max_per_interval=1, interval=10)
-    s = state(PodSample(pod("web"), "w", cpu_used=4000),
-              PodSample(pod("b1", QosLevel.BE, priority=5), "b1", cpu_used=1500),
-              PodSample(pod("b2", QosLevel.BE, priority=1), "b2", cpu_used=1000),
-              PodSample(pod("b3", QosLevel.BE, priority=1), "b3", cpu_used=1300), cpu_used=7800)
-    st_ = EvictionState()
-    for t in (0, 1):
-        evictions, st_ = decide_evictions(s, settings, st_, now=t)
-        assert evictions == [] and not st_.under_pressure  # a blip is not pressure
-    evictions, st_ = decide_evictions(s, settings, st_, now=2)
-    assert st_.under_pressure
-    assert [e.uid for e in evictions] == ["b3"]  # lowest priority, then the heaviest user
-    assert "node cpu at 98% for 3 samples" in evictions[0].reason
-    evictions, st_ = decide_evictions(s, settings, st_, now=3)
-    assert evictions == []  # one per interval
-    evictions, st_ = decide_evictions(s, settings, st_, now=13)
-    assert [e.uid for e in evictions] == ["b2"]  # b3 is still leaving: not asked twice
-    calm = state(*s.pods, cpu_used=5000)
-    evictions, st_ = decide_evictions(calm, settings, st_, now=14)
-    assert evictions == [] and not st_.under_pressure
-
-
-def test_eviction_goes_on_between_the_watermarks_and_stops_below_the_low_one() -> None:
-    settings = EvictionSettings(cpu_high_percent=90, cpu_low_percent=70, samples=2, max_per_interval=1, interval=10)
-    pods = (PodSample(pod("b1", QosLevel.BE), "b1", cpu_used=600), PodSample(pod("b2", QosLevel.BE), "b2", cpu_used=500),
-            PodSample(pod("b3", QosLevel.BE), "b3", cpu_used=400))
-    st_ = EvictionState()
-    for t in (0, 1):
-        evictions, st_ = decide_evictions(state(*pods, cpu_used=7600), settings, st_, now=t)  # 95%
-    assert [e.uid for e in evictions] == ["b1"]
-    evictions, st_ = decide_evictions(state(*pods[1:], cpu_used=6800), settings, st_, now=11)  # 85%: between
-    assert [e.uid for e in evictions] == ["b2"] and st_.under_pressure
-    assert "still above the low watermark 70%" in evictions[0].reason
-    evictions, st_ = decide_evictions(state(pods[2], cpu_used=5500), settings, st_, now=21)  # 69%: below low
-    assert evictions == [] and not st_.under_pressure
-    evictions, st_ = decide_evictions(state(pods[2], cpu_used=6800), settings, st_, now=31)  # 85% again
-    assert evictions == [] and not st_.under_pressure  # back between them: not evicting until over high again
-
-
-def test_memory_pressure_goes_first() -> None:
-    settings = EvictionSettings(samples=1, max_per_interval=5)
-    s = state(PodSample(pod("b1", QosLevel.BE), "b1", cpu_used=10, memory_used=8 * GI),
-              PodSample(pod("b2", QosLevel.BE), "b2", cpu_used=3000, memory_used=GI),
-              cpu_used=7900, memory_used=31 * GI)
-    evictions, _ = decide_evictions(s, settings, EvictionState(), now=0)
-    assert [e.uid for e in evictions][0] == "b1" and evictions[0].reason.startswith("node memory")
-
-
-samples_strategy = st.lists(st.tuples(st.sampled_from(list(QosLevel)[1:]), st.integers(-5, 5),
-                                      st.floats(0, 4000), st.integers(0, 8 * GI)), max_size=12)
-
-
-@settings(max_examples=300, deadline=None)
-@given(samples_strategy, st.floats(0, 12000), st.integers(0, 40 * GI), st.integers(1, 4), st.integers(0, 4))
-def test_eviction_never_takes_online_pods_and_keeps_its_order(raw, cpu_used, memory_used, samples, rate) -> None:
-    pods = tuple(PodSample(pod(f"p{i}", level, priority=prio), f"p{i}", cpu, mem)
-                 for i, (level, prio, cpu, mem) in enumerate(raw))
-    s = state(*pods, cpu_used=cpu_used, memory_used=memory_used)
-    settings = EvictionSettings(samples=samples, max_per_interval=rate)
-    st_, chosen = EvictionState(), []
-    for t in range(samples + 2):
-        evictions, st_ = decide_evictions(s, settings, st_, now=t * 0.1)
-        chosen.extend(evictions)
-    by_uid = {p.pod.uid: p for p in pods}
-    assert all(by_uid[e.uid].pod.offline for e in chosen), "an online pod was evicted"
-    assert len(chosen) <= rate and len({e.uid for e in chosen}) == len(chosen)
-    for resource in ("memory", "cpu"):
-        picked = [by_uid[e.uid] for e in chosen if e.reason.startswith(f"node {resource}")]
-        usage = (lambda p: p.cpu_used) if resource == "cpu" else (lambda p: p.memory_used)
-        keys = [(p.pod.priority, -usage(p)) for p in picked]
-        assert keys == sorted(keys), f"{resource} evictions out of order"
-        if picked:  # nothing skipped: every offline pod ranked before the last one picked was picked
-            last = keys[-1]
-            earlier = [p for p in pods if p.pod.offline and (p.pod.priority, -usage(p)) < last]
-            assert {p.pod.uid for p in earlier} <= {e.uid for e in chosen}
 
 
 def test_batch_allocatable_smooths_floors_and_holds_small_changes() -> None:
