@@ -14,3 +14,22 @@ SnapshotKeeper.verify = True
 @pytest.fixture(autouse=True)
 def _quiet_logs(caplog):
     caplog.set_level(logging.WARNING)
+
+
+ARTIFACTS_KEY = pytest.StashKey[list]()
+
+
+@pytest.fixture
+def artifact(request):
+    """``artifact(path)``: note a file a test kept for people to look at (a screenshot); the run's summary lists
+    each one, pass or fail."""
+    kept = request.config.stash.setdefault(ARTIFACTS_KEY, [])
+    return lambda path: kept.append(f"{request.node.nodeid}: {path}")
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    kept = config.stash.get(ARTIFACTS_KEY, [])
+    if kept:
+        terminalreporter.section("artifacts kept")
+        for line in kept:
+            terminalreporter.write_line(line)

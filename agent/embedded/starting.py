@@ -114,8 +114,10 @@ def launch(host: Host, pod: HeldPod, spec: PodSpec, c: ContainerRecord, now: flo
         # made again if gone meanwhile (a reboot, someone's rmdir), and the limits written again if an agent
         # killed between making the cgroups and writing them left them without (both write only what differs)
         make_cgroups(host, pod, spec)
+        if c.restarts:  # each run's output apart: the last one's becomes <container>.previous.log
+            host.state.rotate_log(pod.record, c.name)
         started = spawn(container.argv, env=container.env, cwd=container.working_dir or host.workdir,
-                        log_path=host.state.log_dir(pod.record) / f"{c.name}.log",
+                        log_path=host.state.log_path(pod.record, c.name),
                         exit_file=host.state.exit_file(pod.record.uid, c.name),
                         procs_files=podcgroups.procs_files(host.backend, c.cgroup))
     except (StartFailed, OSError) as exc:

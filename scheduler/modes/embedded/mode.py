@@ -50,6 +50,8 @@ from scheduler.api.updates import SERVER_METADATA, update_problem
 from scheduler.cluster.cache import ClusterCache
 from scheduler.cluster.effects import CacheEffects
 from scheduler.modes.base import Mode, PodActions
+from scheduler.modes.embedded.changes import Changes
+from scheduler.modes.embedded.events import KUBELET, NORMAL, WARNING, Events, Ref
 from scheduler.modes.embedded.lifecycle import LifecycleConfig
 from scheduler.modes.embedded.nodes import NodeLifecycle
 from scheduler.modes.embedded.store import Store, Stored, StoreError
@@ -59,6 +61,7 @@ if TYPE_CHECKING:
     from scheduler.cycle import Scheduler
     from scheduler.metrics import SchedulerMetrics
     from scheduler.modes.embedded.server import ControlServer
+    from scheduler.modes.embedded.web import WebView
 
 log = logging.getLogger(__name__)
 
@@ -96,12 +99,18 @@ class Embedded:
         self._lock = threading.Lock()
         self._started: dict[str, float] = {}  # pod uid -> when START was last sent
         self._warned: set[tuple[str, str]] = set()  # (node, what) said once
+        self._killing: set[str] = set()  # pods told to stop: their Killing event is recorded once
+        #: moves on every change the CLI's watches and the web view wait for
+        self.changes = Changes()
+        store.on_change = self.changes.bump
+        self.events = Events(store, clock)
         self.effects = EmbeddedEffects(self)
         self.nodes = NodeLifecycle(self, lifecycle)
 
     # -- the store into the cache ----------------------------------------------------------------
     def load(self) -> int:
-        """Fill the cache from the store; how many objects."""
+        """Fill the cache from the store (and the events it kept); how many objects."""
+        self.events.load()
         n = 0
         for stored in self.store.load():
             try:
@@ -335,9 +344,9 @@ class Embedded:
                                     f"bound to {pod.node_name}" if pod.node_name else "not bound")
                     actions.append(PodAction(PodActionKind.STOP, uid, pod.namespace, pod.name, "not bound to this node"))
                     continue
-                changes.extend(self._observe(node, pod, r))
                 stored = self.store.get("Pod", pod.key)
                 status = stored.status if stored else {}
+                changes.extend(self._observe(node, pod, r, status))
                 if status.get("deleting"):
                     actions.append(self._stop(pod, PodActionKind.STOP, "deleted"))
                 elif status.get("evicting") and r.phase not in FINISHED:
@@ -369,10 +378,13 @@ class Embedded:
                 self.store.delete("Pod", pod.key)
                 self.cache.remove_pod(pod.uid)
                 self._started.pop(pod.uid, None)
+                self._killing.discard(pod.uid)
         return actions
 
-    def _observe(self, node: str, pod: Pod, r: Any) -> list[tuple[str, str, dict]]:
-        """Record what ``node``'s runtime says of a pod bound to it: phase, reason, restarts, containers.
+    def _observe(self, node: str, pod: Pod, r: Any, status: dict) -> list[tuple[str, str, dict]]:
+        """Record what ``node``'s runtime says of a pod bound to it: phase, reason, restarts, containers (each
+        with its state's reason and times, and how its previous run ended); what changed since the last report
+        (``status``, as stored) becomes events.
 
         The log folder recorded is the scheduler's own (:meth:`pod_log_dir`); the report's is only compared.
         """
@@ -381,18 +393,45 @@ class Embedded:
             self._warn_once(node, "log-dir", "node %s's agent writes pod logs to %s, not under %s: `logs` reads only "
                             "the latter (serve --agent-state DIR names the agent's --state; said once per node)",
                             node, shown(r.log_dir), self.log_root)
-        containers = [{"name": c.name, "state": c.state, "exitCode": c.exit_code, "restarts": c.restarts,
-                       "pid": c.pid} for c in r.containers]
+        containers = [_container(c) for c in r.containers]
+        self._container_events(node, pod, containers, (status.get("runtime") or {}).get("containers") or [])
         reason, message = r.reason[:MAX_RUNTIME_TEXT], r.message[:MAX_RUNTIME_TEXT]
         fields: dict[str, Any] = {"runtime": {"phase": r.phase, "reason": reason, "message": message,
                                               "restarts": r.restarts, "logDir": str(log_dir) if log_dir else None,
                                               "containers": containers}}
         if r.phase in FINISHED and pod.phase not in FINISHED:
+            if r.reason == "Evicted" and not status.get("evicting"):  # the agent's own (node pressure)
+                self.events.record(_ref(pod), WARNING, "Evicted", message or "evicted by the node's agent",
+                                   source=KUBELET, host=node)
             reason = f"{reason}: {message}" if message else reason
             fields.update(phase=r.phase, reason=reason or None)
             pod.phase, pod.reason = r.phase, reason or None
             self.cache.generation += 1
         return [("Pod", pod.key, fields)]
+
+    def _container_events(self, node: str, pod: Pod, now: list[dict], before: list[dict]) -> None:
+        """Started, BackOff and Failed, as the kubelet records them, for what changed since the last report.
+
+        A run is Started when the report shows it running anew (another pid) — or shows it ended already, a run
+        that began since the last report (its start time moved) and came and went between two reports."""
+        was = {c.get("name"): c for c in before if isinstance(c, dict)}
+        for c in now:
+            b, name, running = was.get(c["name"]) or {}, c["name"], c["state"] == "running"
+            ended = c if c["state"] == "terminated" else (c.get("lastState") or {})
+            unseen = bool(c.get("startedAt")) and c.get("startedAt") != b.get("startedAt") and \
+                ended.get("reason") != "StartError"
+            if (running and (b.get("state") != "running" or b.get("pid") != c["pid"])) or (not running and unseen):
+                self.events.record(_ref(pod), NORMAL, "Started", f"Started container {name}", source=KUBELET, host=node)
+            if c["state"] == "waiting" and c.get("reason") in BACKING_OFF and (
+                    b.get("state"), b.get("reason"), b.get("restarts")) != (c["state"], c.get("reason"), c["restarts"]):
+                if ended.get("reason") == "StartError" or c.get("reason") == "StartError":
+                    self.events.record(_ref(pod), WARNING, "Failed", ended.get("message") or c.get("message") or
+                                       f"container {name} could not start", source=KUBELET, host=node)
+                self.events.record(_ref(pod), WARNING, "BackOff", f"Back-off restarting failed container {name} in "
+                                   f"pod {pod.key}", source=KUBELET, host=node)
+            elif c["state"] == "terminated" and c.get("reason") == "StartError" and b.get("state") != "terminated":
+                self.events.record(_ref(pod), WARNING, "Failed", c.get("message") or f"container {name} could not "
+                                   "start", source=KUBELET, host=node)
 
     def _warn_once(self, node: str, what: str, message: str, *args: object) -> None:
         if (node, what) in self._warned:
@@ -402,7 +441,13 @@ class Embedded:
         log.warning(message, *args)
 
     def _stop(self, pod: Pod, kind: PodActionKind, reason: str) -> PodAction:
-        grace = int(((self._manifest(pod).get("spec") or {}).get("terminationGracePeriodSeconds")) or 30)
+        manifest = self._manifest(pod)
+        grace = int(((manifest.get("spec") or {}).get("terminationGracePeriodSeconds")) or 30)
+        if pod.uid not in self._killing:  # told on every report until it has stopped: recorded once
+            self._killing.add(pod.uid)
+            for c in (manifest.get("spec") or {}).get("containers") or []:
+                self.events.record(_ref(pod), NORMAL, "Killing", f"Stopping container {c.get('name')}",
+                                   source=KUBELET, host=pod.node_name)
         return PodAction(kind, pod.uid, pod.namespace, pod.name, reason, grace_period_seconds=grace)
 
     def _evicted(self, pod: Pod, reason: str) -> None:
@@ -419,6 +464,52 @@ class Embedded:
         return doc
 
 
+BACKING_OFF = ("CrashLoopBackOff", "BackOff", "StartError")  # a container waiting to start again (the runtime's words)
+
+
+def _ref(pod: Pod) -> Ref:
+    return Ref("Pod", pod.namespace, pod.name, pod.uid)
+
+
+def _container(c: Any) -> dict:
+    """A container as the runtime reports it, as stored (kubectl's names: state, reason, exit code, times, and the
+    previous run's end as ``lastState``)."""
+    out: dict[str, Any] = {"name": c.name, "state": c.state, "exitCode": c.exit_code, "restarts": c.restarts,
+                           "pid": c.pid}
+    if getattr(c, "reason", ""):
+        out["reason"] = c.reason[:MAX_RUNTIME_TEXT]
+    if getattr(c, "message", ""):
+        out["message"] = c.message[:MAX_RUNTIME_TEXT]
+    for name in ("started_ns", "finished_ns"):
+        if getattr(c, name, 0) > 0:
+            out["startedAt" if name == "started_ns" else "finishedAt"] = _iso(getattr(c, name))
+    last = getattr(c, "last_termination", None) if _has(c, "last_termination") else None
+    if last is not None:
+        out["lastState"] = {"exitCode": last.exit_code, "reason": last.reason[:MAX_RUNTIME_TEXT],
+                            "message": last.message[:MAX_RUNTIME_TEXT],
+                            **({"startedAt": _iso(last.started_ns)} if last.started_ns > 0 else {}),
+                            **({"finishedAt": _iso(last.finished_ns)} if last.finished_ns > 0 else {})}
+    return out
+
+
+def _has(message: Any, name: str) -> bool:
+    """Whether ``name`` is set: a report's entry is the wire message itself (whose unset message fields read as
+    empty ones, so only HasField tells), or a dataclass of :mod:`proto.model` (None when unset)."""
+    try:
+        return bool(message.HasField(name))
+    except AttributeError:
+        return getattr(message, name, None) is not None
+    except ValueError:  # a wire message without such a field (an older agent's)
+        return False
+
+
+def _iso(ns: int) -> str:
+    try:
+        return datetime.fromtimestamp(ns / 1e9, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (OverflowError, OSError, ValueError):  # a time no calendar holds: not shown
+        return ""
+
+
 class EmbeddedEffects(CacheEffects):
     """The cache's effects, persisted: binds at once, statuses once per cycle, evictions handed to the agent."""
 
@@ -432,12 +523,14 @@ class EmbeddedEffects(CacheEffects):
         # stored first: once bound in the cache an agent may start it, and a crash must not forget it
         self.embedded.store.update_status([("Pod", pod.key, {"nodeName": node, "phase": "Running", "reason": None,
                                                              "annotations": dict(annotations)})])
+        self.embedded.events.record(_ref(pod), NORMAL, "Scheduled", f"Successfully assigned {pod.key} to {node}")
         return super().bind(pod, node, annotations)
 
     def evict(self, pod: Pod, reason: str) -> None:
         """The agent stops it (EVICT); until it has, it counts as leaving."""
         self.embedded.store.update_status([("Pod", pod.key, {"evicting": datetime.now(UTC).strftime(
             "%Y-%m-%dT%H:%M:%SZ"), "reason": f"Evicted: {reason}"})])
+        self.embedded.events.record(_ref(pod), NORMAL, "Preempted", reason)
         with self.cache.lock:
             current = self.cache.pods.get(pod.uid)
             if current is not None:
@@ -447,10 +540,17 @@ class EmbeddedEffects(CacheEffects):
     def pod_reason(self, pod: Pod, reason: str | None) -> None:
         if pod.reason != reason:
             self._note(("Pod", pod.key), {"reason": reason})
+            if reason and not pod.node_name:  # as kube-scheduler: once per new reason (repeats fold into it)
+                self.embedded.events.record(_ref(pod), WARNING, "FailedScheduling", reason)
         super().pod_reason(pod, reason)
 
     def group_status(self, group: PodGroup, phase: str, conditions: list[Condition]) -> bool:
         changed = super().group_status(group, phase, conditions)
+        if changed and not group.implicit:
+            for c in conditions:  # Volcano records why a gang cannot be scheduled on its PodGroup
+                if c.type == "Unschedulable" and c.status == "True" and c.message:
+                    self.embedded.events.record(Ref("PodGroup", group.namespace, group.name), WARNING,
+                                                "Unschedulable", c.message)
         if not group.implicit:
             self._note(("PodGroup", group.key), {"phase": phase, "conditions": [
                 {"type": c.type, "status": c.status, "reason": c.reason, "message": c.message} for c in conditions]})
@@ -468,6 +568,7 @@ class EmbeddedEffects(CacheEffects):
         with self._lock:
             changes, self._changes = self._changes, {}
         self.embedded.store.update_status([(kind, key, fields) for (kind, key), fields in changes.items()])
+        self.embedded.events.flush()
         return len(changes)
 
 
@@ -482,8 +583,11 @@ class EmbeddedMode(Mode):
     CONTROL_SOCKET = "control.sock"  # the control API, in the state folder
     AGENT_SOCKET = "agent.sock"      # the agents' report stream, in the state folder (unless --listen says otherwise)
 
+    WEB_URL = "web.url"              # the web view's address with its token, in the state folder (0600)
+
     def __init__(self, state_dir: Path, *, api_socket: Path | None = None, api_group: int | None = None,
-                 agent_state: Path | None = None, lifecycle: LifecycleConfig | None = None) -> None:
+                 agent_state: Path | None = None, lifecycle: LifecycleConfig | None = None,
+                 web_port: int | None = None, web_address: str = "127.0.0.1") -> None:
         super().__init__(register_nodes=True)  # an agent that reports is a node
         self.state_dir, self.api_group = state_dir, api_group
         self.lifecycle = lifecycle or LifecycleConfig()
@@ -492,6 +596,8 @@ class EmbeddedMode(Mode):
         self.agent_state = agent_state  # where the agent keeps its pods' logs (None: state_dir/agent)
         self.embedded: Embedded | None = None
         self.control: ControlServer | None = None
+        self.web_port, self.web_address = web_port, web_address  # None: no web view
+        self.web: WebView | None = None
 
     def start(self, cache: ClusterCache, stop: threading.Event, metrics: SchedulerMetrics) -> Effects | None:
         from proto.localsock import private_dir, private_file
@@ -518,12 +624,20 @@ class EmbeddedMode(Mode):
         self.control = ControlServer(self.embedded, socket_path=self.api_socket, group=self.api_group)
         self.control.start()
         log.info("control API on %s", self.api_socket)
+        if self.web_port is not None:
+            from scheduler.modes.embedded.web import WebView
+
+            self.web = WebView(self.control, address=self.web_address, port=self.web_port,
+                               url_file=self.state_dir / self.WEB_URL)
+            self.web.start()
         self.embedded.nodes.start(self._stop or threading.Event())
 
     def pod_actions(self) -> PodActions | None:
         return self.embedded.pod_actions if self.embedded is not None else None
 
     def close(self, scheduler: Scheduler) -> None:
+        if self.web is not None:
+            self.web.stop()
         if self.control is not None:
             self.control.stop()
         if self.embedded is not None:
