@@ -498,7 +498,11 @@ def test_an_offline_pod_with_plain_cpu_requests_runs_under_the_offline_parent(en
     assert not (CG / "cpu" / parent / "online" / "podburst").exists()
     agent.slow_tick()
     assert (CG / "cpu" / parent / "offline" / "podburst" / "cpu.idle").read_text().strip() == "1"
-    assert agent.slow_tick().colocation.offline_cpu_quota_millis is not None
+    agent.slow_tick()
+    # the offline parent is the one the agent manages: SCHED_IDLE, its quota open until an online signal
+    # clamps it (clampOnSignals, the default where offline work is SCHED_IDLE)
+    assert (CG / "cpu" / parent / "offline" / "cpu.idle").read_text().strip() == "1"
+    assert int((CG / "cpu" / parent / "offline" / "cpu.cfs_quota_us").read_text()) == -1
 
 
 class FakeClock:
