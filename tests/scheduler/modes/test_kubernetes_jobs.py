@@ -5,6 +5,7 @@ Running, Succeeded or Failed, and finishes terminating ones."""
 from __future__ import annotations
 
 import copy
+import functools
 import threading
 import time
 from datetime import UTC, datetime
@@ -18,6 +19,7 @@ from scheduler.controllers.vcctl import RESUME, SUSPEND, job_command
 from scheduler.cycle import Scheduler
 from scheduler.framework.config import parse_config
 from scheduler.modes.kubernetes import mode
+from tests.support import waiting
 
 VC_JOB = ("batch.volcano.sh", "v1alpha1")
 CONFIG = """
@@ -30,11 +32,7 @@ CONTAINER = {"name": "main", "image": "busybox", "resources": {"requests": {"cpu
 WRITES = ("create", "update", "patch", "delete", "deletecollection")
 
 
-def wait_until(predicate, timeout: float = 15.0, message: str = "condition not reached in time") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, message
-        time.sleep(0.02)
+wait_until = functools.partial(waiting.wait_until, timeout=15.0)
 
 
 def volcano_job(name: str = "train", *, replicas: int = 2, **spec) -> dict:
