@@ -132,11 +132,11 @@ tiers:
 
 def numa_harness(harness) -> Harness:
     """NUMA-aware scheduling, with node n1 reporting two zones of 4 CPUs."""
-    from scheduler.api.loader import _node_report
+    from scheduler.api.loader import node_report_from_doc
     from tests.support.builders import report
 
     h = harness(NUMA_CONFIG)
-    _, r = _node_report(report("n1", zones=[4, 4]), "test")
+    _, r = node_report_from_doc(report("n1", zones=[4, 4]), "test")
     r.identity.sample_time_ns = time.time_ns()
     h.cache.accept_report(r, time.time(), register=False, capacity_key="n1")
     return h
