@@ -94,12 +94,22 @@ class Started:
 
 
 def spawn(argv: Sequence[str], *, env: Mapping[str, str], cwd: str, log_path: Path, exit_file: Path,
-          procs_files: Sequence[str]) -> Started:
-    """Start ``argv`` through the wrapper; StartFailed if it cannot be."""
+          procs_files: Sequence[str], prefix: Sequence[str] = ()) -> Started:
+    """Start ``argv`` through the wrapper (after ``prefix``: entering the pod's namespaces, :mod:`.podns`);
+    StartFailed if it cannot be.  With a prefix, an absolute command or working directory the host lacks is
+    left to the exec inside the pod's mounts (a script in a ConfigMap volume, say)."""
     _check_exec(argv, env, cwd)
-    if not os.path.isdir(cwd):
+    inside = bool(prefix) and os.path.isabs(argv[0])
+    if not os.path.isdir(cwd) and not (prefix and os.path.isabs(cwd)):
         raise StartFailed(f"working directory {cwd}: no such directory")
-    exe = resolve(argv[0], env, cwd)
+    try:
+        exe = resolve(argv[0], env, cwd)
+    except StartFailed:
+        if not inside:
+            raise
+        exe = argv[0]
+    if not os.path.isdir(cwd):  # a folder of the pod's own mounts: the prefix enters it once they are there
+        cwd = "/"
     exit_file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # like every folder of the state: 0700
     exit_file.unlink(missing_ok=True)
     log_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -109,7 +119,7 @@ def spawn(argv: Sequence[str], *, env: Mapping[str, str], cwd: str, log_path: Pa
     with open(fd, "ab") as out:
         try:
             popen = subprocess.Popen(
-                [SHELL, "-c", WRAPPER, "scoria-wrap", str(exit_file), str(len(procs_files)), *procs_files,
+                [*prefix, SHELL, "-c", WRAPPER, "scoria-wrap", str(exit_file), str(len(procs_files)), *procs_files,
                  exe, *argv[1:]],
                 env=dict(env), cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                 start_new_session=True, close_fds=True)
@@ -193,12 +203,16 @@ def find_wrapper(pid: int, create_time: float, *, cgroup: str, version: int, exi
 
 
 def is_wrapper(pid: int, exit_file: Path) -> bool:
-    """Whether ``pid`` is a wrapper started for ``exit_file`` (a session leader running our script)."""
+    """Whether ``pid`` is a wrapper started for ``exit_file`` (a session leader running our script, or still
+    entering the pod's namespaces on its way to it)."""
+    want = [SHELL, "-c", WRAPPER, "scoria-wrap", str(exit_file)]
     try:
         cmdline = psutil.Process(pid).cmdline()
-        return os.getsid(pid) == pid and cmdline[:5] == [SHELL, "-c", WRAPPER, "scoria-wrap", str(exit_file)]
+        if os.getsid(pid) != pid:
+            return False
     except (psutil.Error, OSError):
         return False
+    return any(cmdline[i:i + 5] == want for i in range(len(cmdline) - 4) if cmdline[i + 3] == "scoria-wrap")
 
 
 def in_cgroup(pid: int, cgroup: str, version: int, proc: str = "/proc") -> bool:

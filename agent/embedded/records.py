@@ -11,6 +11,8 @@ Under the state directory:
   cgroup), so an exit that happens while the agent is down is not lost.
 * ``logs/<namespace>_<name>_<uid>/<container>.log`` — stdout and stderr,
   appended across restarts, kept after the pod is gone.
+* ``files/<uid>/`` — the pod's volumes, hosts file and overlay layers
+  (:mod:`.podsetup`), while it runs; removed when it stops.
 
 The folder and the folders in it are ``0700``, records and logs ``0600``:
 pods run as root and their manifests and output may hold secrets.
@@ -84,6 +86,8 @@ class PodRecord:
     cgroup: str = ""              # the pod cgroup while it exists ("" : none)
     containers: list[ContainerRecord] = field(default_factory=list)
     stopping: Stopping | None = None
+    netns: str = ""               # its network namespace while it exists ("" : none, or the host's network)
+    prepared: bool = False        # its volumes, hosts file and network are in place (podsetup.prepare)
 
     @property
     def key(self) -> str:
