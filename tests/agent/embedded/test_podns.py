@@ -53,7 +53,7 @@ def test_a_mount_the_host_lacks_is_made_in_an_overlay_keeping_what_is_mounted_be
     (etc / "ssl").mkdir(parents=True)
     (etc / "resolv.conf").write_text("x")
     volume = tmp_path / "vol"
-    volume.mkdir()
+    (volume / ".ssh").mkdir(parents=True)  # a subPath (mount_source makes it)
     binds = [Bind(volume, str(etc / "volcano"), read_only=True), Bind(volume / ".ssh", str(etc / "volcano" / ".ssh")),
              Bind(tmp_path / "hosts", str(etc / "hosts"))]
     (tmp_path / "hosts").write_text("")
@@ -70,7 +70,7 @@ def test_a_mount_the_host_lacks_is_made_in_an_overlay_keeping_what_is_mounted_be
         "ro", str(volume), str(etc / "volcano"),
         "bind", str(volume / ".ssh"), str(etc / "volcano" / ".ssh"),
     ]
-    assert (volume / ".ssh").is_dir()  # the inner mount point, made in the outer mount's source
+    assert (volume / ".ssh").is_dir()  # the inner mount point: in the outer mount's source
 
 
 def test_mounts_that_cannot_be_made_are_refused(tmp_path: Path) -> None:
