@@ -141,6 +141,7 @@ def make_agent(args: argparse.Namespace, *, enforce: bool, publish: Callable[[No
     """The agent the flags describe, with its mode built and started (ready, or given up on after 30 s, or as
     soon as ``stop`` is set)."""
     from agent.cgroups.backend import detect_backend
+    from agent.collectors.load import read_cpu_ticks
     from agent.hostpaths import HostPaths
     from agent.labels import NodeLabels, parse_labels
     from agent.loop import Agent, AgentConfig
@@ -153,6 +154,7 @@ def make_agent(args: argparse.Namespace, *, enforce: bool, publish: Callable[[No
     if args.cgroup_root:
         paths = HostPaths(paths.sys, paths.proc, Path(args.cgroup_root))
     backend = detect_backend(paths)
+    read_cpu_ticks(paths)  # a --host-root without a readable /proc/stat: one line now, not a loop failing each tick
     layout = _layout(backend, choice.cgroup_parent, enforce=enforce)
     metrics = AgentMetrics()
     profiles = ProfileWatcher(args.profile, on_result=lambda r: metrics.profile_reloads.labels(r).inc())
@@ -180,9 +182,9 @@ def _layout(backend: Backend, cgroup_parent: str | None, *, enforce: bool) -> La
         return FixedLayout(backend, cgroup_parent)
     try:
         return detect_layout(backend)
-    except FileNotFoundError:
-        if enforce:
-            raise
+    except FileNotFoundError as exc:
+        if enforce:  # acting on pods needs the kubelet's tree, or --cgroup-parent naming ours
+            raise InputError(f"{exc} (or give --cgroup-parent)") from None
         return NoLayout(backend)  # observing a host without a kubelet: node figures only
 
 
@@ -331,7 +333,7 @@ def main(argv: list[str] | None = None, *, early: list[int] | None = None) -> in
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:
         return cmd_report(args) if args.command == "report" else cmd_run(args, requested)
-    except (InputError, FileNotFoundError) as exc:  # bad input or a path that is not there; anything else is a bug
+    except InputError as exc:  # bad input is one line; anything else (a FileNotFoundError too) is a bug: a traceback
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except BrokenPipeError:

@@ -29,7 +29,7 @@ def start_http(registry: CollectorRegistry, port: int, host: str = "127.0.0.1",
     ``0.0.0.0`` for Prometheus and the kubelet's probes; on a shared machine nobody else needs the figures."""
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 - http.server's name
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
             if self.path.startswith("/metrics"):
                 body, kind = generate_latest(registry), CONTENT_TYPE_LATEST
             elif self.path.startswith(("/healthz", "/readyz")):
@@ -47,7 +47,7 @@ def start_http(registry: CollectorRegistry, port: int, host: str = "127.0.0.1",
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, *args):  # keep probes out of the log
+        def log_message(self, *args: object) -> None:  # keep probes out of the log
             pass
 
     server = _V6Server if ":" in host else ThreadingHTTPServer

@@ -65,7 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "the node it may report for")
     srv.add_argument("--insecure", action="store_true", help="plaintext gRPC (loopback addresses only)")
     srv.add_argument("--insecure-allow-remote", action="store_true",
-                     help="allow --insecure on a non-loopback address (anyone who can connect can report)")
+                     help="allow --insecure, or TLS without --tls-client-ca, on a non-loopback address (anyone "
+                          "who can connect can report as any node)")
     srv.add_argument("--register-nodes", action="store_true",
                      help="a report from an unknown node creates the node (standalone and embedded use)")
     srv.add_argument("--stale-intervals", type=int, default=3, metavar="N",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
+from pathlib import Path
 
 import pytest
 
@@ -74,3 +75,33 @@ def test_agent_cli_bug_stays_a_traceback(monkeypatch) -> None:
     monkeypatch.setattr(agent.cli, "cmd_report", lambda args: {}["missing"])
     with pytest.raises(KeyError):
         agent.cli.main(["report", "--once"])
+
+
+def test_agent_cli_a_file_not_found_from_a_bug_stays_a_traceback(monkeypatch) -> None:
+    """Only InputError is bad input: a FileNotFoundError escaping from the agent's code (a cgroup that left
+    mid-read, a bug) is not reported as if the user had named a wrong path."""
+    monkeypatch.setattr(agent.cli, "cmd_report", lambda args: Path("/nonexistent/scoria-a12").read_text())
+    with pytest.raises(FileNotFoundError):
+        agent.cli.main(["report", "--once"])
+
+
+def test_agent_host_paths_without_what_the_agent_reads_are_input_errors(tmp_path, capsys) -> None:
+    """A --host-root or --cgroup-root that lacks cgroups or /proc/stat, and no kubelet tree where pods are acted on,
+    is bad input: one line and exit 2, from the real CLI."""
+    from agent.cgroups.backend import detect_backend
+    from agent.collectors.load import read_cpu_ticks
+    from agent.hostpaths import HostPaths
+    from hack.lib.cgroup_fixtures import make_tree
+
+    assert agent.cli.main(["report", "--once", "--host-root", str(tmp_path), "--no-devices"]) == 2
+    assert "no cgroup hierarchy found under" in capsys.readouterr().err
+    with pytest.raises(InputError, match="proc/stat is missing"):
+        read_cpu_ticks(HostPaths.under(tmp_path))
+    backend = detect_backend(make_tree(tmp_path / "cg"))
+    run = ["run", "--dry-run", "--host-root", str(tmp_path), "--cgroup-root", str(tmp_path / "cg"), "--no-devices"]
+    assert agent.cli.main(run) == 2  # before any loop runs
+    assert "proc/stat is missing" in capsys.readouterr().err
+    (tmp_path / "cg" / "cpu" / "kubepods").rename(tmp_path / "cg" / "cpu" / "elsewhere")
+    with pytest.raises(InputError, match=r"no kubepods cgroup .* \(or give --cgroup-parent\)"):
+        agent.cli._layout(backend, None, enforce=True)
+    assert agent.cli._layout(backend, None, enforce=False).__class__.__name__ == "NoLayout"  # observing only

@@ -42,6 +42,15 @@ def test_the_builtins_register_every_plugin_and_action_module() -> None:
     assert {c.__module__ for c in BUILTIN_ACTIONS} == modules_in("scheduler/actions")
 
 
+def test_only_the_codec_of_proto_may_import_the_generated_code() -> None:
+    """The wire-boundary contract names proto's modules one by one (proto itself holds the generated code):
+    a new module of proto is under it unless it is the codec."""
+    contract = next(c for c in CONTRACTS if c.get("forbidden_modules") == ["proto.scoria"])
+    assert set(contract["source_modules"]) >= {"agent", "scheduler"}
+    assert {m for m in contract["source_modules"] if m.startswith("proto.")} == modules_in("proto") - {
+        "proto.codec", "proto.scoria"}
+
+
 def test_the_contracts_hold() -> None:
     lint = Path(sys.executable).with_name("lint-imports")
     result = subprocess.run([str(lint), "--no-cache"], cwd=ROOT, capture_output=True, text=True)
@@ -67,3 +76,27 @@ def test_every_job_plugin_is_in_its_contract_and_the_registry() -> None:
     modules = modules_in("scheduler/controllers/jobplugins") - {"scheduler.controllers.jobplugins.registry"}
     assert independence("scheduler.controllers.jobplugins.") == modules
     assert {cls.__module__ for cls in PLUGINS.values()} == modules
+
+
+def test_test_helpers_live_in_tests_support() -> None:
+    """Outside tests/support (builders, fakes, runners) a module of tests/ is a test, a package marker or conftest."""
+    stray = [str(p.relative_to(ROOT)) for p in sorted((ROOT / "tests").rglob("*.py"))
+             if p.parts[len(ROOT.parts) + 1] not in ("support", "fixtures")
+             and not (p.name.startswith("test_") or p.name in ("__init__.py", "conftest.py"))]
+    assert not stray
+
+
+def test_the_readme_layout_names_every_package_and_only_files_that_exist() -> None:
+    """README's layout block cannot fall behind the tree: each package of agent/, scheduler/ and proto/ (and the
+    folders of hack/ and tests/) is named there, and every file it names exists."""
+    import re
+
+    readme = (ROOT / "README.md").read_text()
+    block = readme[readme.index("## Layout"):readme.index("### How the parts depend on each other")]
+    missing = [f"{top}/{d.name}/" for top in ("agent", "scheduler", "proto", "hack", "tests")
+               for d in sorted((ROOT / top).iterdir())
+               if d.is_dir() and d.name not in ("__pycache__", "scoria") and f"{d.name}/" not in block]
+    assert not missing, "README's layout does not name these folders"
+    files = {p.name for p in ROOT.rglob("*") if ".git" not in p.parts and ".venv" not in p.parts}
+    named = set(re.findall(r"[\w-]+\.(?:py|sh|proto)\b", block))
+    assert not named - files, "README's layout names files that do not exist"

@@ -41,6 +41,7 @@ from typing import SupportsInt
 from cgroupspy.nodes import Node
 
 from agent.hostpaths import HostPaths, format_cpulist, parse_cpulist
+from proto.errors import InputError
 
 PERIOD_US = 100_000
 CPUSET_KNOBS = ("cpuset.cpus", "cpuset.mems")
@@ -349,9 +350,10 @@ def _stat_value(data: bytes, key: bytes) -> int | None:
 
 
 def detect_backend(paths: HostPaths) -> Backend:
-    """v2 when the root is the unified hierarchy (it has cgroup.controllers), else v1."""
+    """v2 when the root is the unified hierarchy (it has cgroup.controllers), else v1; InputError when neither is
+    there (a --host-root or --cgroup-root without cgroups)."""
     if (paths.cgroup / "cgroup.controllers").exists():
         return V2Backend(paths)
     if (paths.cgroup / "cpu").exists() or (paths.cgroup / "cpu,cpuacct").exists():
         return V1Backend(paths)
-    raise FileNotFoundError(f"no cgroup hierarchy found under {paths.cgroup}")
+    raise InputError(f"no cgroup hierarchy found under {paths.cgroup}")

@@ -27,8 +27,8 @@ def read_cpu_ticks(paths: HostPaths) -> tuple[int, int]:
 def _cpu_ticks(path: str) -> tuple[int, int]:
     try:
         fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{path} is missing") from None
+    except FileNotFoundError:  # a --host-root without /proc: bad input, as a malformed first line is
+        raise InputError(f"{path} is missing") from None
     try:
         head = os.read(fd, 512)  # the first line is all we need; the kernel fills whole lines
     finally:

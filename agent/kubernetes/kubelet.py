@@ -21,8 +21,9 @@ from pathlib import Path
 import yaml
 
 from proto.errors import InputError
-from proto.vocab.placement import NUMA_POLICIES as TOPOLOGY_POLICIES  # the kubelet's names are Volcano's
+from proto.vocab.placement import NUMA_POLICIES
 
+TOPOLOGY_POLICIES = NUMA_POLICIES  # the kubelet's topology manager policies: Volcano's NUMA policy names
 KUBELET_DEFAULT_POLICY = "none"
 DEFAULT_CONFIG = "var/lib/kubelet/config.yaml"  # below the host root
 _KEY = "topologyManagerPolicy"

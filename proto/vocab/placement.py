@@ -65,6 +65,17 @@ GPU_UNHEALTHY_ANNOTATION = "volcano.sh/gpu-unhealthy-ids"  # on a node: GPU indi
 MAX_DEVICES_PER_POD = 64
 MAX_GPU_MEMORY_MIB = 2**20  # 1 TiB: more than any GPU has (a request in bytes, "10Gi", is caught by it)
 
+
+
+def npu_resource(model: str) -> str:
+    """The extended resource an Ascend NPU of this model counts under, as the Ascend device plugin advertises it.
+
+    The agent reports an NPU by its model (``Ascend910B``, ``Ascend310P3``, as ``npu-smi`` names it); the
+    scheduler maps the model to the name here, so a device the agent reports is the device the scheduler places.
+    """
+    return ASCEND_310P if model.startswith("Ascend310P") else ASCEND_910
+
+
 # How a pod asks for devices (DeviceRequest.mode)
 WHOLE, VGPU, SHARE_MEMORY, SHARE_NUMBER = "whole", "vgpu", "gpu-memory", "gpu-number"
 

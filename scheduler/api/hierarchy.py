@@ -17,6 +17,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from proto.errors import InputError
+
 HIERARCHY_ANNOTATION = "volcano.sh/hierarchy"
 HIERARCHY_WEIGHTS_ANNOTATION = "volcano.sh/hierarchy-weights"
 
@@ -24,7 +26,7 @@ HIERARCHY_WEIGHTS_ANNOTATION = "volcano.sh/hierarchy-weights"
 def queue_hierarchy(annotations: Mapping[str, str]) -> tuple[tuple[str, ...], tuple[float, ...]] | None:
     """The queue's path from the root and each level's weight, or None when it sets neither annotation.
 
-    Raises ValueError naming the problem.
+    Raises InputError naming the problem.
     """
     path_text = annotations.get(HIERARCHY_ANNOTATION, "")
     weights_text = annotations.get(HIERARCHY_WEIGHTS_ANNOTATION, "")
@@ -33,18 +35,18 @@ def queue_hierarchy(annotations: Mapping[str, str]) -> tuple[tuple[str, ...], tu
     path = path_text.split("/")
     weight_texts = weights_text.split("/")
     if len(path) != len(weight_texts):
-        raise ValueError(f"{HIERARCHY_ANNOTATION} {path_text!r} has {len(path)} levels but "
+        raise InputError(f"{HIERARCHY_ANNOTATION} {path_text!r} has {len(path)} levels but "
                          f"{HIERARCHY_WEIGHTS_ANNOTATION} {weights_text!r} has {len(weight_texts)}; they must match")
     if any(not part for part in path):
-        raise ValueError(f"{HIERARCHY_ANNOTATION} {path_text!r}: a level has an empty name")
+        raise InputError(f"{HIERARCHY_ANNOTATION} {path_text!r}: a level has an empty name")
     weights = []
     for text in weight_texts:
         try:
             weight = float(text)
         except ValueError:
-            raise ValueError(f"{HIERARCHY_WEIGHTS_ANNOTATION} {weights_text!r}: {text!r} is not a number") from None
+            raise InputError(f"{HIERARCHY_WEIGHTS_ANNOTATION} {weights_text!r}: {text!r} is not a number") from None
         if not weight > 0 or not math.isfinite(weight):
-            raise ValueError(f"{HIERARCHY_WEIGHTS_ANNOTATION} {weights_text!r}: {text!r} must be a positive number")
+            raise InputError(f"{HIERARCHY_WEIGHTS_ANNOTATION} {weights_text!r}: {text!r} must be a positive number")
         weights.append(weight)
     if not path_text.startswith("root"):  # as Volcano's mutating webhook (a prefix test, as there)
         path, weights = ["root", *path], [1.0, *weights]

@@ -28,8 +28,8 @@ from proto.vocab.placement import (
     GPU_UNHEALTHY_ANNOTATION,
     NUMA_POLICIES,
     NUMA_POLICY_ANNOTATION,
+    npu_resource,
 )
-from proto.vocab.resources import npu_resource
 
 log = logging.getLogger(__name__)
 

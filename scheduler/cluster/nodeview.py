@@ -21,9 +21,8 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from proto.model import Capacity, Devices, NodeReport, PodUsage, QosLevel
-from proto.vocab.placement import GPU
+from proto.vocab.placement import GPU, npu_resource
 from proto.vocab.qos import BATCH_CPU, BATCH_MEMORY
-from proto.vocab.resources import npu_resource
 from scheduler.api.objects import DEFAULT_MAX_PODS
 
 DEFAULT_INTERVAL_S = 1.0

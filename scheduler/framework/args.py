@@ -28,7 +28,7 @@ from types import MappingProxyType
 from typing import Any
 
 from proto.errors import InputError
-from proto.vocab.duration import parse_duration  # noqa: F401  (re-exported: plugins and the agent's profile use it)
+from proto.vocab.duration import parse_duration
 from proto.vocab.quantity import QuantityError, parse_quantity
 
 

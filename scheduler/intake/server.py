@@ -180,6 +180,11 @@ class AgentServer:
             if tls is None and not is_loopback(host) and not allow_insecure_remote:
                 raise ServeError(f"--insecure on {host or 'all interfaces'} would accept node reports from anyone; "
                                  "listen on 127.0.0.1/::1 or a unix: socket, use TLS, or add --insecure-allow-remote")
+            if tls is not None and tls.client_ca is None and not is_loopback(host) and not allow_insecure_remote:
+                # encrypted, but nobody is asked who they are: any client could report as any node
+                raise ServeError(f"TLS without --tls-client-ca on {host or 'all interfaces'} would let anyone report "
+                                 "as any node; add --tls-client-ca (agents then prove their node), listen on a "
+                                 "loopback address, or add --insecure-allow-remote")
         self.intake = intake
         self.listen = f"unix:{self.unix_path}" if self.unix_path is not None else listen
         self.tls = tls

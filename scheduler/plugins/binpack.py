@@ -8,12 +8,12 @@ Volcano's arguments ``binpack.weight``, ``binpack.cpu``, ``binpack.memory``,
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from proto.errors import InputError
-from scheduler.framework.args import Arg
+from scheduler.framework.args import Arg, Args
 from scheduler.framework.plugin import Plugin
 from scheduler.framework.snapshot import TaskInfo
 from scheduler.plugins.shared.nodefill import used_after
@@ -34,7 +34,7 @@ class Binpack(Plugin):
     }
 
     @classmethod
-    def parse(cls, raw):
+    def parse(cls, raw: dict[str, Any] | None) -> Args:
         args = super().parse(raw)
         unknown = set(args.resource_weights) - set(args.resources)
         if unknown:

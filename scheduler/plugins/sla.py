@@ -11,7 +11,8 @@ import logging
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from scheduler.framework.args import Arg, parse_duration
+from proto.vocab.duration import parse_duration
+from scheduler.framework.args import Arg
 from scheduler.framework.plugin import ABSTAIN, PERMIT, Plugin, Vote
 from scheduler.framework.snapshot import JobInfo
 

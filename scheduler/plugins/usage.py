@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import Counter
 from types import MappingProxyType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -100,7 +100,7 @@ class Usage(Plugin):
             mem = 100.0 * (n.usage_memory[sel] + self.pending_memory[sel] + extra_memory) / self.memory_cap[sel]
         return cpu, mem
 
-    def _over(self, sel):
+    def _over(self, sel: int | slice) -> tuple[Any, Any]:  # bool arrays over a slice, numpy bools for one node
         """Above the thresholds (fresh reports only), for the nodes ``sel``."""
         cpu, mem = self._percent(sel)
         t = self.args.thresholds

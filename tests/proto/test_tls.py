@@ -98,6 +98,18 @@ def test_insecure_only_on_loopback(listen: str, insecure: bool, remote: bool, er
         AgentServer(intake, listen=listen, tls=None, insecure=insecure, allow_insecure_remote=remote)
 
 
+def test_tls_without_client_certificates_only_on_loopback(certs: Path) -> None:
+    """Server-only TLS asks nobody who they are: on a reachable address anyone could report as any node."""
+    intake = ReportIntake(ClusterCache(), SchedulerMetrics())
+    tls = TlsFiles(cert=certs / "server.pem", key=certs / "server-key.pem")
+    for listen in ("0.0.0.0:0", "10.1.2.3:0"):
+        with pytest.raises(ServeError, match="would let anyone report as any node; add --tls-client-ca"):
+            AgentServer(intake, listen=listen, tls=tls)
+    AgentServer(intake, listen="127.0.0.1:0", tls=tls)
+    AgentServer(intake, listen="0.0.0.0:0", tls=TlsFiles(tls.cert, tls.key, client_ca=certs / "ca.pem"))
+    AgentServer(intake, listen="0.0.0.0:0", tls=tls, allow_insecure_remote=True)
+
+
 def test_insecure_remote_can_be_forced() -> None:
     intake = ReportIntake(ClusterCache(), SchedulerMetrics())
     AgentServer(intake, listen="0.0.0.0:0", tls=None, insecure=True, allow_insecure_remote=True)

@@ -188,15 +188,24 @@ async def _superseded() -> None:
         first.publish(full_report())
         stop = asyncio.Event()
         t1 = asyncio.create_task(first.run(stop))
-        await wait_for(lambda: first.stats["acked"] >= 1, 5)
-        second = ReportClient(ClientOptions(f"127.0.0.1:{port}", interval=0.05, insecure=True))
-        second.publish(full_report())
-        t2 = asyncio.create_task(second.run(stop))
-        await wait_for(lambda: second.stats["acked"] >= 1, 5)
-        await wait_for(lambda: not first.connected, 15)  # the older stream was closed
-        assert intake.streams["node-a"] is not None and len(intake.streams) == 1
-        stop.set()
-        await asyncio.gather(t1, t2)
+        tasks = {t1}
+        try:
+            await wait_for(lambda: first.stats["acked"] >= 1, 5)
+            second = ReportClient(ClientOptions(f"127.0.0.1:{port}", interval=0.05, insecure=True))
+            second.publish(full_report())
+            t2 = asyncio.create_task(second.run(stop))
+            tasks.add(t2)
+            await wait_for(lambda: second.stats["acked"] >= 1, 5)
+            await wait_for(lambda: not first.connected, 15)  # the older stream was closed
+            assert intake.streams["node-a"] is not None and len(intake.streams) == 1
+        finally:
+            # both clients stop here, pass or fail, while the server is still up (a client left for asyncio.run's
+            # clean-up once hung the suite there under heavy load)
+            stop.set()
+            done, _ = await asyncio.wait(tasks, timeout=15)
+        assert done == tasks, "a client did not stop within 15 s of being told to"
+        for task in tasks:
+            task.result()
 
 
 def test_a_newer_stream_from_the_same_node_replaces_the_old_one() -> None:

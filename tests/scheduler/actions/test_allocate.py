@@ -11,7 +11,7 @@ from scheduler.actions.shared.jobs import could_become_ready
 from scheduler.api.objects import TASK_SPEC_KEY
 from scheduler.framework.config import parse_config
 from scheduler.framework.snapshot import TaskStatus
-from tests.scheduler.actions.helpers import bound, run, with_
+from tests.support.action_runs import bound, run, with_
 from tests.support.builders import node, pod, podgroup, queue
 from tests.support.sessions import task
 

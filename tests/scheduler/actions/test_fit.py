@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from scheduler.framework.config import parse_config
-from tests.scheduler.actions.helpers import bound, evicted, pipelined, run
+from tests.support.action_runs import bound, evicted, pipelined, run
 from tests.support.builders import node, pod, podgroup, priority_class, queue
 from tests.support.sessions import open_session, task
 

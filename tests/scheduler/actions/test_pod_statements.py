@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from scheduler.api.manifests import ManifestError, parse_object
-from tests.scheduler.actions.helpers import with_
+from tests.support.action_runs import with_
 from tests.support.builders import pod
 
 KEY = "volcano.sh/preemptable"

@@ -14,7 +14,7 @@ from scheduler.framework.session import Session
 from scheduler.framework.snapshot import TaskStatus
 from scheduler.framework.statement import Statement
 from scheduler.plugins.shared.podaffinity import term_matches
-from tests.scheduler.actions.helpers import evicted, pipelined, run, with_
+from tests.support.action_runs import evicted, pipelined, run, with_
 from tests.support.builders import node, pod
 from tests.support.sessions import config_with, node_index, open_session, task
 

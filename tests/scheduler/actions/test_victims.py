@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from scheduler.framework.config import parse_config
-from tests.scheduler.actions.helpers import evicted, one_tier, pipelined, run, with_
+from tests.support.action_runs import evicted, one_tier, pipelined, run, with_
 from tests.support.builders import node, pod, podgroup, priority_class, queue
 
 PREEMPTABLE = "volcano.sh/preemptable"

@@ -136,10 +136,10 @@ def test_a_request_of_tiny_values_is_refused_where_the_bound_is_reached(parser: 
 @pytest.mark.parametrize("text", [bomb(), bomb(levels=40, width=2), "a: " + "[" * 100_000, "[" * 3_000_000],
                          ids=["billion laughs", "long binary chain", "100k open brackets", "3M open brackets"])
 def test_a_refused_input_costs_little(parser: str, text: str) -> None:
-    start = time.perf_counter()
+    start = time.process_time()  # this process's CPU, which other work on a busy machine does not inflate
     with pytest.raises(YamlError):
         load_all(text)
-    assert time.perf_counter() - start < 1.0  # measured: milliseconds; a generous bound for a busy machine
+    assert time.process_time() - start < 1.0  # measured: milliseconds of CPU; expanding the input would take minutes
 
 
 def test_loader_names_the_file_line_and_column() -> None:

@@ -8,10 +8,11 @@ import re
 import pytest
 import yaml
 
+from proto.vocab.duration import parse_duration
 from scheduler.api.manifests import parse_object
 from scheduler.cluster.cache import ClusterCache
 from scheduler.cycle import Scheduler
-from scheduler.framework.args import Arg, ArgError, parse_args, parse_duration
+from scheduler.framework.args import Arg, ArgError, parse_args
 from scheduler.framework.config import (
     DEFAULT_CONFIG,
     ConfigError,
