@@ -225,6 +225,7 @@ def cmd_run(args: argparse.Namespace, requested: threading.Event | None = None) 
     """Run until SIGINT/SIGTERM (``requested``: set by them, however early), then stop the mode's pods."""
     from agent.client import ClientOptions, ReportClient
     from proto.httpd import start_http
+    from proto.ports import check_port
 
     requested = requested or threading.Event()
     hold_signals(requested)  # (python -m agent holds them from its first moment)
@@ -242,6 +243,9 @@ def cmd_run(args: argparse.Namespace, requested: threading.Event | None = None) 
         if not args.insecure and options.ca is None and not args.scheduler.startswith("unix:"):
             raise InputError("--scheduler needs --ca (TLS) or --insecure, or a unix: socket")
         client = ReportClient(options, on_directive=on_directive)
+    if args.metrics_port:  # before the mode starts (and adopts pods): a taken port must not cost them a restart
+        check_port(args.metrics_address, args.metrics_port, flag="--metrics-port",
+                   also=" (0 turns it off), or --metrics-address ADDRESS")
     agent, mode = make_agent(args, enforce=not args.dry_run, publish=client.publish if client else None,
                              stop=requested)
     handlers.append(mode.on_directive)  # embedded: START/STOP/EVICT pod actions

@@ -417,7 +417,7 @@ class Agent:
         batch = self.batch or BatchAllocatable(0, 0)
         return NodeReport(
             identity=Identity(self.config.node_name, __version__, self.boot_id, 0, int(self.clock() * 1e9),
-                              int(self.config.slow_interval * 1000)),
+                              int(self.config.slow_interval * 1000), runs_pods=self.runtime is not None),
             capacity=self.capacity, devices=self._devices,
             load=Load(state.cpu_used / 1000.0, state.memory_used, cpu_p, mem_p, io_p, pods),
             colocation=Colocation(batch.cpu_millis, batch.memory_bytes, self.quota, list(self.unreported),

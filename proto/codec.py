@@ -68,6 +68,7 @@ def report_to_pb(r: NodeReport) -> Any:
     mi = msg.identity
     mi.node_name, mi.agent_version, mi.boot_id = i.node_name, i.agent_version, i.boot_id
     mi.sequence, mi.sample_time_ns, mi.report_interval_ms = i.sequence, i.sample_time_ns, i.report_interval_ms
+    mi.runs_pods = i.runs_pods
     c, mc = r.capacity, msg.capacity
     mc.cpu_millis, mc.memory_bytes, mc.topology_policy = c.cpu_millis, c.memory_bytes, c.topology_policy
     for z in c.numa_zones:
@@ -171,7 +172,8 @@ def report_from_pb(msg: Any, capacity: Capacity | None = None) -> NodeReport:
     lo = msg.load
     co = msg.colocation
     return NodeReport(
-        identity=Identity(i.node_name, i.agent_version, i.boot_id, i.sequence, i.sample_time_ns, i.report_interval_ms),
+        identity=Identity(i.node_name, i.agent_version, i.boot_id, i.sequence, i.sample_time_ns, i.report_interval_ms,
+                          i.runs_pods),
         capacity=capacity if capacity is not None else capacity_from_pb(msg.capacity),
         devices=devices_from_pb(msg.devices),
         load=Load(lo.cpu_used_cores, lo.memory_used_bytes, _pressure_from(lo.cpu_pressure),

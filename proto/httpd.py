@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from proto.errors import InputError
+from proto.ports import check_port
 
 
 class _V6Server(ThreadingHTTPServer):
@@ -51,9 +52,10 @@ def start_http(registry: CollectorRegistry, port: int, host: str = "127.0.0.1",
             pass
 
     server = _V6Server if ":" in host else ThreadingHTTPServer
+    check_port(host, port, flag="--metrics-port", also=" (0 turns it off), or --metrics-address ADDRESS")
     try:
         httpd = server((host.strip("[]"), port), Handler)
-    except (OSError, OverflowError) as exc:
+    except (OSError, OverflowError) as exc:  # taken since the check, or an address that is not this machine's
         raise InputError(f"--metrics-address/--metrics-port: cannot listen on {host}:{port} "
                          f"({getattr(exc, 'strerror', None) or exc})") from None
     httpd.daemon_threads = True

@@ -110,14 +110,20 @@ def claim_socket_path(path: Path, what: str) -> None:
         return
     if not stat.S_ISSOCK(mode):
         raise LocalAccessError(f"{what}: {path} exists and is not a socket")
+    check_socket_free(path, what)
+    path.unlink(missing_ok=True)  # nobody listens: left by a server that died
+
+
+def check_socket_free(path: Path, what: str) -> None:
+    """LocalAccessError when a server answers on the Unix socket ``path`` (``what``: the flag that names it)."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
         probe.settimeout(1.0)
         try:
             probe.connect(str(path))
         except OSError:
-            path.unlink(missing_ok=True)  # nobody listens: left by a server that died
             return
-    raise LocalAccessError(f"{what}: {path} is in use: another scheduler serves this state folder")
+    raise LocalAccessError(f"{what}: {path} is in use: another scheduler serves this state folder (choose another "
+                           f"path with {what.split()[0] if what.startswith('--') else '--api-socket or --listen'})")
 
 
 def restrict_socket(path: Path, *, group: int | None = None) -> None:

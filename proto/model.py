@@ -45,6 +45,7 @@ class Identity:
     sequence: int = 0
     sample_time_ns: int = 0
     report_interval_ms: int = 1000
+    runs_pods: bool = False  # embedded mode: the agent runs the pods bound to its node (not a --dry-run observer)
 
 
 @dataclass(slots=True)

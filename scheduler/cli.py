@@ -101,6 +101,15 @@ def build_parser() -> argparse.ArgumentParser:
     emb.add_argument("--agent-state", metavar="DIR",
                      help="the agent's --state: pod logs are read from DIR/logs/<namespace>_<name>_<uid>/, never "
                           "from where a report says (default: --state DIR/agent)")
+    emb.add_argument("--node-monitor-grace-period", type=float, default=40.0, metavar="SECONDS",
+                     help="a node whose agent has not reported for this long is Unknown: tainted "
+                          "node.kubernetes.io/unreachable, given no new pod, its pods Unknown (default 40, as "
+                          "kube-controller-manager's)")
+    emb.add_argument("--default-unreachable-toleration-seconds", type=int, default=300, metavar="SECONDS",
+                     help="how long a pod stays on an Unknown node before it is evicted, unless its own tolerations "
+                          "say otherwise (default 300, as kube-apiserver's)")
+    emb.add_argument("--default-not-ready-toleration-seconds", type=int, default=300, metavar="SECONDS",
+                     help="the same for a NotReady node (its agent reports but runs no pods) (default 300)")
     kube = srv.add_argument_group("Kubernetes mode (the cluster's objects from the API server)")
     kube.add_argument("--kubernetes", action="store_true",
                       help="watch the API server and bind through it (else: nodes register by reporting)")
@@ -216,9 +225,18 @@ def select_mode(args: argparse.Namespace) -> Mode:
         raise ServeError("--embedded and --kubernetes exclude each other")
     group = api_group(args)
     if args.embedded:
+        from scheduler.modes.embedded.lifecycle import LifecycleConfig
         from scheduler.modes.embedded.mode import EmbeddedMode
+        if not args.node_monitor_grace_period > 0:
+            raise ServeError("--node-monitor-grace-period: must be more than 0 seconds")
+        for flag in ("default_unreachable_toleration_seconds", "default_not_ready_toleration_seconds"):
+            if getattr(args, flag) < 0:
+                raise ServeError(f"--{flag.replace('_', '-')}: must be 0 or more seconds")
+        lifecycle = LifecycleConfig(args.node_monitor_grace_period, args.default_not_ready_toleration_seconds,
+                                    args.default_unreachable_toleration_seconds)
         return EmbeddedMode(Path(args.state_dir), api_socket=Path(args.api_socket) if args.api_socket else None,
-                            api_group=group, agent_state=Path(args.agent_state) if args.agent_state else None)
+                            api_group=group, agent_state=Path(args.agent_state) if args.agent_state else None,
+                            lifecycle=lifecycle)
     if args.kubernetes:
         from scheduler.modes.kubernetes import mode as kubernetes
         client = kubernetes.api_client(kubeconfig=args.kubeconfig, in_cluster=args.in_cluster)
@@ -236,11 +254,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from proto.httpd import start_http
+    from proto.localsock import check_socket_free, unix_path
+    from proto.ports import check_port
     from scheduler.cluster.cache import ClusterCache
     from scheduler.cycle import Scheduler
     from scheduler.intake.reports import ProfileSource, ReportIntake
-    from scheduler.intake.server import AgentServer, ServeError, TlsFiles, serve_forever
+    from scheduler.intake.server import AgentServer, ServeError, TlsFiles, check_listen, serve_forever
     from scheduler.metrics import SchedulerMetrics
+    from scheduler.modes.embedded.mode import EmbeddedMode
+    from scheduler.statelock import hold_state
 
     if bool(args.tls_cert) != bool(args.tls_key):
         raise ServeError("--tls-cert and --tls-key go together")
@@ -252,6 +274,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
     os.umask(0o077)
     listen = agent_listen(args)
     mode = select_mode(args)
+    # one scheduler per state folder, held before anything in it is read or changed
+    lock = hold_state(Path(args.state_dir), group=api_group(args)) if args.state_dir else None
+    # every port and socket checked before anything starts: one taken is one line naming the flag that changes it
+    if not listen.startswith("unix:"):
+        check_listen(listen)
+    elif (agent_socket := unix_path(listen)) is not None:
+        check_socket_free(agent_socket, "--listen")
+    if isinstance(mode, EmbeddedMode):
+        check_socket_free(mode.api_socket, "--api-socket")
+    if args.metrics_port:
+        check_port(args.metrics_address, args.metrics_port, flag="--metrics-port",
+                   also=" (0 turns it off), or --metrics-address ADDRESS")
     # Thousands of reports a second churn short-lived objects on top of the cycles': collect young ones
     # less often still, or full collections of the whole cache pause report latency by 100+ ms.
     tune_gc(50_000, 20, 100)
@@ -294,6 +328,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         mode.close(scheduler)
         if saver is not None:
             saver.stop()
+        if lock is not None:
+            lock.release()
     return 0
 
 

@@ -27,6 +27,8 @@ INPUT_ERRORS = {
     "scheduler.modes.embedded.store": "StoreError",
     "proto.vocab.quantity": "QuantityError",
     "proto.localsock": "LocalAccessError",
+    "proto.ports": "PortInUse",
+    "scheduler.statelock": "StateInUse",
 }
 
 

@@ -30,9 +30,11 @@ import time
 from pathlib import Path
 from typing import TextIO
 
+import yaml
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from hack.lib.processes import control, stop  # noqa: E402 — the repository's own helpers, as hack/bench uses them
+from hack.lib.processes import control, free_port, stop  # noqa: E402 — the repository's own helpers, as hack/bench uses them
 from hack.lib.stats import nearest_rank  # noqa: E402
 
 PY = sys.executable
@@ -83,6 +85,22 @@ def last_json(path: Path) -> dict:
     return {}
 
 
+def pod_row(item: dict) -> dict:
+    """What the live view shows of a pod: where and how it runs, and why not when it does not (a crash loop's
+    reason and restarts, an eviction's or a lost node's reason, why it waits)."""
+    status = item["status"]
+    runtime = status.get("runtime") or {}
+    phase = status.get("phase") or "Pending"
+    reason = status.get("reason") or ""
+    if runtime.get("reason") and phase not in ("Succeeded", "Failed") and not reason:  # a crash loop, say
+        reason = runtime["reason"] + (f": {runtime['message']}" if runtime.get("message") else "")
+    restarts = runtime.get("restarts", 0)
+    trouble = phase in ("Failed", "Unknown") or bool(restarts) or status.get("evicted") or \
+        (phase == "Running" and bool(runtime.get("reason")))
+    return {"key": item["key"], "node": status.get("nodeName") or "-", "phase": phase, "reason": reason,
+            "restarts": restarts, "trouble": bool(trouble)}
+
+
 def private_log(path: Path) -> TextIO:
     """``path`` opened afresh for writing, ``0600`` whatever the umask or an earlier run left."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
@@ -126,7 +144,24 @@ class Demo:
         while not get(self.api, "/top/nodes") and time.monotonic() < deadline:
             time.sleep(0.2)
         env = dict(os.environ, SCORIA_SERVER=f"unix://{self.api}")
-        subprocess.run([PY, "-m", "scheduler", "apply", "-f", str(DEMO)], cwd=ROOT, env=env, check=True)
+        manifests = self.manifests(free_port())
+        print(f"scoria: the online service listens on 127.0.0.1:{self.web_port} (a free port, WEB_PORT in {manifests})")
+        subprocess.run([PY, "-m", "scheduler", "apply", "-f", str(manifests)], cwd=ROOT, env=env, check=True)
+
+    def manifests(self, port: int) -> Path:
+        """The demo's manifests with WEB_PORT set to ``port`` (the example says 18080, which may be taken here)."""
+        self.web_port = port
+        out = self.state / "manifests"
+        out.mkdir(parents=True, exist_ok=True)
+        for path in sorted(DEMO.glob("*.yaml")):
+            docs = list(yaml.safe_load_all(path.read_text()))
+            for doc in docs:
+                for container in ((doc or {}).get("spec") or {}).get("containers") or []:
+                    for var in container.get("env") or []:
+                        if var.get("name") == "WEB_PORT":
+                            var["value"] = str(port)
+            (out / path.name).write_text(yaml.safe_dump_all(docs, sort_keys=False))
+        return out
 
     # -- the live view ---------------------------------------------------------------------------------
     def sample(self) -> dict:
@@ -141,26 +176,32 @@ class Demo:
             phases[phase] = phases.get(phase, 0) + 1
         node = nodes[0] if nodes else {}
         return {"t": time.time(), "phases": phases, "p50_ms": probe.get("p50_ms"), "p99_ms": probe.get("p99_ms"),
+                "probe_errors": probe.get("errors"), "probe_sent": probe.get("sent"),
                 "offline_per_s": sum(b.get("per_second", 0) for b in burners if "per_second" in b),
                 "running_offline": sum(1 for b in burners if "per_second" in b),
                 "cpu_used": node.get("cpuUsedCores"), "batch_cpu": node.get("batchCpuMillis"),
-                "quota": node.get("offlineQuotaMillis"), "pods": [
-                    (p["key"], p["status"].get("nodeName") or "-", p["status"].get("phase") or "Pending",
-                     (p["status"].get("reason") or "")[:70]) for p in pods]}
+                "quota": node.get("offlineQuotaMillis"), "node": node.get("status"),
+                "pods": [pod_row(p) for p in pods]}
 
     def show(self, s: dict) -> None:
         tty = sys.stdout.isatty()
+        errors = "-" if s["probe_errors"] is None else f"{s['probe_errors']:,} of {s['probe_sent'] or 0:,}"
         lines = [f"scoria embedded demo — {time.strftime('%H:%M:%S')}  (Ctrl-C to stop)",
-                 f"online p50/p99: {s['p50_ms']} / {s['p99_ms']} ms    offline: {s['running_offline']} pods, "
-                 f"{s['offline_per_s']:,} iterations/s",
-                 f"node CPU in use: {s['cpu_used']} cores    batch allocatable: {s['batch_cpu']}m    "
-                 f"offline quota: {'unlimited' if s['quota'] is None else str(s['quota']) + 'm'}"]
+                 f"online p50/p99: {s['p50_ms']} / {s['p99_ms']} ms, probe errors: {errors}    offline: "
+                 f"{s['running_offline']} pods, {s['offline_per_s']:,} iterations/s",
+                 f"node {s['node'] or '-'}, CPU in use: {s['cpu_used']} cores    batch allocatable: {s['batch_cpu']}m"
+                 f"    offline quota: {'unlimited' if s['quota'] is None else str(s['quota']) + 'm'}"]
+        troubled = [row for row in s["pods"] if row["trouble"]]
         if tty:
             lines.append("")
-            lines += [f"  {k:<18} {node:<12} {phase:<10} {reason}" for k, node, phase, reason in s["pods"]]
+            lines += [f"  {r['key']:<18} {r['node']:<12} {r['phase']:<10} {r['restarts']:>3}  {r['reason']}"
+                      for r in s["pods"]]
             sys.stdout.write("\033[H\033[J" + "\n".join(lines) + "\n")
         else:
-            sys.stdout.write(" | ".join(lines[1:]) + f" | phases {s['phases']}\n")
+            trouble = "; ".join(f"{r['key']} {r['phase']}: {r['reason'] or 'restarted'} ({r['restarts']} restarts)"
+                                for r in troubled)
+            sys.stdout.write(" | ".join(lines[1:]) + f" | phases {s['phases']}" +
+                             (f" | failing or evicted: {trouble}" if trouble else "") + "\n")
         sys.stdout.flush()
 
     def watch(self) -> None:
@@ -190,12 +231,16 @@ class Demo:
         offline = [s["offline_per_s"] for s in seen if s["running_offline"]]
         quotas = [s["quota"] for s in seen if s["quota"] is not None]
         print(f"\nsummary over {len(self.samples)} samples ({len(self.samples) * 2}s):")
-        print(f"  online p99: median {nearest_rank(p99, 0.5)} ms, worst {p99[-1]} ms")
+        print(f"  online p99: median {nearest_rank(p99, 0.5)} ms, worst {p99[-1]} ms; probe errors: "
+              f"{self.samples[-1]['probe_errors'] or 0} of {self.samples[-1]['probe_sent'] or 0} requests")
         if offline:
             print(f"  offline throughput: {sum(offline) / len(offline):,.0f} iterations/s on average")
         if quotas:
             print(f"  offline CPU quota moved between {min(quotas)}m and {max(quotas)}m")
         print(f"  pods at the end: {self.samples[-1]['phases']}")
+        for row in self.samples[-1]["pods"]:
+            if row["trouble"]:
+                print(f"  {row['key']}: {row['phase']}, {row['restarts']} restarts: {row['reason'] or '-'}")
 
     # -- cleaning up -----------------------------------------------------------------------------------
     def stop(self) -> None:

@@ -24,6 +24,7 @@ from scheduler.actions.shared.jobs import (
     PREDICATE_ERROR_CACHE,
     could_become_ready,
     finish_job,
+    node_shortage,
     place_task,
     placement_shape,
     schedulable_jobs,
@@ -70,6 +71,15 @@ class Worksheet:
     failed_roles: dict[str, str] = field(default_factory=dict)  # role -> why its task found no node
 
 
+def _shortage(ssn: Session, job: JobInfo) -> str | None:
+    """The node shortage that would keep ``job``'s first pending task waiting whatever its queue's share."""
+    pending = sorted(job.pending_tasks(), key=ssn.task_key)
+    if not pending:
+        return None
+    why = node_shortage(ssn, pending[0])
+    return None if why is None else why if len(pending) == 1 else f"{pending[0].name}: {why}"
+
+
 class Allocate(Action):
     name = "allocate"
     arguments = {"predicate_error_cache": PREDICATE_ERROR_CACHE}
@@ -85,7 +95,7 @@ class Allocate(Action):
             reason = ssn.overused(queue)
             if reason:
                 for job in jobs[queue.name].items():
-                    job.fit_error = job.fit_error or reason
+                    job.fit_error = job.fit_error or _shortage(ssn, job) or reason
                 continue
             if not jobs[queue.name]:
                 continue
@@ -108,7 +118,7 @@ class Allocate(Action):
                 continue
             reason = ssn.allocatable(queue, task)
             if reason:
-                task.fit_error = reason
+                task.fit_error = node_shortage(ssn, task) or reason  # a node shortage is the real cause
                 continue  # Volcano: the queue refuses this task; its others may still fit the queue
             role = task_role(task)
             if role and role in sheet.failed_roles:

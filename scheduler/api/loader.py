@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from proto.codec import report_from_json
+from scheduler.api.fields import refuse_unknown_fields
 from scheduler.api.loadhistory import parse_node_load_history
 from scheduler.api.manifests import ManifestError, object_id, parse_object
 from scheduler.api.objects import DEFAULT_QUEUE, ROOT_QUEUE, Node, Pod, PodGroup, PriorityClass, Queue
@@ -194,6 +195,7 @@ def load_workload(paths: Iterable[str | os.PathLike], *,
             if isinstance(doc, dict) and doc.get("apiVersion") == SCORIA_API:
                 work.add_scoria(*parse_scoria(doc, where), where)
                 continue
+            refuse_unknown_fields(doc, where)  # strict, as kubectl: a typo is named, never read as absent
             handler = extra.get((str(doc.get("apiVersion")), str(doc.get("kind")))) if isinstance(doc, dict) else None
             if handler is not None and isinstance(doc, dict):
                 name, parser = handler

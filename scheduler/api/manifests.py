@@ -57,6 +57,7 @@ KINDS = {
     "Queue": (f"{SCHEDULING_GROUP}/v1beta1",),
 }
 NAMESPACED = {"Pod", "PodGroup"}
+NAMED_IN_NAMESPACE = NAMESPACED | {"Job", "Command"}  # how object_id names them (Volcano's Job and Command too)
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 QUEUE_STATES = ("Open", "Closed", "Closing", "Unknown")
@@ -202,7 +203,7 @@ def object_id(doc: dict) -> str:
     name = name if isinstance(name, str) else "<unnamed>"
     name = name if len(name) <= 100 else name[:60] + "…"  # a huge name is refused; the message stays one line
     ns = ns if isinstance(ns, str) and len(ns) <= 100 else None
-    if kind in NAMESPACED:
+    if kind in NAMED_IN_NAMESPACE:
         return f"{kind} {ns or 'default'}/{name}"
     return f"{kind} {name}"
 
@@ -720,7 +721,10 @@ def _tolerations(f: _Fields, spec: dict) -> tuple[Toleration, ...]:
         key = f.text(raw.get("key"), f"{path}.key")
         if not key and op != "Exists":
             raise f.fail(path, "a toleration without a key must use operator Exists")
-        out.append(Toleration(key, op, f.text(raw.get("value"), f"{path}.value"), effect))
+        seconds = f.get(raw, path, "tolerationSeconds", int)
+        if seconds is not None and not -INT64_MAX - 1 <= seconds <= INT64_MAX:
+            raise f.fail(f"{path}.tolerationSeconds", f"must be a 64-bit integer, got {seconds}")
+        out.append(Toleration(key, op, f.text(raw.get("value"), f"{path}.value"), effect, seconds))
     return tuple(out)
 
 

@@ -40,6 +40,8 @@ class Toleration:
     operator: str = "Equal"
     value: str = ""
     effect: str = ""
+    # NoExecute: how long the pod stays on a node after the taint is added (None: for ever; <= 0: not at all)
+    seconds: int | None = None
 
     def tolerates(self, taint: Taint) -> bool:
         if self.effect and self.effect != taint.effect:
@@ -162,6 +164,9 @@ class Node:
     annotations: dict[str, str] = field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
+    # False: left out of scheduling whatever a pod tolerates, as Volcano's snapshot leaves out nodes that are
+    # not Ready (embedded mode: its agent stopped reporting, or runs no pods); its taints say why
+    ready: bool = True
 
 
 @dataclass(slots=True)

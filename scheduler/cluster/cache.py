@@ -129,6 +129,9 @@ class ClusterCache:
         self.telemetry: dict[str, NodeTelemetry] = {}
         # Nodes that exist because they reported (no API object), with what their allocatable was computed from.
         self.registered: dict[str, tuple] = {}
+        # Whether a node that registers by reporting takes pods at once (embedded mode: not until its node
+        # lifecycle has found it Ready — an agent that runs no pods must never take one)
+        self.register_ready = True
         self.stale_intervals = 3  # a node's telemetry is stale after this many of its report intervals
         # Evictions agents reported (each once: a report carries those since the last acknowledged one).
         self.node_evictions: deque[tuple[str, Eviction]] = deque(maxlen=10_000)
@@ -207,7 +210,10 @@ class ClusterCache:
                 allocatable = node_allocatable(telemetry.report)
                 node = self.nodes.get(name)
                 if node is None or node.allocatable != allocatable:
-                    self.upsert(Node(name=name, allocatable=allocatable, labels={"kubernetes.io/hostname": name}))
+                    # what node lifecycle decided (taints, readiness) stays until it decides again
+                    self.upsert(Node(name=name, allocatable=allocatable, labels={"kubernetes.io/hostname": name},
+                                     taints=node.taints if node else (),
+                                     ready=node.ready if node else self.register_ready))
                 self.registered[name] = key
         self.telemetry[name] = telemetry
         self.inventories.note(name, telemetry)

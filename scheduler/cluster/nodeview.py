@@ -33,7 +33,7 @@ class NodeTelemetry:
 
     __slots__ = ("node", "received", "sample_time_ns", "interval", "cpu_used_cores", "memory_used_bytes",
                  "batch_cpu_millis", "batch_memory_bytes", "evicting", "_report", "_decode", "inventory_key",
-                 "capacity", "devices", "_pods", "_online")
+                 "capacity", "devices", "_pods", "_online", "runs_pods")
 
     node: str
     received: float
@@ -51,6 +51,7 @@ class NodeTelemetry:
     devices: Devices
     _pods: Sequence[PodUsage]
     _online: OnlineLoad | None
+    runs_pods: bool  # the agent runs the pods bound to its node (embedded mode's local runtime)
 
     def __init__(self, view: NodeReport, received: float, decode: Callable[[], NodeReport] | None = None,
                  capacity_key: object = None):
@@ -71,6 +72,7 @@ class NodeTelemetry:
         self.batch_cpu_millis = co.batch_cpu_millis
         self.batch_memory_bytes = co.batch_memory_bytes
         self.evicting = co.evicting
+        self.runs_pods = bool(ident.runs_pods)
         self._report = view if decode is None else None
         self._decode = decode
         devices = view.devices

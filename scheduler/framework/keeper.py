@@ -33,7 +33,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from scheduler.api.objects import Pod
+from scheduler.api.objects import Node, Pod
 from scheduler.cluster.cache import ClusterCache, JobRef, PodFacts
 from scheduler.framework.nodeindex import NodeIndex
 from scheduler.framework.resources import BASE, ResourceIndex
@@ -92,6 +92,7 @@ class SnapshotKeeper:
         self._node_index: NodeIndex | None = None  # its masks, shared by the snapshots of the same nodes
         self._nodes_at = -1  # the cache's node_generation it was built at
         self._node_names: set[str] = set()  # the resources nodes offer, at _nodes_at
+        self._not_ready: list[Node] = []  # nodes left out (not Ready), at _nodes_at
 
     def take(self, now: float | None = None) -> Snapshot:
         """This cycle's snapshot (see :func:`take_snapshot`)."""
@@ -112,7 +113,7 @@ class SnapshotKeeper:
             self._node_index.trim()
             snapshot = Snapshot(index, table, jobs, queues, foreign, telemetry=telemetry, history=cache.history,
                                 now=now, inventories=cache.inventories, node_generation=cache.node_generation,
-                                node_index=self._node_index)
+                                node_index=self._node_index, not_ready=list(self._not_ready))
             snapshot.pod_affinity = bool(cache.affinity_pods)
             if self.verify:
                 scratch = SnapshotKeeper(cache, self.scheduler_names)
@@ -231,7 +232,10 @@ class SnapshotKeeper:
         cache = self.cache
         if self._nodes is None or self._nodes_at != cache.node_generation:
             if self._node_index is None or self._nodes_at != cache.node_generation:
-                nodes = list(cache.nodes.values())
+                # as Volcano's snapshot: Ready nodes only (a node lifecycle marks the others; their taints say why)
+                nodes = [n for n in cache.nodes.values() if n.ready]
+                self._not_ready = [n for n in cache.nodes.values() if not n.ready] if len(nodes) < len(cache.nodes) \
+                    else []
                 self._node_index = NodeIndex(nodes)
             else:  # the same nodes, new resource columns
                 nodes = self._node_index.nodes
@@ -393,6 +397,8 @@ def snapshot_differences(a: Snapshot, b: Snapshot) -> list[str]:
             out.append(f"nodes.{name} differ")
     if [n is m for n, m in zip(ta.nodes, tb.nodes, strict=True)].count(False):
         out.append("node objects differ")
+    if [n.name for n in a.not_ready] != [n.name for n in b.not_ready]:
+        out.append("nodes left out as not Ready differ")
     for i, (on_a, on_b) in enumerate(zip(ta.tasks, tb.tasks, strict=True)):
         if list(on_a) != list(on_b):
             out.append(f"tasks on {ta.names[i]}: {list(on_a)} != {list(on_b)}")

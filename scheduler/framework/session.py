@@ -401,7 +401,10 @@ class Session:
         for col in task.cols:
             label = "Too many pods" if col == PODS else f"Insufficient {names[col]}"
             count_reason(reasons, label, remaining & (avail[col] + EPS < task.req[col]))
-        return summarize(self.nodes.count, reasons)
+        for node in self.snapshot.not_ready:  # left out of the snapshot: named by the taint that says why
+            taint = next((t for t in node.taints if t.effect in ("NoSchedule", "NoExecute")), None)
+            reasons[f"node(s) had untolerated taint {taint.describe()}" if taint else "node(s) were not ready"] += 1
+        return summarize(self.nodes.count + len(self.snapshot.not_ready), reasons)
 
     def node_scores(self, task: TaskInfo) -> np.ndarray | None:
         """Summed plugin scores of every node; None when no plugin scores nodes."""

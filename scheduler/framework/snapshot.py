@@ -385,7 +385,7 @@ class Snapshot:
                  queues: dict[str, QueueInfo], foreign: list[Pod] | None = None, *,
                  telemetry: dict[str, NodeTelemetry] | None = None, history: LoadHistory | None = None,
                  now: float | None = None, inventories: InventoryMemo | None = None, node_generation: int = 0,
-                 node_index: NodeIndex | None = None):
+                 node_index: NodeIndex | None = None, not_ready: list[Node] | None = None):
         self.index = index
         self.nodes = nodes
         # label, affinity and taint masks over the nodes: a keeper's, shared while the nodes stay the same
@@ -400,6 +400,7 @@ class Snapshot:
         self.inventories = inventories  # the cache's InventoryMemo: nodes' zones and devices
         self.node_generation = node_generation  # the cache's: changes when a node does
         self.pod_affinity = True  # whether any pod may carry inter-pod affinity terms (False: none does)
+        self.not_ready = not_ready or []  # nodes left out because they are not Ready (reasons name their taints)
 
 
 DEFAULT_SCHEDULER_NAMES = frozenset({"scoria"})

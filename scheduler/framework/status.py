@@ -91,7 +91,8 @@ def _write_job(ssn: Session, job: JobInfo) -> None:
                                                       and task.uid not in ssn.bound):
             ssn.effects.pod_reason(task.pod, f"reserved on {ssn.nodes.names[task.node]}: waiting for "
                                              "resources being released and for the rest of its gang")
-        elif task.pod.reason is not None and task.status in (TaskStatus.RUNNING, TaskStatus.ALLOCATED):
+        elif task.pod.reason is not None and task.status in (TaskStatus.RUNNING, TaskStatus.ALLOCATED) \
+                and task.pod.phase != "Unknown":  # a pod whose node was lost keeps the reason that says so
             ssn.effects.pod_reason(task.pod, None)
     if group is None:
         return

@@ -32,6 +32,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from proto import codec
 from proto.errors import InputError
 from proto.localsock import check_socket_path, claim_socket_path, restrict_socket, unix_path
+from proto.ports import check_port
 from proto.scoria.v1 import agent_pb2_grpc
 from scheduler.api.nodereport import bounded
 from scheduler.intake.reports import CloseStream, ReportIntake, StreamState
@@ -79,6 +80,12 @@ def split_address(listen: str) -> tuple[str, int]:
     if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
         raise ServeError(f"--listen: expected HOST:PORT, got {listen!r}")
     return host, int(port)
+
+
+def check_listen(listen: str) -> None:
+    """PortInUse (one line, naming --listen) when the agents' TCP endpoint cannot be had."""
+    host, port = split_address(listen)
+    check_port(host, port, flag="--listen")
 
 
 def peer_names(context: grpc.aio.ServicerContext) -> frozenset[str]:
@@ -203,12 +210,18 @@ class AgentServer:
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         if self.unix_path is not None:  # grpc would replace a live server's socket: refuse that, clear a dead one's
             claim_socket_path(self.unix_path, "--listen")
-        if self.tls:
-            self.port = self.server.add_secure_port(self.listen, credentials(self.tls))
-        else:
-            self.port = self.server.add_insecure_port(self.listen)
+        if self.unix_path is None:
+            check_listen(self.listen)
+        try:
+            if self.tls:
+                self.port = self.server.add_secure_port(self.listen, credentials(self.tls))
+            else:
+                self.port = self.server.add_insecure_port(self.listen)
+        except RuntimeError:  # grpc says only "Failed to bind": taken since the check, or not this machine's address
+            self.port = 0
         if not self.port:
-            raise ServeError(f"cannot listen on {self.listen}")
+            raise ServeError(f"--listen {self.listen}: cannot listen there (taken, or not an address of this machine); "
+                             "choose another with --listen HOST:PORT")
         if self.unix_path is not None:
             restrict_socket(self.unix_path)
         await self.server.start()

@@ -468,6 +468,31 @@ def test_an_online_pod_without_requests_runs_as_online_work(env, tmp_path: Path)
     assert got["web"].containers[0].restarts == 0 and not gone(got["web"].containers[0].pid)
 
 
+def test_an_offline_pod_with_plain_cpu_requests_runs_under_the_offline_parent(env, tmp_path: Path) -> None:
+    """Issue 19 item 6: ``volcano.sh/qos-level: BE`` with ordinary CPU requests (Burstable by Kubernetes' class,
+    no batch resources) is offline work: its cgroup is under the offline parent, whose quota the agent moves,
+    and it runs SCHED_IDLE — never under the online parent because of its class."""
+    backend, parent, runtime = env
+    rt = runtime()
+    agent = make_agent(backend, parent, [], config=AgentConfig("this-node"))
+    agent.pods, agent.runtime, agent.evictor = rt, rt, LocalEvictor(rt, max_grace=0.2)
+    rt.executor = agent.executor
+    batch = json.loads(manifest("burst", "echo started; exec sleep 30",
+                                resources={"requests": {"cpu": "500m", "memory": "64Mi"}}))
+    batch["metadata"]["annotations"] = {"volcano.sh/qos-level": "BE"}
+    rt.start(json.dumps(batch))
+    log = tmp_path / "state" / "logs" / "default_burst_burst" / "c0.log"
+    until(rt, lambda: log.exists() and "started" in log.read_text())  # the wrapper has joined its cgroup
+    path = container_cgroup(f"{parent}/offline/podburst", "burst", "c0")
+    for pid in tree(only(rt).containers[0].pid):
+        where = cgroup_of(pid)
+        assert all(where[c] == f"/{path}" for c in CONTROLLERS), where
+    assert not (CG / "cpu" / parent / "online" / "podburst").exists()
+    agent.slow_tick()
+    assert (CG / "cpu" / parent / "offline" / "podburst" / "cpu.idle").read_text().strip() == "1"
+    assert agent.slow_tick().colocation.offline_cpu_quota_millis is not None
+
+
 class FakeClock:
     def __init__(self) -> None:
         self.t = 1_800_000_000.0

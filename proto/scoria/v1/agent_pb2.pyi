@@ -101,20 +101,22 @@ class ContainerRuntime(_message.Message):
     def __init__(self, name: _Optional[str] = ..., state: _Optional[str] = ..., exit_code: _Optional[int] = ..., restarts: _Optional[int] = ..., pid: _Optional[int] = ...) -> None: ...
 
 class Identity(_message.Message):
-    __slots__ = ("node_name", "agent_version", "boot_id", "sequence", "sample_time_ns", "report_interval_ms")
+    __slots__ = ("node_name", "agent_version", "boot_id", "sequence", "sample_time_ns", "report_interval_ms", "runs_pods")
     NODE_NAME_FIELD_NUMBER: _ClassVar[int]
     AGENT_VERSION_FIELD_NUMBER: _ClassVar[int]
     BOOT_ID_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     SAMPLE_TIME_NS_FIELD_NUMBER: _ClassVar[int]
     REPORT_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
+    RUNS_PODS_FIELD_NUMBER: _ClassVar[int]
     node_name: str
     agent_version: str
     boot_id: str
     sequence: int
     sample_time_ns: int
     report_interval_ms: int
-    def __init__(self, node_name: _Optional[str] = ..., agent_version: _Optional[str] = ..., boot_id: _Optional[str] = ..., sequence: _Optional[int] = ..., sample_time_ns: _Optional[int] = ..., report_interval_ms: _Optional[int] = ...) -> None: ...
+    runs_pods: bool
+    def __init__(self, node_name: _Optional[str] = ..., agent_version: _Optional[str] = ..., boot_id: _Optional[str] = ..., sequence: _Optional[int] = ..., sample_time_ns: _Optional[int] = ..., report_interval_ms: _Optional[int] = ..., runs_pods: _Optional[bool] = ...) -> None: ...
 
 class Capacity(_message.Message):
     __slots__ = ("cpu_millis", "memory_bytes", "numa_zones", "cpu_topology", "topology_policy")

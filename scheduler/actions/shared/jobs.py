@@ -113,6 +113,18 @@ def place_task(ssn: Session, stmt: Statement, task: TaskInfo) -> bool:
     return False
 
 
+def node_shortage(ssn: Session, task: TaskInfo) -> str | None:
+    """Why no node could hold ``task`` even empty (its requests, its node selection), or None when one could.
+
+    A queue's limits are not the reason a pod waits when no node could ever take it: an 8-CPU pod on
+    4-CPU nodes, a cluster with no node (or none Ready) are node shortages whatever the queue's share, and
+    saying so names what to change."""
+    full = ssn.nodes.alloc
+    if ssn.feasible(task, full).any():
+        return None
+    return ssn.explain(task, full)
+
+
 def finish_job(ssn: Session, stmt: Statement, job: JobInfo) -> None:
     """Commit a ready job; keep a pipelined one's reservations; undo the rest."""
     if ssn.job_ready(job):

@@ -22,11 +22,13 @@ from urllib.parse import quote
 from proto.errors import InputError
 from proto.localsock import connect_unix, is_permission_error, permission_hint, unix_path
 from proto.vocab.quantity import format_quantity
-from scheduler.api.loader import expand_paths
+from scheduler.api.loader import expand_paths, iter_text
+from scheduler.api.manifests import object_id
 from scheduler.modes.table import text_table
 
 DEFAULT_SERVER = "unix:///var/lib/scoria/control.sock"
 MAX_BODY = 4 * 2**20  # what the server takes in one apply (scheduler.modes.embedded.server.MAX_BODY)
+FILES_TYPE = "application/vnd.scoria.files+json"  # several files in one apply (server.FILES_TYPE)
 TIMEOUT = 30.0
 KINDS = {"pod": "pods", "pods": "pods", "po": "pods", "podgroup": "podgroups", "podgroups": "podgroups",
          "pg": "podgroups", "queue": "queues", "queues": "queues", "q": "queues", "node": "nodes", "nodes": "nodes",
@@ -70,9 +72,12 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     p.add_argument("-c", "--container")
     p.add_argument("--tail", type=int, default=None, metavar="N")
     server(p)
-    p = sub.add_parser("delete", help="delete an object; a running pod is stopped first (embedded mode)")
-    p.add_argument("kind")
-    p.add_argument("name")
+    p = sub.add_parser("delete", help="delete an object, or those in files (-f); a running pod is stopped first "
+                                      "(embedded mode)")
+    p.add_argument("kind", nargs="?")
+    p.add_argument("name", nargs="?")
+    p.add_argument("-f", "--filename", action="append", metavar="FILE",
+                   help="delete the objects in this YAML/JSON file or folder (repeatable)")
     p.add_argument("-n", "--namespace", default="default")
     server(p)
     p = sub.add_parser("top", help="nodes' real usage, batch allocatable and offline quota (embedded mode)")
@@ -176,23 +181,38 @@ def _path(plural: str, name: str, namespace: str | None) -> str:
 
 
 # -- commands ---------------------------------------------------------------------------------------
-def apply(args: argparse.Namespace) -> int:
+def _read_files(names: list[str]) -> list[tuple[Path, str]]:
+    """The files ``-f`` names (folders: their YAML/JSON files), read; CtlError (2) for one that cannot be."""
     try:
-        files = expand_paths(args.filename)
+        files = expand_paths(names)
     except InputError as exc:
         raise CtlError(str(exc), 2) from None
+    if not files:
+        raise CtlError(f"no YAML or JSON files in {', '.join(names)}", 2)
+    out = []
     for path in files:
         try:
-            body = Path(path).read_bytes()
-        except OSError as exc:
-            raise CtlError(f"cannot read {path}: {exc.strerror or exc}", 2) from None
-        if len(body) > MAX_BODY:
-            raise CtlError(f"{path}: {len(body)} bytes, over the limit of {MAX_BODY} bytes "
-                           f"({MAX_BODY // 2**20} MiB) of one apply: split it into several files", 2)
-        answer = request(args.server, "POST", "/apply", body,
-                         {"X-Source": quote(str(path), safe="/:._- "), "Content-Type": "application/yaml"})
-        for name in answer["applied"]:
-            print(f"{name} applied")
+            out.append((path, Path(path).read_text()))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CtlError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}", 2) from None
+    return out
+
+
+def apply(args: argparse.Namespace) -> int:
+    """Every file in one request: one apply is one transaction, however many files and folders it names."""
+    files = _read_files(args.filename)
+    names = ", ".join(str(p) for p, _ in files)
+    names = names if len(names) <= 200 else names[:200] + "…"
+    size = sum(len(text.encode()) for _, text in files)
+    body = json.dumps({"files": [{"name": str(path), "text": text} for path, text in files]}).encode()
+    if size > MAX_BODY or len(body) > MAX_BODY:
+        raise CtlError(f"{names}: {size} bytes{f' ({len(body)} to send)' if size <= MAX_BODY else ''}, over the limit "
+                       f"of {MAX_BODY} bytes ({MAX_BODY // 2**20} MiB) of one apply: apply fewer or smaller files "
+                       "at a time", 2)
+    answer = request(args.server, "POST", "/apply", body, {"Content-Type": FILES_TYPE})
+    for item in answer.get("results") or [{"name": n, "result": "applied"} for n in answer["applied"]]:
+        kind, _, key = item["name"].partition("/")
+        print(f"{kind}/{key.rpartition('/')[2]} {item['result']}")  # kubectl's form: pod/web created
     return 0
 
 
@@ -288,10 +308,48 @@ def _log_file(log_dir: Path, container: str, folder: str) -> Path:
 
 
 def delete(args: argparse.Namespace) -> int:
+    if args.filename:
+        if args.kind or args.name:
+            raise CtlError("delete takes either KIND NAME or -f FILE, not both", 2)
+        return delete_files(args)
+    if not args.kind or not args.name:
+        raise CtlError("delete needs KIND NAME (delete pod web) or -f FILE", 2)
     plural = _kind(args.kind)
     answer = request(args.server, "DELETE", _path(plural, args.name, args.namespace))
     print(f"{plural[:-1]} {args.name} {answer['result']}")
     return 0
+
+
+def delete_files(args: argparse.Namespace) -> int:
+    """``delete -f``: each object the files define, in their order; one not found is said and the rest still
+    deleted (exit 1 at the end), as kubectl does."""
+    targets = []
+    for path, text in _read_files(args.filename):
+        try:
+            docs = list(iter_text(text, str(path)))
+        except InputError as exc:
+            raise CtlError(str(exc), 2) from None
+        for doc, where in docs:
+            kind = doc.get("kind") if isinstance(doc, dict) else None
+            meta = (doc.get("metadata") if isinstance(doc, dict) else None) or {}
+            plural = KINDS.get(kind.lower()) if isinstance(kind, str) else None
+            if plural is None or not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+                raise CtlError(f"{where}: {object_id(doc) if isinstance(doc, dict) else 'not an object'}: cannot be "
+                               "deleted (a kind and a metadata.name are needed)", 2)
+            namespace = meta.get("namespace") if isinstance(meta.get("namespace"), str) else None
+            targets.append((plural, meta["name"], namespace or args.namespace))
+    failed = 0
+    for plural, name, namespace in targets:
+        try:
+            answer = request(args.server, "DELETE", _path(plural, name, namespace))
+        except CtlError as exc:
+            if exc.status == 2:
+                raise
+            print(f"error: {exc}", file=sys.stderr)
+            failed += 1
+            continue
+        print(f"{plural[:-1]} {name} {answer['result']}")
+    return 1 if failed else 0
 
 
 def top(args: argparse.Namespace) -> int:
@@ -342,10 +400,10 @@ def _queues(items: list[dict[str, Any]]) -> list[tuple]:
 
 
 def _nodes(items: list[dict[str, Any]]) -> list[tuple]:
-    rows = [("NAME", "READY", "CPU", "MEMORY", "PODS")]
+    rows = [("NAME", "STATUS", "CPU", "MEMORY", "PODS")]
     for n in items:
         alloc = n["allocatable"]
-        rows.append((n["key"], "yes" if n["ready"] else "no", f"{alloc.get('cpu', 0) / 1000:g}",
+        rows.append((n["key"], n.get("status") or ("Ready" if n["ready"] else "NotReady"), f"{alloc.get('cpu', 0) / 1000:g}",
                      format_quantity("memory", alloc.get("memory", 0)), n["pods"]))
     return rows
 

@@ -38,16 +38,20 @@ import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from proto.model import PodAction, PodActionKind
+from scheduler.api.fields import refuse_unknown_fields
 from scheduler.api.loader import Workload, check_references
 from scheduler.api.manifests import ManifestError, object_id, object_json, parse_object
 from scheduler.api.nodereport import shown
-from scheduler.api.objects import Condition, Node, Pod, PodGroup, PriorityClass, Queue
+from scheduler.api.objects import DEFAULT_QUEUE, Condition, Node, Pod, PodGroup, PriorityClass, Queue
+from scheduler.api.updates import SERVER_METADATA, update_problem
 from scheduler.cluster.cache import ClusterCache
 from scheduler.cluster.effects import CacheEffects
 from scheduler.modes.base import Mode, PodActions
+from scheduler.modes.embedded.lifecycle import LifecycleConfig
+from scheduler.modes.embedded.nodes import NodeLifecycle
 from scheduler.modes.embedded.store import Store, Stored, StoreError
 
 if TYPE_CHECKING:
@@ -66,19 +70,33 @@ START_BUDGET_BYTES = 3 * 2**20
 FINISHED = ("Succeeded", "Failed")
 AGENT_STATE = "agent"  # the agent's --state under the scheduler's, unless serve --agent-state says otherwise
 MAX_RUNTIME_TEXT = 1024  # a runtime reason or message is kept up to this many characters
+CREATED, CONFIGURED, UNCHANGED = "created", "configured", "unchanged"  # what apply did, in kubectl's words
 _KIND_OF = {Pod: "Pod", PodGroup: "PodGroup", Queue: "Queue", PriorityClass: "PriorityClass", Node: "Node"}
+
+
+class Conflict(Exception):
+    """A request that cannot be done as things stand (the control API answers 409 with the message)."""
+
+
+class Applied(NamedTuple):
+    """One object of an apply: ``pod/default/web`` and what became of it (created, configured, unchanged)."""
+
+    name: str
+    result: str
 
 
 class Embedded:
     def __init__(self, cache: ClusterCache, store: Store, *, clock: Callable[[], float] = time.time,
-                 agent_state: Path | None = None):
+                 agent_state: Path | None = None, lifecycle: LifecycleConfig | None = None):
         self.cache, self.store, self.clock = cache, store, clock
+        cache.register_ready = False  # a node takes pods once node lifecycle finds its agent reporting and running them
         #: the agent's pod log folder (its --state DIR/logs): logs are read here, never where a report says
         self.log_root = (Path(agent_state) if agent_state is not None else store.path.parent / AGENT_STATE).absolute() / "logs"
         self._lock = threading.Lock()
         self._started: dict[str, float] = {}  # pod uid -> when START was last sent
         self._warned: set[tuple[str, str]] = set()  # (node, what) said once
         self.effects = EmbeddedEffects(self)
+        self.nodes = NodeLifecycle(self, lifecycle)
 
     # -- the store into the cache ----------------------------------------------------------------
     def load(self) -> int:
@@ -86,7 +104,11 @@ class Embedded:
         n = 0
         for stored in self.store.load():
             try:
-                self.cache.upsert(self._object(stored))
+                obj = self._object(stored)
+                if isinstance(obj, Node):  # registered by reports: not Ready until its agent is heard again
+                    obj.ready = False
+                    self.cache.registered[obj.name] = ()  # its next report sets its allocatable
+                self.cache.upsert(obj)
                 n += 1
             except ManifestError as exc:  # stored by an older version, say: keep it stored, say so
                 log.error("stored %s %s cannot be used: %s", stored.kind, stored.key, exc)
@@ -114,16 +136,20 @@ class Embedded:
         return obj
 
     # -- apply and delete --------------------------------------------------------------------------
-    def apply(self, docs: list[tuple[Any, str]]) -> list[str]:
-        """Check and store every document (all or nothing); the names of what was created or updated.
+    def apply(self, docs: list[tuple[Any, str]]) -> list[Applied]:
+        """Check every document and store what changed, all at once or nothing; what became of each object.
 
-        ``docs`` are ``(document, source)`` pairs as the loader reads them.
-        Pods are created once (a pod of the same name must be deleted first,
-        and a uid may name only one pod); PodGroups, Queues and
-        PriorityClasses are replaced.  Every object must fit in
+        ``docs`` are ``(document, source)`` pairs as the loader reads them,
+        from one file or several: one apply is one transaction.  As ``kubectl
+        apply``: an object that does not exist is *created*, one that does is
+        *configured* (replaced by the manifest) or left *unchanged* when the
+        manifest is what is stored.  A pod may change only what kube-apiserver
+        lets a pod change (:mod:`scheduler.api.updates`); any other change is
+        refused naming the field.  Every field must be one its kind has
+        (:mod:`scheduler.api.fields`), every object fit in
         :data:`~scheduler.api.manifests.MAX_OBJECT_BYTES` as JSON.  A refused
         document raises ManifestError, a store that cannot be written
-        StoreFault; either way nothing of the file is kept.
+        StoreFault; either way nothing of the request is kept.
         """
         work = Workload()
         parsed: list[tuple[Any, dict]] = []
@@ -132,9 +158,11 @@ class Embedded:
                 raise ManifestError(source, "", "expected a Kubernetes object (a mapping)")
             if doc.get("kind") == "Node":
                 raise ManifestError(source, object_id(doc), "nodes join by running an agent, not by apply")
+            refuse_unknown_fields(doc, source)
             obj = parse_object(doc, source)
             object_json(doc, source, object_id(doc))  # too large or not JSON: refused before any lock is taken
             doc = copy.deepcopy(doc)
+            doc.pop("status", None)  # what the scheduler and the agents decide is theirs to write
             for name in ("labels", "annotations"):  # null is absent (as Kubernetes reads it); stored as absent
                 if name in doc["metadata"] and doc["metadata"][name] is None:
                     del doc["metadata"][name]
@@ -142,26 +170,33 @@ class Embedded:
             parsed.append((obj, doc))
         with self._lock, self.cache.lock:
             self._check(work)
-            stored, out = [], []
+            stored: list[Stored] = []
+            out: list[tuple[Any, Applied]] = []  # (the object to cache, or None: unchanged; what apply did)
             for obj, doc in parsed:
                 kind = _KIND_OF[type(obj)]
                 key = getattr(obj, "key", None) or obj.name
                 source = work.sources[(kind, key)]
-                if isinstance(obj, Pod):
-                    doc, obj = self._new_pod(obj, doc, source)
-                    object_json(doc, source, f"{kind} {key}")  # with its uid and creation time it must still fit
                 old = self.store.get(kind, key)
-                stored.append(Stored(kind, key, doc, old.status if old and kind != "Pod" else {}))
-                out.append((obj, f"{kind.lower()}/{key}"))
-            self.store.put(stored)  # one transaction: the whole file or nothing
-            for obj, _ in out:
-                self.cache.upsert(obj)
-        return [name for _, name in out]
+                if isinstance(obj, Pod):
+                    doc, obj = self._new_pod(obj, doc, source) if old is None else self._pod_update(obj, doc, old,
+                                                                                                    source)
+                    object_json(doc, source, f"{kind} {key}")  # with its uid and creation time it must still fit
+                name = f"{kind.lower()}/{key}"
+                if old is not None and old.manifest == doc:
+                    out.append((None, Applied(name, UNCHANGED)))
+                    continue
+                if old is not None and (problem := update_problem(kind, old.manifest, doc)):
+                    raise ManifestError(source, f"{kind} {key}", problem)
+                stored.append(Stored(kind, key, doc, old.status if old else {}))
+                out.append((obj, Applied(name, CREATED if old is None else CONFIGURED)))
+            self.store.put(stored)  # one transaction: every file of the request, or nothing
+            for changed, _ in out:
+                if changed is not None:
+                    self.cache.upsert(changed)
+        return [applied for _, applied in out]
 
     def _new_pod(self, pod: Pod, doc: dict, source: str) -> tuple[dict, Pod]:
-        """A pod as it is stored: namespace, uid and creation time filled in; one of an existing name or uid refused."""
-        if any(p.key == pod.key for p in self.cache.pods.values()):
-            raise ManifestError(source, f"Pod {pod.key}", "already exists: pods are not updated in place; delete it first")
+        """A pod as it is stored: namespace, uid and creation time filled in; one of an existing uid refused."""
         if (doc.get("spec") or {}).get("nodeName"):
             raise ManifestError(source, f"Pod {pod.key}", "spec.nodeName: leave placement to the scheduler")
         meta = doc.setdefault("metadata", {})
@@ -171,9 +206,32 @@ class Embedded:
             raise ManifestError(source, f"Pod {pod.key}",
                                 f"metadata.uid: {meta['uid']!r} is already the uid of Pod {other.key}")
         meta.setdefault("creationTimestamp", datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
-        doc.pop("status", None)
         obj = parse_object(doc, source)
         assert isinstance(obj, Pod)
+        return doc, obj
+
+    def _pod_update(self, pod: Pod, doc: dict, old: Stored, source: str) -> tuple[dict, Pod]:
+        """A pod that exists, as the manifest would leave it: what the server set (uid, creation time) kept, its
+        binding and phase kept; a manifest naming another uid or another node refused."""
+        meta, old_meta = doc.setdefault("metadata", {}), old.manifest.get("metadata") or {}
+        meta.setdefault("namespace", "default")
+        if meta.get("uid") and meta["uid"] != old_meta.get("uid"):
+            raise ManifestError(source, f"Pod {pod.key}", f"metadata.uid: {meta['uid']!r} is not the uid of the pod "
+                                f"that exists ({old_meta.get('uid')!r}); delete it first to make another")
+        for name in SERVER_METADATA:
+            if name in old_meta and name not in meta:
+                meta[name] = old_meta[name]
+        spec = doc.get("spec") or {}
+        if spec.get("nodeName"):
+            if spec["nodeName"] != old.status.get("nodeName"):
+                raise ManifestError(source, f"Pod {pod.key}", "spec.nodeName: leave placement to the scheduler")
+            del spec["nodeName"]  # the binding is kept in the status, as it was
+        current = self.cache.pods.get(str(old_meta.get("uid")))
+        obj = self._object(Stored("Pod", pod.key, doc, old.status))
+        assert isinstance(obj, Pod)
+        if current is not None:  # what the cache knows beyond the store
+            obj.bound_at, obj.nominated_node = current.bound_at, current.nominated_node
+            obj.terminating = obj.terminating or current.terminating
         return doc, obj
 
     def _check(self, work: Workload) -> None:
@@ -194,14 +252,22 @@ class Embedded:
         check_references(full)
 
     def delete(self, kind: str, key: str) -> str:
-        """Delete an object; a pod that runs is stopped first (its record goes once the agent has)."""
+        """Delete an object; a pod that runs is stopped first (its record goes once the agent has), unless its
+        node is gone (nothing there could confirm it: the record goes at once).  A node goes with what is
+        stored of it; its pods go with it when it is not Ready (its agent is gone), else its agent's next
+        report registers it again, as a kubelet does."""
         with self._lock, self.cache.lock:
+            if kind == "Node":
+                return self._delete_node(key)
+            if kind == "Queue" and key == DEFAULT_QUEUE:
+                raise Conflict(f"queue {DEFAULT_QUEUE} always exists (as in Volcano): it cannot be deleted")
             stored = self.store.get(kind, key)
             if stored is None:
                 raise KeyError(f"{kind.lower()} {key} not found")
             if kind == "Pod":
                 pod = self._pod(key)
-                if pod is not None and pod.node_name and pod.phase not in FINISHED:
+                if pod is not None and pod.node_name and pod.phase not in FINISHED and not self.nodes.gone(
+                        pod.node_name):
                     stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
                     self.store.update_status([("Pod", key, {"deleting": stamp})])
                     pod.terminating = True
@@ -214,6 +280,28 @@ class Embedded:
             self.store.delete(kind, key)
             self.cache.remove(kind, key)
             return "deleted"
+
+    def _delete_node(self, name: str) -> str:
+        node = self.cache.nodes.get(name)
+        if node is None and self.store.get("Node", name) is None:
+            raise KeyError(f"node {name} not found")
+        pods = [p for p in self.cache.pods.values() if p.node_name == name] if self.nodes.gone(name) else []
+        self.store.delete("Node", name)
+        self.cache.remove("Node", name)
+        self.cache.registered.pop(name, None)
+        self.nodes.forget(name)
+        for pod in pods:
+            self.forget_pod(pod)
+        return f"deleted (and its {len(pods)} pod(s))" if pods else "deleted"
+
+    def forget_pod(self, pod: Pod) -> None:
+        """The pod's record is gone, from the store and the cache (a node that still runs it is told to stop it)."""
+        self.store.delete("Pod", pod.key)
+        self.cache.remove_pod(pod.uid)
+        self._started.pop(pod.uid, None)
+
+    def evicted(self, pod: Pod, reason: str) -> None:
+        self._evicted(pod, reason)
 
     def _pod(self, key: str) -> Pod | None:
         return next((p for p in self.cache.pods.values() if p.key == key), None)
@@ -394,9 +482,11 @@ class EmbeddedMode(Mode):
     AGENT_SOCKET = "agent.sock"      # the agents' report stream, in the state folder (unless --listen says otherwise)
 
     def __init__(self, state_dir: Path, *, api_socket: Path | None = None, api_group: int | None = None,
-                 agent_state: Path | None = None) -> None:
+                 agent_state: Path | None = None, lifecycle: LifecycleConfig | None = None) -> None:
         super().__init__(register_nodes=True)  # an agent that reports is a node
         self.state_dir, self.api_group = state_dir, api_group
+        self.lifecycle = lifecycle or LifecycleConfig()
+        self._stop: threading.Event | None = None
         self.api_socket = api_socket or state_dir / self.CONTROL_SOCKET
         self.agent_state = agent_state  # where the agent keeps its pods' logs (None: state_dir/agent)
         self.embedded: Embedded | None = None
@@ -415,8 +505,9 @@ class EmbeddedMode(Mode):
             raise StoreError(str(exc)) from None
         for path in files:  # and new ones too (serve's umask already makes them so)
             private_file(path)
-        self.embedded = Embedded(cache, store, agent_state=self.agent_state)
+        self.embedded = Embedded(cache, store, agent_state=self.agent_state, lifecycle=self.lifecycle)
         log.info("embedded store %s: %d object(s) loaded", store.path, self.embedded.load())
+        self._stop = stop
         return self.embedded.effects
 
     def attach(self, scheduler: Scheduler) -> None:
@@ -426,6 +517,7 @@ class EmbeddedMode(Mode):
         self.control = ControlServer(self.embedded, socket_path=self.api_socket, group=self.api_group)
         self.control.start()
         log.info("control API on %s", self.api_socket)
+        self.embedded.nodes.start(self._stop or threading.Event())
 
     def pod_actions(self) -> PodActions | None:
         return self.embedded.pod_actions if self.embedded is not None else None
@@ -434,5 +526,6 @@ class EmbeddedMode(Mode):
         if self.control is not None:
             self.control.stop()
         if self.embedded is not None:
+            self.embedded.nodes.join()  # the loop ends with serve's stop event
             scheduler.effects.flush()
             self.embedded.store.close()

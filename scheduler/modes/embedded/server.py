@@ -7,9 +7,13 @@ for a group granted with ``serve --api-group`` — never a TCP port.  JSON over
 HTTP/1.1:
 
 * ``POST /apply`` — a YAML (or JSON) body of at most :data:`MAX_BODY` bytes, the
-  file's name in ``X-Source``; every document is checked (the simulator's checks
-  and references against what is stored) and stored all at once, or nothing is:
-  200 ``{"applied": [...]}`` or 400 ``{"error": "file:line: Pod ns/name: field: problem"}``;
+  file's name in ``X-Source``, or several files at once (``Content-Type``
+  :data:`FILES_TYPE`, ``{"files": [{"name", "text"}]}``: what ``apply -f FOLDER``
+  sends); every document is checked (the simulator's checks, strict fields,
+  references against what is stored, what an update may change) and what changed
+  is stored all at once, or nothing is: 200 ``{"applied": [names], "results":
+  [{"name", "result": created|configured|unchanged}]}`` or 400 ``{"error":
+  "file:line: Pod ns/name: field: problem"}``;
 * ``GET /objects/KIND`` and ``GET /objects/KIND/NAMESPACE/NAME`` (``-`` for
   cluster-scoped): what is stored and what was decided, as
   ``{"kind", "key", "manifest", "status"}``; nodes come from the agents' reports;
@@ -46,7 +50,8 @@ from urllib.parse import unquote, urlsplit
 from proto.errors import InputError
 from proto.localsock import claim_socket_path, restrict_socket
 from scheduler.api.loader import iter_text
-from scheduler.modes.embedded.mode import Embedded
+from scheduler.api.objects import DEFAULT_QUEUE
+from scheduler.modes.embedded.mode import Conflict, Embedded
 from scheduler.modes.embedded.store import Stored
 
 log = logging.getLogger(__name__)
@@ -113,15 +118,21 @@ class ControlServer:
         self.socket_path.unlink(missing_ok=True)
 
     # -- answers -----------------------------------------------------------------------------------
-    def apply(self, text: str, source: str) -> tuple[int, dict]:
+    def apply(self, files: list[tuple[str, str]]) -> tuple[int, dict]:
+        """Apply ``(source, text)`` files as one transaction; each object's name and what became of it."""
         with self._parsing:
             try:
-                docs = list(iter_text(text, source))  # parsed here, before apply takes any lock
-                if not docs:
-                    return 400, {"error": f"{source}: no objects in it"}
-                return 200, {"applied": self.embedded.apply(docs)}
+                docs = []
+                for source, text in files:  # parsed here, before apply takes any lock
+                    found = list(iter_text(text, source))
+                    if not found:
+                        return 400, {"error": f"{source}: no objects in it"}
+                    docs += found
+                applied = self.embedded.apply(docs)
             except InputError as exc:
                 return 400, {"error": str(exc)}
+        return 200, {"applied": [a.name for a in applied],
+                     "results": [{"name": a.name, "result": a.result} for a in applied]}
 
     def objects(self, kind: str, key: str | None = None) -> tuple[int, Any]:
         if kind == "Node":
@@ -133,11 +144,27 @@ class ControlServer:
         store = self.embedded.store
         if key is not None:
             stored = store.get(kind, key)
+            if stored is None and (kind, key) == ("Queue", DEFAULT_QUEUE):
+                return 200, self._default_queue()
             if stored is None:
                 return 404, {"error": f"{kind.lower()} {key} not found"}
             return 200, self._view(stored, self._pods_by_key() if kind == "Pod" else {})
         pods = self._pods_by_key() if kind == "Pod" else {}
-        return 200, [self._view(s, pods) for s in store.load() if s.kind == kind]
+        items = [self._view(s, pods) for s in store.load() if s.kind == kind]
+        if kind == "Queue" and not any(i["key"] == DEFAULT_QUEUE for i in items):
+            items.insert(0, self._default_queue())
+        return 200, items
+
+    def _default_queue(self) -> dict:
+        """Queue ``default`` as it is when nobody applied one: it always exists (Volcano makes it at start)."""
+        cache = self.embedded.cache
+        with cache.lock:
+            queue = cache.queues.get(DEFAULT_QUEUE)
+            allocated = dict(queue.allocated) if queue is not None else {}
+        manifest = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": DEFAULT_QUEUE},
+                    "spec": {"weight": 1, "reclaimable": True}}
+        return {"kind": "Queue", "key": DEFAULT_QUEUE, "manifest": manifest, "status": {"allocated": allocated},
+                "implicit": True}
 
     def _pods_by_key(self) -> dict[str, Any]:
         cache = self.embedded.cache
@@ -178,8 +205,13 @@ class ControlServer:
         out = []
         for name, node in nodes:
             t = telemetry.get(name)
+            cond = self.embedded.nodes.condition(name)
             row: dict[str, Any] = {"kind": "Node", "key": name, "allocatable": dict(node.allocatable),
-                                   "ready": t is not None and not t.stale(now, cache.stale_intervals)}
+                                   "ready": node.ready, "status": cond.status if cond else "Unknown",
+                                   "reason": cond.reason if cond else "", "message": cond.message if cond else "",
+                                   "since": cond.since if cond else None,
+                                   "taints": [{"key": x.key, "value": x.value, "effect": x.effect} for x in node.taints],
+                                   "stale": t is None or t.stale(now, cache.stale_intervals)}
             if t is not None:
                 row.update(cpuUsedCores=round(t.cpu_used_cores, 3), memoryUsedBytes=t.memory_used_bytes,
                            batchCpuMillis=t.batch_cpu_millis, batchMemoryBytes=t.batch_memory_bytes,
@@ -194,6 +226,8 @@ class ControlServer:
             return 200, {"result": self.embedded.delete(kind, key)}
         except KeyError as exc:
             return 404, {"error": str(exc.args[0])}
+        except Conflict as exc:
+            return 409, {"error": str(exc)}
 
 
 class _UnixHTTPServer(socketserver.ThreadingUnixStreamServer):
@@ -250,6 +284,22 @@ def _busy(request: socket.socket, connections: int) -> None:
             pass
     except OSError:
         pass
+
+
+FILES_TYPE = "application/vnd.scoria.files+json"  # several files in one apply: {"files": [{"name", "text"}]}
+
+
+def _files(body: bytes) -> list[tuple[str, str]]:
+    """The ``(source, text)`` files of a :data:`FILES_TYPE` body (400 when it is not one)."""
+    try:
+        doc = json.loads(body)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise Refused(400, f"the body is not JSON ({exc})") from None
+    files = doc.get("files") if isinstance(doc, dict) else None
+    if not isinstance(files, list) or not files or not all(
+            isinstance(f, dict) and isinstance(f.get("name"), str) and isinstance(f.get("text"), str) for f in files):
+        raise Refused(400, 'expected {"files": [{"name": ..., "text": ...}, ...]} with at least one file')
+    return [(f["name"][:1024], f["text"]) for f in files]
 
 
 def _route(path: str) -> tuple[str, str | None] | None:
@@ -334,11 +384,13 @@ def _handler(server: ControlServer) -> type[BaseHTTPRequestHandler]:
                     raise Refused(404, f"no such path {self.path[:200]}", close=True)
                 source = unquote(self.headers.get("X-Source") or "(request)")[:1024]  # the CLI quotes it
                 body = self._body()
+                if (self.headers.get("Content-Type") or "").split(";")[0].strip() == FILES_TYPE:
+                    return server.apply(_files(body))
                 try:
                     text = body.decode("utf-8")
                 except UnicodeDecodeError as exc:
                     return 400, {"error": f"{source}: not UTF-8 text (byte {exc.start})"}
-                return server.apply(text, source)
+                return server.apply([(source, text)])
             self._answer(work)
 
         def do_DELETE(self) -> None:  # noqa: N802

@@ -41,7 +41,9 @@ def cluster(tmp_path: Path, *, nodes: int = 1, cpu: int = 8) -> tuple[Embedded, 
     for i in range(nodes):
         _, r = _node_report(report(f"n{i}", zones=[cpu]), "test")
         r.identity.sample_time_ns = int(AT.timestamp() * 1e9)
+        r.identity.runs_pods = True  # an embedded agent: it runs what is bound to its node
         cache.accept_report(r, AT.timestamp(), register=True, capacity_key=f"n{i}")
+    embedded.nodes.tick()  # node lifecycle finds them Ready
     return embedded, Scheduler(cache, effects=embedded.effects, clock=lambda: AT)
 
 
@@ -94,16 +96,14 @@ def test_a_failed_transaction_leaves_nothing(tmp_path: Path) -> None:
 def test_apply_stores_a_whole_file_or_nothing(tmp_path: Path) -> None:
     embedded, _ = cluster(tmp_path)
     good = docs(queue("q"), pod("a", queue="q"))
-    assert embedded.apply(good) == ["queue/q", "pod/default/a"]
+    assert embedded.apply(good) == [("queue/q", "created"), ("pod/default/a", "created")]
     bad = docs(pod("b"), pod("c", cpu="5x"))
     with pytest.raises(ManifestError, match=r"test.yaml:\d+: Pod default/c: .*invalid quantity"):
         embedded.apply(bad)
     assert [s.key for s in embedded.store.load() if s.kind == "Pod"] == ["default/a"]  # b was not stored either
     with pytest.raises(ManifestError, match="PodGroup default/missing is not defined"):
         embedded.apply(docs(pod("d", group="missing")))
-    with pytest.raises(ManifestError, match="already exists"):
-        embedded.apply(docs(pod("a")))
-    assert embedded.apply(docs(queue("q", weight=3))) == ["queue/q"]  # queues are updated
+    assert embedded.apply(docs(queue("q", weight=3))) == [("queue/q", "configured")]  # queues are updated
     assert embedded.cache.queues["q"].weight == 3
 
 
@@ -122,8 +122,9 @@ def test_a_gang_binds_only_when_all_three_fit_and_a_restart_keeps_everything(tmp
     embedded2.store.close()
     cache = ClusterCache()
     reloaded = Embedded(cache, Store(tmp_path / "big" / "store.sqlite"))
-    assert reloaded.load() == 4
+    assert reloaded.load() == 6  # the group, three pods and the two nodes they run on
     assert {p.name: p.node_name for p in cache.pods.values()} == bound
+    assert sorted(cache.nodes) == ["n0", "n1"] and not any(n.ready for n in cache.nodes.values())  # till heard
     assert cache.podgroups["default/train"].phase == "Running"
 
 
@@ -237,7 +238,7 @@ def test_unquoted_dates_are_stored_as_the_strings_they_are(tmp_path: Path) -> No
     text = POD_TEXT.replace("name: web\n", "name: web\n  creationTimestamp: 2024-01-01T00:00:00Z\n"
                                            "  labels: {since: 2024-01-01}\n")
     embedded, _ = cluster(tmp_path)
-    assert embedded.apply(list(iter_text(text, "x.yaml"))) == ["pod/default/web"]
+    assert [a.name for a in embedded.apply(list(iter_text(text, "x.yaml")))] == ["pod/default/web"]
     stored = embedded.store.get("Pod", "default/web")
     assert stored.manifest["metadata"]["creationTimestamp"] == "2024-01-01T00:00:00Z"
     assert stored.manifest["metadata"]["labels"] == {"since": "2024-01-01"}
@@ -272,7 +273,7 @@ def test_the_largest_pod_accepted_starts_in_one_message(tmp_path: Path) -> None:
 
     embedded, sched = cluster(tmp_path)
     text = POD_TEXT + "    args: [" + "y" * (MAX_OBJECT_BYTES - 400) + "]\n"
-    assert embedded.apply(list(iter_text(text, "x.yaml"))) == ["pod/default/web"]
+    assert [a.name for a in embedded.apply(list(iter_text(text, "x.yaml")))] == ["pod/default/web"]
     sched.run_once()
     (start,) = embedded.pod_actions("n0", View())
     assert start.kind == PodActionKind.START
@@ -308,4 +309,4 @@ def test_null_labels_and_annotations_are_stored_as_absent(tmp_path: Path) -> Non
     sched.run_once()
     (start,) = embedded.pod_actions("n0", View())
     assert json.loads(start.pod_json)["metadata"]["annotations"] == {}
-    assert Embedded(ClusterCache(), embedded.store).load() == 1
+    assert Embedded(ClusterCache(), embedded.store).load() == 2  # the pod and its node

@@ -313,6 +313,47 @@ def test_a_second_scheduler_on_the_same_state_is_refused_and_a_dead_ones_socket_
     ControlServer(embedded(tmp_path / "third"), socket_path=stale).stop()
 
 
+def test_a_second_serve_on_a_state_folder_in_use_exits_naming_the_holder_and_touches_nothing(
+        tmp_path: Path, serve) -> None:
+    """Issue 19 item 4: two ``serve --embedded --state DIR`` started on one folder, and the second silently changed
+    a pod's request.  The second now exits 2 with one line naming the first's pid, before it changes anything."""
+    state = tmp_path / "state"
+    first = serve(state)
+    status, _, err = ctl(first.server, "apply", "-f", str(_manifest(tmp_path, "web")))
+    assert status == 0, err
+    first.proc.send_signal(signal.SIGSTOP)  # frozen, still holding the folder: whatever changes now is the second's
+    try:
+        files = {p.name: (p.read_bytes(), p.stat().st_mtime_ns, p.stat().st_mode) for p in state.iterdir()
+                 if p.is_file()}
+        folder = (state.stat().st_mode, state.stat().st_gid)
+        second = subprocess.run([sys.executable, "-m", "scheduler", "serve", "--embedded", "--state", str(state),
+                                 "--metrics-port", "0", "--api-group", "nogroup" if _has_group("nogroup") else "root"],
+                                cwd=ROOT, capture_output=True, text=True, timeout=60)
+        after = {p.name: (p.read_bytes(), p.stat().st_mtime_ns, p.stat().st_mode) for p in state.iterdir()
+                 if p.is_file()}
+    finally:
+        first.proc.send_signal(signal.SIGCONT)
+    assert second.returncode == 2, second
+    line = second.stderr.strip()
+    assert "\n" not in line and "Traceback" not in line, second.stderr
+    assert f"--state {state} is in use by another scheduler (pid {first.proc.pid}: " in line, line
+    assert "scheduler serve --embedded" in line, line
+    assert after == files and (state.stat().st_mode, state.stat().st_gid) == folder
+    assert first.proc.poll() is None and ctl(first.server, "get", "pods")[0] == 0
+    first.close()  # the lock goes with its holder, however it ends: the next scheduler takes the folder
+    first.port_file.unlink()
+    again = serve(state)
+    assert "web" in ctl(again.server, "get", "pods")[1]
+
+
+def _has_group(name: str) -> bool:
+    try:
+        grp.getgrnam(name)
+        return True
+    except KeyError:
+        return False
+
+
 def test_the_cli_speaks_only_to_the_control_socket(tmp_path: Path) -> None:
     status, _, err = ctl("http://127.0.0.1:50052", "get", "pods")
     assert status == 2 and "not served over TCP" in err, err

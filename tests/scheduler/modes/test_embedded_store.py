@@ -172,8 +172,8 @@ def test_a_full_disk_fails_the_apply_with_its_cause_and_keeps_nothing_of_it(smal
     fault = None
     for i in range(40):
         try:
-            applied += embedded.apply(docs(queue(f"q{i}"), pod(f"p{i}", queue=f"q{i}",
-                                                                annotations={"pad": "x" * 100_000})))
+            done = embedded.apply(docs(queue(f"q{i}"), pod(f"p{i}", queue=f"q{i}", annotations={"pad": "x" * 100_000})))
+            applied += [a.name for a in done]
         except StoreFault as exc:
             fault = exc
             break
@@ -186,7 +186,7 @@ def test_a_full_disk_fails_the_apply_with_its_cause_and_keeps_nothing_of_it(smal
     assert sorted(embedded.cache.queues) == sorted(["default"] + [a.split("/")[1] for a in applied if "queue/" in a])
     # space comes back: the store takes writes again (no transaction was left open)
     (small_disk / "filler").unlink()
-    assert embedded.apply(docs(pod("after"))) == ["pod/default/after"]
+    assert embedded.apply(docs(pod("after"))) == [("pod/default/after", "created")]
     embedded.store.close()
     again = Embedded(ClusterCache(), Store(path))
     try:
