@@ -110,6 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "say otherwise (default 300, as kube-apiserver's)")
     emb.add_argument("--default-not-ready-toleration-seconds", type=int, default=300, metavar="SECONDS",
                      help="the same for a NotReady node (its agent reports but runs no pods) (default 300)")
+    emb.add_argument("--pod-cidr", default="10.213.0.0/16", metavar="CIDR",
+                     help="the pods' addresses: each pod gets one when bound (its agent gives it a network namespace "
+                          "on the bridge scoria0, which holds the range's first address) (default %(default)s)")
     kube = srv.add_argument_group("Kubernetes mode (the cluster's objects from the API server)")
     kube.add_argument("--kubernetes", action="store_true",
                       help="watch the API server and bind through it (else: nodes register by reporting)")
@@ -236,7 +239,7 @@ def select_mode(args: argparse.Namespace) -> Mode:
                                     args.default_unreachable_toleration_seconds)
         return EmbeddedMode(Path(args.state_dir), api_socket=Path(args.api_socket) if args.api_socket else None,
                             api_group=group, agent_state=Path(args.agent_state) if args.agent_state else None,
-                            lifecycle=lifecycle)
+                            lifecycle=lifecycle, pod_cidr=args.pod_cidr)
     if args.kubernetes:
         from scheduler.modes.kubernetes import mode as kubernetes
         client = kubernetes.api_client(kubeconfig=args.kubeconfig, in_cluster=args.in_cluster)

@@ -30,6 +30,7 @@ it, and a difference is logged.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import logging
 import threading
@@ -41,6 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from proto.model import PodAction, PodActionKind
+from proto.vocab.podcontext import CONTEXT, DEFAULT_POD_CIDR
 from scheduler.api.fields import refuse_unknown_fields
 from scheduler.api.loader import Workload, check_references
 from scheduler.api.manifests import ManifestError, object_id, object_json, parse_object
@@ -50,7 +52,11 @@ from scheduler.api.updates import SERVER_METADATA, update_problem
 from scheduler.cluster.cache import ClusterCache
 from scheduler.cluster.effects import CacheEffects
 from scheduler.modes.base import Mode, PodActions
+from scheduler.modes.embedded.controllers import EmbeddedControllers, is_controller_kind
+from scheduler.modes.embedded.events import EventLog
+from scheduler.modes.embedded.jobhost import CONTROLLER_ONLY
 from scheduler.modes.embedded.lifecycle import LifecycleConfig
+from scheduler.modes.embedded.network import PodNetworking
 from scheduler.modes.embedded.nodes import NodeLifecycle
 from scheduler.modes.embedded.store import Store, Stored, StoreError
 
@@ -65,8 +71,9 @@ log = logging.getLogger(__name__)
 RESEND_START_S = 5.0  # a START not reflected in the node's runtime yet is sent again after this
 # The manifests of the STARTs in one directive, at most: with one object at most MAX_OBJECT_BYTES, a
 # directive stays well under gRPC's 4 MiB message limit however many pods a node is given at once (the
-# rest go with the answers to its next reports: pod actions are level-triggered).
-START_BUDGET_BYTES = 3 * 2**20
+# rest go with the answers to its next reports: pod actions are level-triggered).  A quarter MiB more than three
+# objects at the limit: room for each START's context (address, names, the ConfigMaps and Secrets it reads).
+START_BUDGET_BYTES = 3 * 2**20 + 2**18
 FINISHED = ("Succeeded", "Failed")
 AGENT_STATE = "agent"  # the agent's --state under the scheduler's, unless serve --agent-state says otherwise
 MAX_RUNTIME_TEXT = 1024  # a runtime reason or message is kept up to this many characters
@@ -87,8 +94,14 @@ class Applied(NamedTuple):
 
 class Embedded:
     def __init__(self, cache: ClusterCache, store: Store, *, clock: Callable[[], float] = time.time,
-                 agent_state: Path | None = None, lifecycle: LifecycleConfig | None = None):
+                 agent_state: Path | None = None, lifecycle: LifecycleConfig | None = None,
+                 pod_cidr: str = DEFAULT_POD_CIDR):
         self.cache, self.store, self.clock = cache, store, clock
+        #: pods' addresses and names (a START's context); the Volcano Job controllers; their events
+        self.network = PodNetworking(pod_cidr, self._stored_manifest)
+        self.controllers = EmbeddedControllers(self)
+        self.events = EventLog()
+        self._runtime: dict[str, dict] = {}  # pod uid -> what its node's runtime last said (containers, phase)
         cache.register_ready = False  # a node takes pods once node lifecycle finds its agent reporting and running them
         #: the agent's pod log folder (its --state DIR/logs): logs are read here, never where a report says
         self.log_root = (Path(agent_state) if agent_state is not None else store.path.parent / AGENT_STATE).absolute() / "logs"
@@ -102,7 +115,13 @@ class Embedded:
     def load(self) -> int:
         """Fill the cache from the store; how many objects."""
         n = 0
-        for stored in self.store.load():
+        everything = self.store.load()
+        self.controllers.host.load(everything)
+        for stored in everything:
+            if stored.kind in CONTROLLER_ONLY:  # the controllers' alone (their host read them above)
+                self._restore_controller_object(stored)
+                n += 1
+                continue
             try:
                 obj = self._object(stored)
                 if isinstance(obj, Node):  # registered by reports: not Ready until its agent is heard again
@@ -112,7 +131,23 @@ class Embedded:
                 n += 1
             except ManifestError as exc:  # stored by an older version, say: keep it stored, say so
                 log.error("stored %s %s cannot be used: %s", stored.kind, stored.key, exc)
+                continue
+            if isinstance(obj, Pod):
+                self._restore_pod(obj, stored)
         return n
+
+    def _restore_controller_object(self, stored: Stored) -> None:
+        if stored.kind == "Service":
+            namespace, _, name = stored.key.partition("/")
+            self.network.service(namespace, name, stored.manifest)
+
+    def _restore_pod(self, pod: Pod, stored: Stored) -> None:
+        """What a pod had beyond its manifest: its address (if it may still run), its runtime's last word."""
+        if isinstance(stored.status.get("runtime"), dict):
+            self._runtime[pod.uid] = stored.status["runtime"]
+        ip = stored.status.get("podIP")
+        if isinstance(ip, str) and pod.node_name and pod.phase not in FINISHED and not pod.evicted:
+            self.network.restore(pod.uid, pod.namespace, stored.manifest, ip)
 
     def _object(self, stored: Stored) -> Node | Pod | PodGroup | Queue | PriorityClass:
         doc = copy.deepcopy(stored.manifest)
@@ -127,6 +162,8 @@ class Embedded:
                 meta["deletionTimestamp"] = status.get("deleting") or status.get("evicting")
         elif stored.kind == "PodGroup" and status.get("phase"):
             doc["status"] = {"phase": status["phase"]}
+        elif stored.kind == "Queue" and status.get("state"):  # opened or closed (vcctl queue operate)
+            doc["status"] = {"state": status["state"]}
         obj = parse_object(doc, f"store {stored.kind} {stored.key}")
         if isinstance(obj, Pod):
             obj.reason = status.get("reason")
@@ -153,12 +190,19 @@ class Embedded:
         """
         work = Workload()
         parsed: list[tuple[Any, dict]] = []
+        others: list[tuple[dict, str]] = []  # Volcano Jobs, Commands, ConfigMaps, Secrets: the controllers'
         for doc, source in docs:
             if not isinstance(doc, dict):
                 raise ManifestError(source, "", "expected a Kubernetes object (a mapping)")
             if doc.get("kind") == "Node":
                 raise ManifestError(source, object_id(doc), "nodes join by running an agent, not by apply")
             refuse_unknown_fields(doc, source)
+            if is_controller_kind(doc):
+                object_json(doc, source, object_id(doc))
+                doc = copy.deepcopy(doc)
+                doc.pop("status", None)
+                others.append((doc, source))
+                continue
             obj = parse_object(doc, source)
             object_json(doc, source, object_id(doc))  # too large or not JSON: refused before any lock is taken
             doc = copy.deepcopy(doc)
@@ -185,15 +229,59 @@ class Embedded:
                 if old is not None and old.manifest == doc:
                     out.append((None, Applied(name, UNCHANGED)))
                     continue
+                if isinstance(obj, Queue) and old is not None and old.status.get("state"):
+                    obj.state = old.status["state"]  # opened or closed apart from its manifest (queue operate)
                 if old is not None and (problem := update_problem(kind, old.manifest, doc)):
                     raise ManifestError(source, f"{kind} {key}", problem)
                 stored.append(Stored(kind, key, doc, old.status if old else {}))
                 out.append((obj, Applied(name, CREATED if old is None else CONFIGURED)))
+            jobs = {f"{(d.get('metadata') or {}).get('namespace') or 'default'}/{(d.get('metadata') or {}).get('name')}"
+                    for d, _ in others if d.get("kind") == "Job"}
+            for doc, source in others:
+                admitted = self.controllers.admit(doc, source, queues=work.queues,
+                                                  priority_classes=work.priority_classes, jobs=jobs)
+                old = self.store.get(admitted.kind, admitted.key)
+                name = f"{admitted.kind.lower()}/{admitted.key}"
+                if old is not None and old.manifest == admitted.manifest:
+                    out.append((None, Applied(name, UNCHANGED)))
+                    continue
+                stored.append(admitted)
+                out.append((None, Applied(name, CREATED if old is None else CONFIGURED)))
             self.store.put(stored)  # one transaction: every file of the request, or nothing
             for changed, _ in out:
                 if changed is not None:
                     self.cache.upsert(changed)
+        for s in stored:  # the controllers' view follows (reconciled on their thread)
+            self.controllers.host.note(s.kind, s.key, s)
         return [applied for _, applied in out]
+
+    def create(self, doc: dict, source: str) -> dict:
+        """Create one object (``job run``, ``queue create``): Conflict when it exists; the object as stored."""
+        kind, key = _kind_key(doc)
+        if self.store.get(kind, key) is not None or (kind, key) == ("Queue", DEFAULT_QUEUE):
+            raise Conflict(f"{kind.lower()} {key} already exists")
+        state = (doc.get("status") or {}).get("state") if kind == "Queue" and isinstance(doc.get("status"), dict) \
+            else None
+        self.apply([(doc, source)])
+        if state in ("Open", "Closed") and state != "Open":
+            self.set_queue_state(key, state)
+        stored = self.store.get(kind, key)
+        return {**stored.manifest, "status": stored.status} if stored is not None else doc
+
+    def set_queue_state(self, name: str, state: str) -> None:
+        """Open or close a Queue (Volcano keeps it in ``status.state``); KeyError when there is none."""
+        with self._lock, self.cache.lock:
+            stored = self.store.get("Queue", name)
+            if stored is None and name == DEFAULT_QUEUE:
+                stored = Stored("Queue", name, {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+                                                "metadata": {"name": name}, "spec": {"weight": 1,
+                                                                                     "reclaimable": True}}, {})
+            if stored is None:
+                raise KeyError(f"queue {name} not found")
+            self.store.put([Stored("Queue", name, stored.manifest, {**stored.status, "state": state})])
+            queue = self.cache.queues.get(name)
+            if queue is not None:
+                self.cache.upsert(dataclasses.replace(queue, state=state, implicit=False))
 
     def _new_pod(self, pod: Pod, doc: dict, source: str) -> tuple[dict, Pod]:
         """A pod as it is stored: namespace, uid and creation time filled in; one of an existing uid refused."""
@@ -275,10 +363,13 @@ class Embedded:
                     return "deleting"
                 self.store.delete(kind, key)
                 if pod is not None:
-                    self.cache.remove_pod(pod.uid)
+                    self.pod_gone(pod.uid)
+                self.controllers.host.note(kind, key, None)
                 return "deleted"
             self.store.delete(kind, key)
-            self.cache.remove(kind, key)
+            if kind not in CONTROLLER_ONLY:
+                self.cache.remove(kind, key)
+            self.controllers.host.note(kind, key, None)  # what it owned goes too (the controllers collect it)
             return "deleted"
 
     def _delete_node(self, name: str) -> str:
@@ -297,8 +388,48 @@ class Embedded:
     def forget_pod(self, pod: Pod) -> None:
         """The pod's record is gone, from the store and the cache (a node that still runs it is told to stop it)."""
         self.store.delete("Pod", pod.key)
-        self.cache.remove_pod(pod.uid)
-        self._started.pop(pod.uid, None)
+        self.pod_gone(pod.uid)
+        self.controllers.host.note("Pod", pod.key, None)
+
+    # -- what the controllers' host asks of the cluster ------------------------------------------------------
+    def pod_gone(self, uid: str) -> None:
+        """A pod's record is gone (the caller deleted it from the store): out of the cache, its address freed."""
+        pod = self.cache.pods.get(uid)
+        self.cache.remove_pod(uid)
+        self._started.pop(uid, None)
+        self._runtime.pop(uid, None)
+        if pod is not None:
+            self.network.released(uid, pod.namespace)
+
+    def pod_may_run(self, uid: str) -> bool:
+        """Whether a pod may be running on a node that can still confirm it stopped (a deletion waits for it)."""
+        pod = self.cache.pods.get(uid)
+        return pod is not None and bool(pod.node_name) and pod.phase not in FINISHED and not pod.evicted \
+            and not self.nodes.gone(pod.node_name)
+
+    def pod_deleting(self, uid: str) -> None:
+        """A controller deleted a running pod: it is stopped by its node, then its record goes."""
+        pod = self.cache.pods.get(uid)
+        if pod is not None:
+            pod.terminating = True
+            self.cache.generation += 1
+
+    def controller_wrote(self, kind: str, key: str, manifest: dict | None) -> None:
+        """The controllers stored (or deleted: None) an object; a Service changes what names resolve."""
+        if kind == "Service":
+            namespace, _, name = key.partition("/")
+            self.network.service(namespace, name, manifest)
+
+    def record_event(self, regarding: dict, type: str, reason: str, message: str) -> None:
+        self.events.record(regarding, type, reason, message)
+
+    def runtime_of(self, uid: str) -> dict | None:
+        """What the pod's node last said of it (phase, containers), None before it said anything."""
+        return self._runtime.get(uid)
+
+    def _stored_manifest(self, kind: str, key: str) -> dict | None:
+        stored = self.store.get(kind, key)
+        return stored.manifest if stored is not None else None
 
     def evicted(self, pod: Pod, reason: str) -> None:
         self._evicted(pod, reason)
@@ -344,31 +475,42 @@ class Embedded:
                 elif r.phase in FINISHED and pod.phase in FINISHED and not status.get("evicting"):
                     # its end is recorded: the runtime may let it go (it keeps finished pods until told)
                     actions.append(PodAction(PodActionKind.STOP, pod.uid, pod.namespace, pod.name, "finished"))
+                elif r.phase not in FINISHED and self.network.names_changed(pod.uid, pod.namespace) and budget > 0:
+                    # the names its namespace resolves changed: START again carries them (nothing else changes)
+                    start = self._start(pod)
+                    budget -= len(start.pod_json)
+                    actions.append(start)
             for pod in by_uid.values():
                 if pod.node_name != node or pod.uid in runtime:
                     continue
                 stored = self.store.get("Pod", pod.key)
                 status = stored.status if stored else {}
-                if status.get("deleting"):
-                    gone.append(pod)  # stopped on the node: the record goes
+                if status.get("deleting") or (status.get("evicting") and _owned(stored)):
+                    gone.append(pod)  # stopped on the node: the record goes (an owned pod's eviction deletes it,
+                    # as Kubernetes' eviction does: its controller makes another)
                 elif status.get("evicting"):
                     changes.append(("Pod", pod.key, {"evicting": None, "evicted": True, "phase": "Failed"}))
                     self._evicted(pod, status.get("reason") or "Evicted")
                 elif pod.phase not in FINISHED and now - self._started.get(pod.uid, 0.0) >= RESEND_START_S:
-                    manifest = json.dumps(self._manifest(pod))
-                    size = len(manifest.encode())
+                    start = self._start(pod)
+                    size = len(start.pod_json.encode())
                     if size > budget and budget < START_BUDGET_BYTES:
                         continue  # this directive is full: with the answer to the node's next report
                     budget -= size
                     self._started[pod.uid] = now
-                    actions.append(PodAction(PodActionKind.START, pod.uid, pod.namespace, pod.name,
-                                             pod_json=manifest))
+                    actions.append(start)
             self.store.update_status(changes)
             for pod in gone:
                 self.store.delete("Pod", pod.key)
-                self.cache.remove_pod(pod.uid)
-                self._started.pop(pod.uid, None)
+                self.pod_gone(pod.uid)
+                self.controllers.host.note("Pod", pod.key, None)
         return actions
+
+    def _start(self, pod: Pod) -> PodAction:
+        """START with the pod's manifest and its context: address, names, the ConfigMaps and Secrets it reads."""
+        manifest = self._manifest(pod)
+        manifest[CONTEXT] = self.network.context(pod.uid, pod.namespace, manifest)
+        return PodAction(PodActionKind.START, pod.uid, pod.namespace, pod.name, pod_json=json.dumps(manifest))
 
     def _observe(self, node: str, pod: Pod, r: Any) -> list[tuple[str, str, dict]]:
         """Record what ``node``'s runtime says of a pod bound to it: phase, reason, restarts, containers.
@@ -391,6 +533,11 @@ class Embedded:
             fields.update(phase=r.phase, reason=reason or None)
             pod.phase, pod.reason = r.phase, reason or None
             self.cache.generation += 1
+            self.network.released(pod.uid, pod.namespace)
+        summary = {"phase": r.phase, "containers": containers}
+        if self._runtime.get(pod.uid) != summary:  # a container started, ended or restarted: the controllers look
+            self._runtime[pod.uid] = summary
+            self.controllers.kick()
         return [("Pod", pod.key, fields)]
 
     def _warn_once(self, node: str, what: str, message: str, *args: object) -> None:
@@ -408,6 +555,7 @@ class Embedded:
         pod.evicted, pod.phase, pod.node_name, pod.terminating = True, "Failed", "", False
         pod.reason = reason
         self.cache.generation += 1
+        self.network.released(pod.uid, pod.namespace)
 
     def _manifest(self, pod: Pod) -> dict:
         stored = self.store.get("Pod", pod.key)
@@ -416,6 +564,21 @@ class Embedded:
             (stored.status.get("annotations") or {}) if stored else {})
         doc.setdefault("spec", {})["nodeName"] = pod.node_name
         return doc
+
+
+def _kind_key(doc: dict) -> tuple[str, str]:
+    """The store's kind and key of a manifest."""
+    meta = doc["metadata"] if isinstance(doc.get("metadata"), dict) else {}
+    kind, name = str(doc.get("kind") or ""), str(meta.get("name") or "")
+    if kind in ("Queue", "PriorityClass", "Node"):
+        return kind, name
+    return kind, f"{meta.get('namespace') or 'default'}/{name}"
+
+
+def _owned(stored: Stored | None) -> bool:
+    """Whether a stored pod has a controller (a Volcano Job, say) that makes it again when it is gone."""
+    refs = ((stored.manifest.get("metadata") or {}).get("ownerReferences") or ()) if stored is not None else ()
+    return any(isinstance(r, dict) and r.get("controller") is True for r in refs)
 
 
 class EmbeddedEffects(CacheEffects):
@@ -429,8 +592,10 @@ class EmbeddedEffects(CacheEffects):
 
     def bind(self, pod: Pod, node: str, annotations: dict[str, str]) -> bool:
         # stored first: once bound in the cache an agent may start it, and a crash must not forget it
+        stored = self.embedded.store.get("Pod", pod.key)
+        ip = self.embedded.network.bound(pod.uid, pod.namespace, stored.manifest if stored is not None else {})
         self.embedded.store.update_status([("Pod", pod.key, {"nodeName": node, "phase": "Running", "reason": None,
-                                                             "annotations": dict(annotations)})])
+                                                             "annotations": dict(annotations), "podIP": ip})])
         return super().bind(pod, node, annotations)
 
     def evict(self, pod: Pod, reason: str) -> None:
@@ -482,8 +647,10 @@ class EmbeddedMode(Mode):
     AGENT_SOCKET = "agent.sock"      # the agents' report stream, in the state folder (unless --listen says otherwise)
 
     def __init__(self, state_dir: Path, *, api_socket: Path | None = None, api_group: int | None = None,
-                 agent_state: Path | None = None, lifecycle: LifecycleConfig | None = None) -> None:
+                 agent_state: Path | None = None, lifecycle: LifecycleConfig | None = None,
+                 pod_cidr: str = DEFAULT_POD_CIDR) -> None:
         super().__init__(register_nodes=True)  # an agent that reports is a node
+        self.pod_cidr = pod_cidr
         self.state_dir, self.api_group = state_dir, api_group
         self.lifecycle = lifecycle or LifecycleConfig()
         self._stop: threading.Event | None = None
@@ -505,7 +672,8 @@ class EmbeddedMode(Mode):
             raise StoreError(str(exc)) from None
         for path in files:  # and new ones too (serve's umask already makes them so)
             private_file(path)
-        self.embedded = Embedded(cache, store, agent_state=self.agent_state, lifecycle=self.lifecycle)
+        self.embedded = Embedded(cache, store, agent_state=self.agent_state, lifecycle=self.lifecycle,
+                                 pod_cidr=self.pod_cidr)
         log.info("embedded store %s: %d object(s) loaded", store.path, self.embedded.load())
         self._stop = stop
         return self.embedded.effects
@@ -518,6 +686,10 @@ class EmbeddedMode(Mode):
         self.control.start()
         log.info("control API on %s", self.api_socket)
         self.embedded.nodes.start(self._stop or threading.Event())
+        # Volcano Jobs: a Job naming no scheduler is this one's; pods wait for enqueue when it is configured
+        self.embedded.controllers.configure(scheduler_names=scheduler.scheduler_names,
+                                            wait_for_admission="enqueue" in scheduler.config.actions)
+        self.embedded.controllers.start(self._stop or threading.Event())
 
     def pod_actions(self) -> PodActions | None:
         return self.embedded.pod_actions if self.embedded is not None else None
@@ -527,5 +699,6 @@ class EmbeddedMode(Mode):
             self.control.stop()
         if self.embedded is not None:
             self.embedded.nodes.join()  # the loop ends with serve's stop event
+            self.embedded.controllers.join()
             scheduler.effects.flush()
             self.embedded.store.close()

@@ -32,7 +32,8 @@ from scheduler.sqlitefile import open_owned, transaction
 
 APPLICATION_ID = 0x53434F53  # "SCOS": marks a SQLite file as a Scoria embedded store
 SCHEMA_VERSION = 1
-KINDS = ("PriorityClass", "Queue", "Node", "PodGroup", "Pod")  # the order objects are loaded in
+KINDS = ("PriorityClass", "Queue", "Node", "PodGroup", "Pod")  # the order objects are loaded in (then the rest:
+# the Volcano Jobs and Commands and the objects their controller makes, read by the controllers' host)
 
 
 class StoreError(InputError):
@@ -108,6 +109,13 @@ class Store:
         out = [self._row(*row) for row in rows]
         return sorted(out, key=lambda s: (order.get(s.kind, 99), s.key))
 
+    def of_kind(self, kind: str) -> list[Stored]:
+        """Every object of one kind, by key."""
+        with self._lock, self._faults("be read"):
+            rows = self._db.execute("SELECT CAST(kind AS BLOB), CAST(key AS BLOB), CAST(manifest AS BLOB), "
+                                    "CAST(status AS BLOB) FROM objects WHERE kind=? ORDER BY key", (kind,)).fetchall()
+        return [self._row(*row) for row in rows]
+
     def get(self, kind: str, key: str) -> Stored | None:
         with self._lock, self._faults("be read"):
             row = self._db.execute("SELECT CAST(manifest AS BLOB), CAST(status AS BLOB) FROM objects "
@@ -155,6 +163,27 @@ class Store:
                 status.update(fields)
                 db.execute("UPDATE objects SET status=? WHERE kind=? AND key=?",
                            (json.dumps(status, sort_keys=True), kind, key))
+
+    def commit(self, writes: list[Stored | tuple[str, str] | tuple[str, str, dict]]) -> None:
+        """Several changes in one transaction, in order: a :class:`Stored` is put (manifest and status replaced),
+        ``(kind, key)`` deleted, ``(kind, key, fields)`` merged into a status (as :meth:`update_status`)."""
+        if not writes:
+            return
+        with self._tx() as db:
+            for w in writes:
+                if isinstance(w, Stored):
+                    db.execute("INSERT OR REPLACE INTO objects (kind, key, manifest, status) VALUES (?, ?, ?, ?)",
+                               (w.kind, w.key, json.dumps(w.manifest, sort_keys=True),
+                                json.dumps(w.status, sort_keys=True)))
+                elif len(w) == 2:
+                    db.execute("DELETE FROM objects WHERE kind=? AND key=?", w)
+                else:
+                    row = db.execute("SELECT status FROM objects WHERE kind=? AND key=?", w[:2]).fetchone()
+                    if row is not None:
+                        status = json.loads(row[0])
+                        status.update(w[2])
+                        db.execute("UPDATE objects SET status=? WHERE kind=? AND key=?",
+                                   (json.dumps(status, sort_keys=True), *w[:2]))
 
     def delete(self, kind: str, key: str) -> bool:
         with self._tx() as db:
