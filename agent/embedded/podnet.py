@@ -8,8 +8,10 @@ host's address in the pod range (the gateway).  Pods reach each other and the ho
 all listen on the same port, and have no route off the machine (nothing is forwarded or masqueraded;
 a pod that needs the outside world runs with ``hostNetwork: true``).
 
-Names are per agent (``tag``, from its state folder), so several agents on one machine share the bridge
-and never take each other's namespaces: :meth:`PodNetwork.sweep` removes only this agent's namespaces
+The bridge of the default pod range is ``scoria0``; another range's is ``scoria-<8 hex>`` (from the range),
+so two embedded clusters with different ``--pod-cidr`` on one machine keep apart.  Namespace names are per
+agent (``tag``, from its state folder), so several agents on one machine share a bridge and never take each
+other's namespaces: :meth:`PodNetwork.sweep` removes only this agent's namespaces
 that no held pod owns (what a killed agent left).  Everything goes through the ``ip`` command
 (iproute2), a few calls per pod; a failure is a :class:`NetworkError` naming the pod and the command.
 """
@@ -28,10 +30,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.embedded.host import LOGGER
+from proto.vocab.podcontext import DEFAULT_POD_CIDR
 
 log = logging.getLogger(LOGGER)
 
-BRIDGE = "scoria0"
+BRIDGE = "scoria0"  # the bridge of the default pod range (proto.vocab.podcontext.DEFAULT_POD_CIDR)
 NETNS_DIR = Path("/run/netns")
 PREFIX = "scoria-"
 IP_TIMEOUT = 10.0
@@ -87,9 +90,15 @@ class PodAddress:
 class PodNetwork:
     """Network namespaces for one agent's pods, on the machine's pod bridge."""
 
-    def __init__(self, tag: str, *, run: Runner = run_ip, netns_dir: Path = NETNS_DIR, bridge: str = BRIDGE):
+    def __init__(self, tag: str, *, run: Runner = run_ip, netns_dir: Path = NETNS_DIR, bridge: str | None = None):
         self.tag = hashlib.sha1(tag.encode()).hexdigest()[:6]
-        self.run, self.netns_dir, self.bridge = run, netns_dir, bridge
+        self.run, self.netns_dir, self.fixed_bridge = run, netns_dir, bridge
+        self.bridges: set[str] = set()  # the bridges this agent's pods were put on
+
+    def bridge_of(self, cidr: str) -> str:
+        if self.fixed_bridge is not None:
+            return self.fixed_bridge
+        return BRIDGE if cidr == DEFAULT_POD_CIDR else "scoria-" + hashlib.sha1(cidr.encode()).hexdigest()[:8]
 
     # -- names -------------------------------------------------------------------------------------
     def netns(self, uid: str) -> str:
@@ -126,12 +135,14 @@ class PodNetwork:
     def setup(self, uid: str, address: PodAddress) -> str:
         """The pod's namespace with its address (made again if it exists: a pod starting anew); its name."""
         name = self.netns(uid)
-        self._bridge(address)
+        bridge = self.bridge_of(address.cidr)
+        self._bridge(address, bridge)
+        self.bridges.add(bridge)
         veth = self.veth(name)
         if (self.netns_dir / name).exists():
             self.teardown(uid)
         self.run(["-batch", "-"], f"netns add {name}\nlink add {veth} type veth peer name eth0 netns {name}\n"
-                                  f"link set {veth} master {self.bridge} up\n")
+                                  f"link set {veth} master {bridge} up\n")
         try:
             self.run(["-n", name, "-batch", "-"], f"addr add {address.ip}/{address.prefix} dev eth0\n"
                                                   "link set eth0 up\nlink set lo up\n")
@@ -175,32 +186,32 @@ class PodNetwork:
         return gone
 
     # -- the bridge --------------------------------------------------------------------------------
-    def _bridge(self, address: PodAddress) -> None:
+    def _bridge(self, address: PodAddress, bridge: str) -> None:
         """The bridge, up, with the gateway address; made when missing.  A bridge with another range is
         refused (another scheduler's pods use it), as is a range some other route of this machine covers."""
         want = f"{address.gateway}/{address.prefix}"
         try:
-            shown = json.loads(self.run(["-j", "addr", "show", "dev", self.bridge], "") or "[]")
+            shown = json.loads(self.run(["-j", "addr", "show", "dev", bridge], "") or "[]")
         except NetworkError:
             shown = []
         except ValueError as exc:
-            raise NetworkError(f"ip -j addr show dev {self.bridge}: unreadable output ({exc})") from None
+            raise NetworkError(f"ip -j addr show dev {bridge}: unreadable output ({exc})") from None
         if not shown:
-            self._check_free(address)
-            self.run(["-batch", "-"], f"link add {self.bridge} type bridge\naddr add {want} dev {self.bridge}\n"
-                                      f"link set {self.bridge} up\n")
+            self._check_free(address, bridge)
+            self.run(["-batch", "-"], f"link add {bridge} type bridge\naddr add {want} dev {bridge}\n"
+                                      f"link set {bridge} up\n")
             return
         have = [f"{a.get('local')}/{a.get('prefixlen')}" for a in shown[0].get("addr_info") or ()
                 if a.get("family") == "inet"]
         if want not in have:
             if have:
-                raise NetworkError(f"bridge {self.bridge} has {', '.join(have)}, not the pod range's gateway {want} "
+                raise NetworkError(f"bridge {bridge} has {', '.join(have)}, not the pod range's gateway {want} "
                                    "(pods of another scheduler use it?)")
-            self.run(["addr", "add", want, "dev", self.bridge], "")
+            self.run(["addr", "add", want, "dev", bridge], "")
         if "UP" not in (shown[0].get("flags") or ()):
-            self.run(["link", "set", self.bridge, "up"], "")
+            self.run(["link", "set", bridge, "up"], "")
 
-    def _check_free(self, address: PodAddress) -> None:
+    def _check_free(self, address: PodAddress, bridge: str) -> None:
         try:
             routes = json.loads(self.run(["-j", "route", "show"], "") or "[]")
         except (NetworkError, ValueError):
@@ -208,7 +219,7 @@ class PodNetwork:
         net = ipaddress.IPv4Network(address.cidr)
         for route in routes:
             dst = str(route.get("dst") or "")
-            if dst in ("", "default") or route.get("dev") == self.bridge:
+            if dst in ("", "default") or route.get("dev") == bridge:
                 continue
             try:
                 other = ipaddress.IPv4Network(dst if "/" in dst else f"{dst}/32", strict=False)
@@ -219,11 +230,12 @@ class PodNetwork:
                                    f"{route.get('dev')}: start the scheduler with another --pod-cidr")
 
     def close(self) -> None:
-        """Remove the bridge if no pod is attached to it any more (another agent's may be)."""
-        ports = Path("/sys/class/net") / self.bridge / "brif"
-        try:
-            if not ports.exists() or any(ports.iterdir()):
-                return
-            self.run(["link", "del", self.bridge], "")
-        except (OSError, NetworkError) as exc:
-            log.warning("local runtime: cannot remove bridge %s: %s", self.bridge, exc)
+        """Remove the bridges this agent used that no pod is attached to any more (another agent's may be)."""
+        for bridge in sorted(self.bridges):
+            ports = Path("/sys/class/net") / bridge / "brif"
+            try:
+                if not ports.exists() or any(ports.iterdir()):
+                    continue
+                self.run(["link", "del", bridge], "")
+            except (OSError, NetworkError) as exc:
+                log.warning("local runtime: cannot remove bridge %s: %s", bridge, exc)

@@ -105,6 +105,8 @@ class LocalRuntime:
         if network is not None:  # what an agent killed on this state folder left and no pod owns
             for name in network.sweep({p.record.uid for p in self.held if p.record.netns}):
                 log.info("local runtime: removed leftover network namespace %s", name)
+            network.bridges.update(network.bridge_of(p.spec.network.address.cidr) for p in self.held
+                                   if p.spec is not None and p.spec.network.address is not None)
 
     # -- what the runtime works with ---------------------------------------------------------------
     @property
