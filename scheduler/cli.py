@@ -134,8 +134,13 @@ def build_parser() -> argparse.ArgumentParser:
     kube.add_argument("--kube-burst", type=int, default=100, metavar="N", help="requests at once (default 100)")
     kube.add_argument("--resync", type=float, default=600.0, metavar="SECONDS",
                       help="list every kind again this often, to repair anything a watch missed (default 600)")
+    kube.add_argument("--no-job-controllers", action="store_true",
+                      help="do not run the Volcano Job and PodGroup controllers (leave batch.volcano.sh Jobs and "
+                           "plain workloads' PodGroups to Volcano's own controller-manager)")
     from scheduler.modes.embedded.client import add_commands
     add_commands(sub)
+    from scheduler.vcctl.cli import add_commands as add_vcctl_commands
+    add_vcctl_commands(sub)
     return parser
 
 
@@ -247,7 +252,8 @@ def select_mode(args: argparse.Namespace) -> Mode:
         return kubernetes.KubernetesMode(
             client, scheduler_names=tuple(names), qps=args.kube_qps, burst=args.kube_burst, resync=args.resync,
             leader_elect=args.leader_elect, lease_name=args.lease_name, lease_namespace=args.lease_namespace,
-            lease_duration=args.lease_duration, renew_deadline=args.renew_deadline, retry_period=args.retry_period)
+            lease_duration=args.lease_duration, renew_deadline=args.renew_deadline, retry_period=args.retry_period,
+            controllers=not args.no_job_controllers)
     return Mode(register_nodes=args.register_nodes)
 
 
@@ -365,6 +371,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in ("apply", "get", "describe", "logs", "delete", "top"):
             from scheduler.modes.embedded.client import run
             return run(args)
+        if args.command in ("job", "queue"):
+            from scheduler.vcctl.cli import run as run_vcctl
+            return run_vcctl(args)
     except InputError as exc:  # bad input is one line; anything else is a bug and stays a traceback
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

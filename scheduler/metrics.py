@@ -72,9 +72,20 @@ class SchedulerMetrics:
                                     ["kind"], registry=r)
         self.leader = Gauge("scoria_scheduler_leader", "1 while this replica holds the Lease and schedules",
                             registry=r)
+        # the Volcano Job and PodGroup controllers (Kubernetes mode: the leader's)
+        self.controller_reconciles = Counter("scoria_scheduler_controller_reconciles_total",
+                                             "Reconciles of the Job and PodGroup controllers by result (quiet: nothing "
+                                             "written, wrote, failed: some write refused and retried)", ["result"],
+                                             registry=r)
+        self.controller_seconds = Histogram("scoria_scheduler_controller_reconcile_seconds",
+                                            "Duration of one reconcile of the controllers", registry=r)
 
     def kube_write(self, kind: str, result: str) -> None:
         self.kube_writes.labels(kind, result).inc()
+
+    def controller_reconcile(self, *, seconds: float, writes: int, failures: int) -> None:
+        self.controller_seconds.observe(seconds)
+        self.controller_reconciles.labels("failed" if failures else "wrote" if writes else "quiet").inc()
 
     def cycle(self, *, seconds: float, binds: int, evictions: int, pending: int) -> None:
         self.cycle_seconds.observe(seconds)

@@ -57,11 +57,40 @@ SCHEDULER_RIGHTS = {
     ("cluster", "scheduling.volcano.sh", "podgroups/status", "*"): {"update", "patch"},
     ("cluster", "scheduling.volcano.sh", "queues/status", "*"): {"update", "patch"},
     ("cluster", "scheduling.k8s.io", "priorityclasses", "*"): R,
+    ("cluster", "", "namespaces", "*"): R,
     ("cluster", "policy", "poddisruptionbudgets", "*"): R,
     (NAMESPACE, "coordination.k8s.io", "leases", "*"): {"create"},
     (NAMESPACE, "coordination.k8s.io", "leases", "scoria-scheduler"): {"get", "update"},
     (NAMESPACE, "", "configmaps", "*"): R,
 }
+# What the Volcano Job and PodGroup controllers add (scheduler/modes/kubernetes/controllers.py): they read from
+# informers (list, watch: never get), create what a Job needs, delete what it no longer needs.  A ".../finalizers"
+# update is what kube's OwnerReferencesPermissionEnforcement admission asks of whoever sets blockOwnerDeletion on an
+# owner reference to that kind (a Job's pods and objects; a plain workload's PodGroup copies its pod's references).
+# tests/scheduler/modes/test_kubernetes_jobs.py checks every request they make is granted, and each of these used.
+CONTROLLER_RIGHTS = {
+    ("cluster", "batch.volcano.sh", "jobs", "*"): {"list", "watch", "delete"},    # delete: ttlSecondsAfterFinished
+    ("cluster", "batch.volcano.sh", "jobs/status", "*"): {"patch"},
+    ("cluster", "batch.volcano.sh", "jobs/finalizers", "*"): {"update"},
+    ("cluster", "bus.volcano.sh", "commands", "*"): {"list", "watch", "delete"},  # delete: a Command once taken
+    ("cluster", "", "pods", "*"): {"create", "delete"},                           # patch (annotations) as above
+    ("cluster", "scheduling.volcano.sh", "podgroups", "*"): {"create", "update", "delete"},
+    ("cluster", "", "services", "*"): {"list", "watch", "create", "delete"},       # svc, ray
+    ("cluster", "", "configmaps", "*"): {"list", "watch", "create", "update", "delete"},  # svc: the hosts
+    ("cluster", "", "secrets", "*"): {"list", "watch", "create", "update", "delete"},     # ssh: the keys
+    ("cluster", "", "persistentvolumeclaims", "*"): {"list", "watch", "create"},  # volumes[].volumeClaim
+    ("cluster", "networking.k8s.io", "networkpolicies", "*"): {"list", "watch", "create", "delete"},  # svc
+    ("cluster", "apps", "replicasets", "*"): {"list", "watch"},                   # owners' annotations, scale 0
+    ("cluster", "apps", "statefulsets", "*"): {"list", "watch"},
+    ("cluster", "apps", "daemonsets", "*"): {"list", "watch"},
+    ("cluster", "batch", "jobs", "*"): {"list", "watch"},
+    ("cluster", "apps", "replicasets/finalizers", "*"): {"update"},
+    ("cluster", "apps", "statefulsets/finalizers", "*"): {"update"},
+    ("cluster", "apps", "daemonsets/finalizers", "*"): {"update"},
+    ("cluster", "batch", "jobs/finalizers", "*"): {"update"},
+}
+for _key, _verbs in CONTROLLER_RIGHTS.items():
+    SCHEDULER_RIGHTS[_key] = SCHEDULER_RIGHTS.get(_key, set()) | _verbs
 AGENT_RIGHTS = {
     ("cluster", "", "pods", "*"): R,                                  # fieldSelector spec.nodeName=NODE
     ("cluster", "", "pods/eviction", "*"): {"create"},

@@ -3,12 +3,14 @@
 It serves the part of the REST and watch API that Scoria's scheduler and agent use, with the API
 server's shapes, status codes and ``Status`` bodies, on a loopback socket:
 
-* resources (:data:`RESOURCES`): core ``v1`` pods, nodes, namespaces, events, configmaps;
-  ``scheduling.k8s.io/v1`` priorityclasses; ``policy/v1`` poddisruptionbudgets;
-  ``coordination.k8s.io/v1`` leases; ``events.k8s.io/v1`` events; Volcano's
-  ``scheduling.volcano.sh/v1beta1`` podgroups and queues.  The Volcano kinds follow the CRDs we ship
-  (``daemonset/crds``): scope, status subresource (queues have one, podgroups do NOT, as in Volcano) and
-  the structural schema (defaults, pruning of unknown fields, required fields, types, enums, patterns);
+* resources (:data:`RESOURCES`): core ``v1`` pods, nodes, namespaces, events, configmaps, secrets, services,
+  persistentvolumeclaims; ``scheduling.k8s.io/v1`` priorityclasses; ``policy/v1`` poddisruptionbudgets;
+  ``coordination.k8s.io/v1`` leases; ``events.k8s.io/v1`` events; ``networking.k8s.io/v1`` networkpolicies;
+  ``apps/v1`` deployments, replicasets, statefulsets, daemonsets; ``batch/v1`` jobs; Volcano's
+  ``scheduling.volcano.sh/v1beta1`` podgroups and queues, ``batch.volcano.sh/v1alpha1`` jobs and
+  ``bus.volcano.sh/v1alpha1`` commands.  The Volcano kinds follow the CRDs we ship
+  (``daemonset/crds``): scope, status subresource (queues and jobs have one, podgroups do NOT, as in Volcano)
+  and the structural schema (defaults, pruning of unknown fields, required fields, types, enums, patterns);
 * verbs: list (``labelSelector``, ``fieldSelector``, ``limit``/``continue``), watch (``watch=true``,
   ``resourceVersion``, ``timeoutSeconds``, ``allowWatchBookmarks``; 410 ``Expired`` for a
   resourceVersion older than the kept history), get, create, update (409 on a stale resourceVersion),
@@ -17,7 +19,8 @@ server's shapes, status codes and ``Status`` bodies, on a loopback socket:
   ``bindings``, and discovery (``/api``, ``/apis``, ``/api/v1``, ``/apis/G/V``, ``/version``);
 * what the server itself does: uid, resourceVersion, creationTimestamp, generation; pod defaults
   (schedulerName, requests from limits, priority from the PriorityClass, status Pending with the QoS
-  class); no write and no event for an update that changes nothing; selector-filtered watches see an
+  class); a namespace's ``kubernetes.io/metadata.name`` label (its name) on every create and update; no
+  write and no event for an update that changes nothing; selector-filtered watches see an
   object that leaves the selection as ``DELETED`` and one that enters it as ``ADDED``; an eviction reads the
   one selecting budget's STATUS (429 while ``observedGeneration`` lags — a fresh budget — or
   ``disruptionsAllowed`` is 0) and decrements ``disruptionsAllowed`` itself, as kube's EvictionREST does; it
@@ -26,17 +29,35 @@ server's shapes, status codes and ``Status`` bodies, on a loopback socket:
   :meth:`FakeApiServer.finish_terminating`); binding checks the Binding's uid/resourceVersion preconditions and
   refuses gated pods (409); creates need their Namespace (404); names, quantities, pod conditions and events'
   namespaces are validated (422; an unparseable quantity 400); watches stay open until ``timeoutSeconds``,
-  silent but for bookmarks (asked for) every ``bookmark_interval`` seconds and at the end.
+  silent but for bookmarks (asked for) every ``bookmark_interval`` seconds and at the end;
+* the kinds' own rules where a controller meets them: a Service gets a cluster IP (kept when an update leaves it
+  out, immutable once set; none for a headless one), its ports' protocol and targetPort; a Secret's ``data`` is
+  base64 (else 400) and ``stringData`` is folded into it; Secret and ConfigMap keys are checked and ``immutable``
+  holds; a PersistentVolumeClaim needs access modes and a storage request, starts ``Pending`` and its spec is
+  immutable; a NetworkPolicy's ``policyTypes`` are defaulted; an apps/v1 workload needs a selector matching its
+  template; on create a built-in kind's status is the server's, never the client's;
+* garbage collection through ``ownerReferences``, as kube's garbage collector does it, in a thread of its own
+  (so, as in a cluster, owned objects go a moment AFTER their owner): a deletion's ``propagationPolicy``
+  (``Background`` by default, ``Orphan`` for ``batch/v1`` jobs as kube keeps it; ``orphanDependents``) —
+  background deletes the owner now and its dependents after, foreground marks the owner (finalizer
+  ``foregroundDeletion``) until the dependents that ``blockOwnerDeletion`` are gone, orphan (finalizer
+  ``orphan``) takes the owner's references off its dependents first; a dependent none of whose owners exists
+  (matched by kind, name, namespace AND uid) is deleted, with a uid precondition, and one with some owner left
+  loses the references to the missing ones.  An object created owned by an object that does not exist is
+  therefore collected: seed owners first.
 
 For tests, a :class:`FakeApiServer` (``watch_cap``: the longest a watch stays open, seconds, None (default)
 for ``timeoutSeconds`` alone; ``bookmark_interval``; ``history``: events kept for watches; ``graceful_pods``
 (default True): deleting a bound pod only marks it, as before a kubelet finishes it; ``require_namespaces``
-(default True): creates need the Namespace;
+(default True): creates need the Namespace; ``garbage_collector`` (default True): the collector runs by
+itself, ``gc_delay`` seconds after the change that made garbage (False: only when ``collect_garbage()`` is
+called);
 ``status_subresource={"podgroups": True}`` overrides a kind's status subresource) has:
 
 * ``client()`` (an ``ApiClient``), ``core_v1()``; ``url``;
 * controllers' stand-ins, run when a test says: ``sync_budgets()`` (the disruption controller: PDB status),
-  ``finish_terminating(everything=False)`` (kubelets: pods whose grace period is over are removed);
+  ``finish_terminating(everything=False)`` (kubelets: pods whose grace period is over are removed),
+  ``collect_garbage()`` (the garbage collector's pending work, now; ``wait_collected()`` waits for its thread);
 * seeding that bypasses admission (each write still a resourceVersion and an event; a namespaced object's
   Namespace is made if missing): ``put(obj)``, ``put_namespace(name)``,
   ``put_pod``, ``put_node``, ``delete_pod``, ``remove(what, name, namespace)``; reading:
@@ -57,11 +78,14 @@ log and failure injection, routing and discovery, and the verbs, all under one l
 (:class:`Request`, ``ROUTES``: (what a request addresses, method) -> one small function per verb and
 subresource); the HTTP handler (read, log, inject a failure, answer, or stream a watch).
 
-It does not implement: authentication and authorization, admission webhooks (Volcano's included),
+It does not implement: authentication and authorization (tests check RBAC against the request log),
+admission webhooks (Volcano's included) and the OwnerReferencesPermissionEnforcement admission plugin,
 server-side apply, ``resourceVersion`` semantics on list (always the latest), watch ``sendInitialEvents``,
-the garbage collector (ownerReferences), controllers running by themselves (see ``sync_budgets`` and
+controllers running by themselves other than the garbage collector (see ``sync_budgets`` and
 ``finish_terminating``; the budgets' expected count is the pods selected, not their controllers' scale; a
-Running pod without a Ready condition counts as ready), namespace termination phases (deleting a namespace deletes its objects at
+Running pod without a Ready condition counts as ready; no ReplicaSet makes pods, no Service gets endpoints, no
+claim is bound), the garbage collector's cycle detection and its handling of owners of kinds it does not serve
+(such references are left alone), namespace termination phases (deleting a namespace deletes its objects at
 once), ``managedFields``, field validation, protobuf/CBOR/YAML bodies, validation of built-in kinds beyond
 what is noted above, the shared storage of core and ``events.k8s.io`` Events.
 """
@@ -177,7 +201,16 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("", "v1", "namespaces", "Namespace", False, status=True, fields=("status.phase",)),
     Resource("", "v1", "events", "Event", True, fields=EVENT_FIELDS),
     Resource("", "v1", "configmaps", "ConfigMap", True),
+    Resource("", "v1", "secrets", "Secret", True, fields=("type",)),
+    Resource("", "v1", "services", "Service", True, status=True),
+    Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True, status=True),
     Resource("", "v1", "bindings", "Binding", True, virtual=True),
+    Resource("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", True),
+    Resource("apps", "v1", "deployments", "Deployment", True, status=True),
+    Resource("apps", "v1", "replicasets", "ReplicaSet", True, status=True),
+    Resource("apps", "v1", "statefulsets", "StatefulSet", True, status=True),
+    Resource("apps", "v1", "daemonsets", "DaemonSet", True, status=True),
+    Resource("batch", "v1", "jobs", "Job", True, status=True),
     Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False),
     Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, status=True),
     Resource("coordination.k8s.io", "v1", "leases", "Lease", True),
@@ -722,6 +755,14 @@ def event_namespace_errors(event: dict) -> list[str]:
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 
+def _name_label(namespace: dict) -> None:
+    """The API server sets ``kubernetes.io/metadata.name`` on every namespace it creates or updates."""
+    meta = namespace["metadata"]
+    if not isinstance(meta.get("labels"), dict):
+        meta["labels"] = {}
+    meta["labels"]["kubernetes.io/metadata.name"] = meta["name"]
+
+
 def _namespace(name: str, now: str) -> dict:
     return {"apiVersion": "v1", "kind": "Namespace",
             "metadata": {"name": name, "uid": str(uuid.uuid4()), "creationTimestamp": now, "generation": 1,
@@ -770,6 +811,99 @@ def _content(res: Resource, obj: dict) -> dict:
     custom resource without a status subresource."""
     skip = ("metadata", "kind", "apiVersion") + (() if res.crd and not res.status else ("status",))
     return {k: v for k, v in obj.items() if k not in skip}
+
+
+# -- other built-in kinds (pkg/registry/*/strategy.go, pkg/apis/*/validation) --------------------------------
+CONFIG_KEY = r"[-._a-zA-Z0-9]+"
+APPS_WORKLOADS = (("apps", "deployments"), ("apps", "replicasets"), ("apps", "statefulsets"), ("apps", "daemonsets"))
+#: a deletion's default propagation where it is not Background (kube keeps Orphan for batch/v1 jobs)
+ORPHAN_BY_DEFAULT = {("batch", "jobs")}
+#: the finalizers the garbage collector works through, by the propagation that sets them
+GC_FINALIZERS = {"Orphan": "orphan", "Foreground": "foregroundDeletion"}
+
+
+def config_key_errors(obj: dict, field: str) -> list[str]:
+    """kube's IsConfigMapKey for the keys of a ConfigMap's or Secret's ``data`` (and ``binaryData``)."""
+    errors = []
+    for key in (obj.get(field) or {}):
+        if not (len(key) <= 253 and re.fullmatch(CONFIG_KEY, key) and key not in (".", "..")):
+            errors.append(f"{field}[{key}]: Invalid value: {_show(key)}: a valid config key must consist of "
+                          f"alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or "
+                          f"'key-name', regex used for validation is '{CONFIG_KEY}')")
+    return errors
+
+
+def normalize_secret(obj: dict) -> None:
+    """A Secret as the API server decodes it: ``data`` values are base64 (400 otherwise: the body cannot be
+    decoded), ``stringData`` overrides ``data`` and is never stored, ``type`` defaults to Opaque."""
+    for key, value in (obj.get("data") or {}).items():
+        try:
+            if not isinstance(value, str):
+                raise ValueError("not a string")
+            base64.b64decode(value.encode(), validate=True)
+        except (ValueError, TypeError):
+            raise bad_request(f'Secret in version "v1" cannot be handled as a Secret: illegal base64 data at '
+                              f"input byte 0 (data[{key}])") from None
+    if obj.get("stringData"):
+        data = obj.setdefault("data", {})
+        for key, value in obj.pop("stringData").items():
+            data[key] = base64.b64encode(str(value).encode()).decode()
+    obj.pop("stringData", None)
+    obj.setdefault("type", "Opaque")
+
+
+def service_defaults(obj: dict) -> list[str]:
+    """A Service's defaults (type, session affinity, protocols, target ports, address families) and the
+    errors kube's validation finds in the rest; the cluster IP is the caller's to allocate."""
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("type", "ClusterIP")
+    spec.setdefault("sessionAffinity", "None")
+    errors = []
+    headless = spec.get("clusterIP") == "None"
+    if not spec.get("ports") and not headless and spec["type"] != "ExternalName":
+        errors.append("spec.ports: Required value")
+    ports = spec.get("ports") or []
+    for i, port in enumerate(ports):
+        port.setdefault("protocol", "TCP")
+        number = port.get("port")
+        if not isinstance(number, int) or isinstance(number, bool) or not 1 <= number <= 65535:
+            errors.append(f"spec.ports[{i}].port: Invalid value: {number}: must be between 1 and 65535, inclusive")
+        port.setdefault("targetPort", number)
+        if len(ports) > 1 and not port.get("name"):
+            errors.append(f"spec.ports[{i}].name: Required value")
+    if not headless and spec["type"] != "ExternalName":
+        spec.setdefault("ipFamilies", ["IPv4"])
+        spec.setdefault("ipFamilyPolicy", "SingleStack")
+        spec.setdefault("internalTrafficPolicy", "Cluster")
+    return errors
+
+
+def claim_errors(obj: dict) -> list[str]:
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("volumeMode", "Filesystem")
+    errors = []
+    if not spec.get("accessModes") and not spec.get("dataSourceRef"):
+        errors.append("spec.accessModes: Required value: at least 1 access mode is required")
+    if "storage" not in ((spec.get("resources") or {}).get("requests") or {}):
+        errors.append("spec.resources[storage]: Required value")
+    return errors
+
+
+def workload_errors(obj: dict) -> list[str]:
+    """An apps/v1 workload: a selector is required and must select the template's labels."""
+    spec = obj.get("spec") or {}
+    selector = spec.get("selector")
+    if not selector:
+        return ["spec.selector: Required value"]
+    labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
+    if not selector_matches(selector, labels):
+        return [f"spec.template.metadata.labels: Invalid value: {json.dumps(labels)}: `selector` does not match "
+                f"template `labels`"]
+    return []
+
+
+def owner_refs(obj: dict) -> list[dict]:
+    return [r for r in (obj.get("metadata") or {}).get("ownerReferences") or [] if isinstance(r, dict)]
 
 
 # -- the server ----------------------------------------------------------------------------------------
@@ -843,8 +977,14 @@ class FakeApiServer:
     def __init__(self, *, watch_cap: float | None = None, history: int = 1000, graceful_pods: bool = True,
                  require_namespaces: bool = True, crds: Path | None = CRD_DIR,
                  status_subresource: dict[str, bool] | None = None, resources: tuple[Resource, ...] = RESOURCES,
-                 clock: Callable[[], float] = time.time, bookmark_interval: float = 60.0):
+                 clock: Callable[[], float] = time.time, bookmark_interval: float = 60.0,
+                 garbage_collector: bool = True, gc_delay: float = 0.0):
         self.watch_cap, self.history_limit, self.bookmark_interval = watch_cap, history, bookmark_interval
+        self.garbage_collector, self.gc_delay = garbage_collector, gc_delay
+        # the garbage collector's graph: owner uid -> the objects naming it, and what it must look at again
+        self._dependents: dict[str, set[tuple[tuple[str, str], Any]]] = {}
+        self._gc_work: set[tuple[tuple[str, str], Any]] = set()
+        self._gc_busy = False
         self.graceful_pods, self.require_namespaces, self.clock = graceful_pods, require_namespaces, clock
         self.resources: dict[tuple[str, str, str], Resource] = {}
         self._stores: dict[tuple[str, str], dict] = {}
@@ -868,6 +1008,7 @@ class FakeApiServer:
         self._server = _QuietServer(("127.0.0.1", 0), self)
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
                                         name="fake-apiserver", daemon=True)
+        self._gc_thread = threading.Thread(target=self._gc_loop, name="fake-apiserver-gc", daemon=True)
         for ns in SYSTEM_NAMESPACES:  # as a fresh cluster has them
             self.put_namespace(ns)
 
@@ -878,6 +1019,8 @@ class FakeApiServer:
 
     def start(self) -> FakeApiServer:
         self._thread.start()
+        if self.garbage_collector:
+            self._gc_thread.start()
         return self
 
     def stop(self) -> None:
@@ -961,6 +1104,7 @@ class FakeApiServer:
         self.rv += 1
         obj["metadata"]["resourceVersion"] = str(self.rv)
         store, key = self._store(res), self._key_of(res, obj)
+        self._track_owners(res, key, store.get(key), None if kind == "DELETED" else obj)
         if kind == "DELETED":
             store.pop(key, None)
         else:
@@ -1018,13 +1162,25 @@ class FakeApiServer:
     def put_pod(self, obj: dict) -> None:
         self.put(obj)
 
-    def put_namespace(self, name: str) -> dict:
-        """An Active Namespace (clients' creates in a namespace that does not exist get 404)."""
+    def put_namespace(self, name: str, labels: dict[str, str] | None = None) -> dict:
+        """An Active Namespace (clients' creates in a namespace that does not exist get 404); ``labels``
+        (besides ``kubernetes.io/metadata.name``) replace those of one that exists."""
         with self._cond:
+            res = self.resource("namespaces")
             existing = self._stores[("", "namespaces")].get(name)
             if existing is not None:
-                return _copy(existing)
-            return _copy(self._write(self.resource("namespaces"), "ADDED", _namespace(name, self._now()), None))
+                if labels is None:
+                    return _copy(existing)
+                new = _copy(existing)
+                new["metadata"]["labels"] = dict(labels)
+                _name_label(new)
+                if new == existing:
+                    return new
+                return _copy(self._write(res, "MODIFIED", new, existing))
+            fresh = _namespace(name, self._now())
+            fresh["metadata"]["labels"].update(labels or {})
+            _name_label(fresh)
+            return _copy(self._write(res, "ADDED", fresh, None))
 
     def delete_pod(self, namespace: str, name: str) -> None:
         self.remove("pods", name, namespace)
@@ -1285,13 +1441,71 @@ class FakeApiServer:
     def _prepare_create(self, res: Resource, obj: dict) -> None:
         if res.crd and res.status:
             obj.pop("status", None)
+        self._prepare_kind(res, obj, None)
         if res.store_key == ("", "pods"):
             self._prepare_pod(obj)
         elif res.store_key == ("", "namespaces"):
             obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
             obj["status"] = {"phase": "Active"}
+            _name_label(obj)
         elif res.store_key == ("policy", "poddisruptionbudgets"):
             obj["status"] = {"disruptionsAllowed": 0, "currentHealthy": 0, "desiredHealthy": 0, "expectedPods": 0}
+
+    def _prepare_kind(self, res: Resource, obj: dict, old: dict | None) -> None:
+        """The rules of the kinds a controller creates and updates (``old``: None on create); 422 or 400."""
+        key, name = res.store_key, obj["metadata"]["name"]
+        errors: list[str] = []
+        if key in (("", "configmaps"), ("", "secrets")):
+            if key == ("", "secrets"):
+                normalize_secret(obj)
+            errors += config_key_errors(obj, "data") + config_key_errors(obj, "binaryData")
+            if old is not None and old.get("immutable") and any(obj.get(f) != old.get(f) for f in (
+                    "data", "binaryData", "immutable")):
+                errors.append("data: Forbidden: field is immutable when `immutable` is set")
+        elif key == ("", "services"):
+            errors += service_defaults(obj)
+            spec, before = obj["spec"], (old or {}).get("spec") or {}
+            if old is not None and before.get("clusterIP") and not spec.get("clusterIP") \
+                    and spec.get("type") == before.get("type"):
+                spec["clusterIP"], spec["clusterIPs"] = before["clusterIP"], list(before.get("clusterIPs") or [])
+            if old is not None and before.get("clusterIP") and spec.get("clusterIP") != before["clusterIP"]:
+                errors.append(f"spec.clusterIPs[0]: Invalid value: {json.dumps([spec.get('clusterIP')])}: may not "
+                              f"change once set")
+            elif old is None and spec["type"] != "ExternalName":
+                if not spec.get("clusterIP"):
+                    spec["clusterIP"] = self._cluster_ip()
+                spec["clusterIPs"] = [spec["clusterIP"]]
+        elif key == ("", "persistentvolumeclaims"):
+            errors += claim_errors(obj)
+            if old is not None:
+                fixed = ({k: v for k, v in (o.get("spec") or {}).items() if k not in ("resources", "volumeName")}
+                         for o in (obj, old))
+                if next(fixed) != next(fixed):
+                    errors.append("spec: Forbidden: spec is immutable after creation except resources.requests "
+                                  "and volumeAttributesClassName for bound claims")
+        elif key == ("networking.k8s.io", "networkpolicies"):
+            spec = obj.setdefault("spec", {})
+            spec.setdefault("podSelector", {})
+            if not spec.get("policyTypes"):
+                spec["policyTypes"] = ["Ingress"] + (["Egress"] if spec.get("egress") else [])
+        elif key in APPS_WORKLOADS:
+            errors += workload_errors(obj)
+            if key != ("apps", "daemonsets"):
+                obj.setdefault("spec", {}).setdefault("replicas", 1)
+        if errors:
+            raise invalid(res, name, errors)
+        if old is None and res.status and not res.crd and key in (
+                ("", "services"), ("", "persistentvolumeclaims"), ("batch", "jobs"), *APPS_WORKLOADS):
+            obj["status"] = {"phase": "Pending"} if key == ("", "persistentvolumeclaims") else \
+                {"loadBalancer": {}} if key == ("", "services") else {}
+
+    def _cluster_ip(self) -> str:
+        """The next free address of the service range 10.96.0.0/12 (the first, .1, is the API server's)."""
+        taken = {(o.get("spec") or {}).get("clusterIP") for o in self._store(self.resource("services")).values()}
+        n = 2
+        while f"10.96.{n // 256}.{n % 256}" in taken:
+            n += 1
+        return f"10.96.{n // 256}.{n % 256}"
 
     def _prepare_pod(self, obj: dict) -> None:
         """Defaulting and the Priority admission plugin, as for a pod created through the API."""
@@ -1422,6 +1636,9 @@ class FakeApiServer:
                     result.pop("status", None)
             if res.store_key == ("", "pods"):
                 self._check_pod_update(old, result)
+            elif res.store_key == ("", "namespaces"):
+                _name_label(result)
+            self._prepare_kind(res, result, old)
         result["metadata"]["resourceVersion"] = old_meta.get("resourceVersion")
         result = self._validate(res, result)
         if result == old:
@@ -1461,16 +1678,17 @@ class FakeApiServer:
             raise conflict(res, name, f"Precondition failed: ResourceVersion in precondition: "
                                       f"{pre['resourceVersion']}, ResourceVersion in object meta: "
                                       f"{meta.get('resourceVersion')}")
+        finalizer = GC_FINALIZERS.get(self._propagation(res, old, options))
         is_pod = res.store_key == ("", "pods")
         grace = options.get("gracePeriodSeconds")
         if (is_pod and self.graceful_pods and (old.get("spec") or {}).get("nodeName")
                 and (old.get("status") or {}).get("phase") not in TERMINAL):
             if grace is None:
                 grace = (old.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
-            if grace > 0 or meta.get("finalizers"):
-                return self._mark_deleting(res, old, grace, dry)
-        if meta.get("finalizers"):
-            return self._mark_deleting(res, old, 0, dry)
+            if grace > 0 or meta.get("finalizers") or finalizer:
+                return self._mark_deleting(res, old, grace, dry, finalizer)
+        if meta.get("finalizers") or finalizer:
+            return self._mark_deleting(res, old, 0, dry, finalizer)
         if dry:
             return _copy(old) if is_pod else success(details=_details(res, name, uid=meta.get("uid")))
         if res.store_key == ("", "namespaces"):
@@ -1482,10 +1700,36 @@ class FakeApiServer:
         gone = self._write(res, "DELETED", _copy(old), None)
         return _copy(gone) if is_pod else success(details=_details(res, name, uid=meta.get("uid")))
 
-    def _mark_deleting(self, res: Resource, old: dict, grace: int, dry: bool) -> dict:
+    def _propagation(self, res: Resource, obj: dict, options: dict) -> str:
+        """The deletion's propagation policy: asked for (``propagationPolicy``, or the older ``orphanDependents``),
+        else what the object's finalizers already say, else the kind's default (kube's
+        DefaultGarbageCollectionPolicy: Orphan for batch/v1 jobs, Background for the rest)."""
+        policy, orphan = options.get("propagationPolicy"), options.get("orphanDependents")
+        if policy is not None and orphan is not None:
+            raise invalid(res, obj["metadata"]["name"], [
+                f'propagationPolicy: Invalid value: "{policy}": orphanDependents and deletionPropagation cannot be '
+                f'both set'])
+        if policy is not None and policy not in ("Orphan", "Background", "Foreground"):
+            raise invalid(res, obj["metadata"]["name"], [
+                f'propagationPolicy: Unsupported value: "{policy}": supported values: "Foreground", "Background", '
+                f'"Orphan", "nil"'])
+        if orphan is not None:
+            return "Orphan" if orphan else "Background"
+        if policy is not None:
+            return policy
+        finalizers = obj["metadata"].get("finalizers") or []
+        if "orphan" in finalizers:
+            return "Orphan"
+        if "foregroundDeletion" in finalizers:
+            return "Foreground"
+        return "Orphan" if res.store_key in ORPHAN_BY_DEFAULT else "Background"
+
+    def _mark_deleting(self, res: Resource, old: dict, grace: int, dry: bool, finalizer: str | None = None) -> dict:
         if old["metadata"].get("deletionTimestamp"):
             return _copy(old)
         new = _copy(old)
+        if finalizer and finalizer not in (new["metadata"].get("finalizers") or []):
+            new["metadata"]["finalizers"] = [*(new["metadata"].get("finalizers") or []), finalizer]
         new["metadata"].update(deletionTimestamp=self._now(grace), deletionGracePeriodSeconds=grace)
         new["metadata"]["generation"] = old["metadata"].get("generation", 1) + 1
         return new if dry else _copy(self._write(res, "MODIFIED", new, old))
@@ -1673,6 +1917,175 @@ class FakeApiServer:
         return gone
 
 
+    # -- the garbage collector -------------------------------------------------------------------------------
+    def collect_garbage(self) -> int:
+        """Do the garbage collector's pending work now (kube's attemptToDeleteItem and the orphan and foreground
+        finalizers); how many objects it looked at."""
+        with self._cond:
+            looked = 0
+            while self._gc_work:
+                ident = self._gc_work.pop()
+                looked += 1
+                try:
+                    self._gc_examine(ident)
+                except ApiError:  # a precondition or a rule refused it: as kube's collector, try at the next change
+                    pass
+            self._cond.notify_all()
+            return looked
+
+    def wait_collected(self, timeout: float = 5.0) -> bool:
+        """Wait until the collector's thread has nothing left to do."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._gc_work:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+            return True
+
+    def _gc_loop(self) -> None:
+        with self._cond:
+            while not self._closing:
+                if not self._gc_work:
+                    self._cond.wait()
+                    continue
+                if self.gc_delay:  # as a real collector, a moment behind the change (the lock is free meanwhile)
+                    self._cond.wait(self.gc_delay)
+                self.collect_garbage()
+
+    def _store_resource(self, store_key: tuple[str, str]) -> Resource:
+        return next(r for r in self.resources.values() if r.store_key == store_key and not r.virtual)
+
+    @staticmethod
+    def _finalizing(obj: dict) -> bool:
+        meta = obj["metadata"]
+        return bool(meta.get("deletionTimestamp")) and any(f in GC_FINALIZERS.values()
+                                                            for f in meta.get("finalizers") or [])
+
+    def _track_owners(self, res: Resource, key: Any, before: dict | None, after: dict | None) -> None:
+        """Keep the owner graph in step with one write (``after`` None: a deletion) and note what the collector
+        must look at: the object when it names owners or waits on one of its finalizers, its dependents when it
+        goes, its owners being finalized when its references change or it goes."""
+        ident = (res.store_key, key)
+        old_refs = {str(r.get("uid")) for r in owner_refs(before)} if before is not None else set()
+        new_refs = {str(r.get("uid")) for r in owner_refs(after)} if after is not None else set()
+        for uid in old_refs - new_refs:
+            deps = self._dependents.get(uid)
+            if deps is not None:
+                deps.discard(ident)
+                if not deps:
+                    del self._dependents[uid]
+        for uid in new_refs:
+            self._dependents.setdefault(uid, set()).add(ident)
+        work = set()
+        if after is not None and (new_refs or self._finalizing(after)):
+            work.add(ident)
+        gone = before is not None and (after is None or before["metadata"].get("uid") != after["metadata"].get("uid"))
+        if gone:
+            work |= self._dependents.get(str(before["metadata"].get("uid")), set())
+        if gone or old_refs != new_refs:
+            for dependent in (before, after):
+                for ref in owner_refs(dependent) if dependent is not None else ():
+                    owner_res, owner = self._resolve(res, dependent, ref)
+                    if owner_res is not None and owner is not None and self._finalizing(owner):
+                        work.add((owner_res.store_key, self._key_of(owner_res, owner)))
+        if work:
+            self._gc_work |= work
+
+    def _resolve(self, dep_res: Resource, dependent: dict, ref: dict) -> tuple[Resource | None, dict | None]:
+        """(the owner's resource, the owner) a reference names: the owner None when it does not exist with that
+        uid (dangling); the resource None too when the kind is not served here (the collector cannot tell, and
+        leaves the reference alone)."""
+        group = str(ref.get("apiVersion") or "").rpartition("/")[0]
+        res = next((r for r in self.resources.values() if r.group == group and r.kind == ref.get("kind")
+                    and not r.virtual), None)
+        if res is None:
+            return None, None
+        if res.namespaced and not dep_res.namespaced:
+            return res, None  # a cluster-scoped object cannot be owned by a namespaced one
+        ns = dependent["metadata"].get("namespace") if res.namespaced else None
+        owner = self._store(res).get(self._key(res, ns, str(ref.get("name"))))
+        return res, owner if owner is not None and owner["metadata"].get("uid") == ref.get("uid") else None
+
+    def _gc_examine(self, ident: tuple[tuple[str, str], Any]) -> None:
+        store_key, key = ident
+        res = self._store_resource(store_key)
+        obj = self._store(res).get(key)
+        if obj is None:
+            return
+        meta, uid = obj["metadata"], str(obj["metadata"].get("uid"))
+        finalizers = meta.get("finalizers") or []
+        if meta.get("deletionTimestamp") and "orphan" in finalizers:
+            for _, dep_res, dep in self._dependents_of(uid):
+                new = _copy(dep)
+                refs = [r for r in owner_refs(dep) if r.get("uid") != uid]
+                if refs:
+                    new["metadata"]["ownerReferences"] = refs
+                else:
+                    new["metadata"].pop("ownerReferences", None)
+                self._update(dep_res, dep, new, sub=None, rv_required=False, dry=False)
+            self._drop_finalizer(res, obj, "orphan")
+            return
+        if meta.get("deletionTimestamp") and "foregroundDeletion" in finalizers:
+            blocking = False
+            for dep_key, dep_res, dep in self._dependents_of(uid):
+                blocking |= any(r.get("uid") == uid and r.get("blockOwnerDeletion") for r in owner_refs(dep))
+                if not dep["metadata"].get("deletionTimestamp"):
+                    self._gc_work.add((dep_res.store_key, dep_key))  # its owner waits: it is deleted
+            if not blocking:
+                self._drop_finalizer(res, obj, "foregroundDeletion")
+            return
+        refs = owner_refs(obj)
+        if not refs or meta.get("deletionTimestamp"):
+            return  # nothing owns it, or it is going already
+        solid, dangling, waiting = [], [], []
+        for ref in refs:
+            owner_res, owner = self._resolve(res, obj, ref)
+            if owner_res is not None and owner is None:
+                dangling.append(ref)
+            elif owner is not None and owner["metadata"].get("deletionTimestamp") \
+                    and "foregroundDeletion" in (owner["metadata"].get("finalizers") or []):
+                waiting.append(ref)
+            else:
+                solid.append(ref)
+        if not dangling and not waiting:
+            return
+        if solid:  # some owner is still there: only the references to the missing ones go
+            drop = {r.get("uid") for r in dangling + waiting}
+            new = _copy(obj)
+            new["metadata"]["ownerReferences"] = [r for r in refs if r.get("uid") not in drop]
+            self._update(res, obj, new, sub=None, rv_required=False, dry=False)
+            return
+        if waiting and self._dependents.get(uid):
+            policy = "Foreground"
+        elif "orphan" in finalizers:
+            policy = "Orphan"
+        elif "foregroundDeletion" in finalizers:
+            policy = "Foreground"
+        else:
+            policy = "Background"
+        self._delete(res, meta.get("namespace"), meta["name"], {"preconditions": {"uid": uid},
+                                                                 "propagationPolicy": policy}, False)
+
+    def _dependents_of(self, uid: str) -> list[tuple[Any, Resource, dict]]:
+        out = []
+        for store_key, key in sorted(self._dependents.get(uid, ()), key=repr):
+            res = self._store_resource(store_key)
+            dep = self._store(res).get(key)
+            if dep is not None:
+                out.append((key, res, dep))
+        return out
+
+    def _drop_finalizer(self, res: Resource, obj: dict, finalizer: str) -> None:
+        new = _copy(obj)
+        left = [f for f in new["metadata"].get("finalizers") or [] if f != finalizer]
+        if left:
+            new["metadata"]["finalizers"] = left
+        else:
+            new["metadata"].pop("finalizers", None)
+        self._update(res, obj, new, sub=None, rv_required=False, dry=False)
+
 def _selects(selector: dict | None, labels: dict) -> bool:
     """A budget's selector: nil or empty selects nothing (kube: getPodDisruptionBudgets)."""
     if not selector or not (selector.get("matchLabels") or selector.get("matchExpressions")):
@@ -1828,6 +2241,10 @@ def _delete_object(api: FakeApiServer, req: Request) -> tuple[int, dict]:
     options = _json_body(req.body, allow_empty=True)
     if "gracePeriodSeconds" in req.query:
         options.setdefault("gracePeriodSeconds", int(req.query["gracePeriodSeconds"]))
+    if "propagationPolicy" in req.query:
+        options.setdefault("propagationPolicy", req.query["propagationPolicy"])
+    if "orphanDependents" in req.query:
+        options.setdefault("orphanDependents", req.query["orphanDependents"] in ("true", "1"))
     return 200, api._delete(route.res, route.namespace, route.name, options, req.dry)
 
 

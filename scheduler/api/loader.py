@@ -20,7 +20,7 @@ from proto.codec import report_from_json
 from scheduler.api.fields import refuse_unknown_fields
 from scheduler.api.loadhistory import parse_node_load_history
 from scheduler.api.manifests import ManifestError, object_id, parse_object
-from scheduler.api.objects import DEFAULT_QUEUE, ROOT_QUEUE, Node, Pod, PodGroup, PriorityClass, Queue
+from scheduler.api.objects import DEFAULT_QUEUE, ROOT_QUEUE, Namespace, Node, Pod, PodGroup, PriorityClass, Queue
 from scheduler.api.safeyaml import DEFAULT_LIMITS, Limits, YamlError, construct, iter_nodes
 
 YAML_SUFFIXES = (".yaml", ".yml", ".json")
@@ -58,6 +58,7 @@ class Workload:
     podgroups: list[PodGroup] = field(default_factory=list)
     queues: list[Queue] = field(default_factory=list)
     priority_classes: list[PriorityClass] = field(default_factory=list)
+    namespaces: list[Namespace] = field(default_factory=list)
     # scoria.io/v1 documents by kind (NodeReport, NodeLoadHistory): (name, object) in input order
     scoria: dict[str, list[tuple[str, Any]]] = field(default_factory=dict)
     # documents of the kinds a caller added (load_workload's extra_kinds): kind -> (key, object) in input order
@@ -66,7 +67,7 @@ class Workload:
     documents: dict[tuple[str, str], dict] = field(default_factory=dict)
     sources: dict[tuple[str, str], str] = field(default_factory=dict)
 
-    def add(self, obj: Node | Pod | PodGroup | Queue | PriorityClass, source: str) -> None:
+    def add(self, obj: Node | Pod | PodGroup | Queue | PriorityClass | Namespace, source: str) -> None:
         kind = type(obj).__name__
         key = (kind, getattr(obj, "key", None) or obj.name)
         if key in self.sources:
@@ -84,6 +85,8 @@ class Workload:
                 self.queues.append(obj)
             case PriorityClass():
                 self.priority_classes.append(obj)
+            case Namespace():
+                self.namespaces.append(obj)
 
     def add_scoria(self, kind: str, name: str, obj: Any, source: str) -> None:
         if (kind, name) in self.sources:

@@ -29,10 +29,12 @@ from scheduler.api.hierarchy import HIERARCHY_ANNOTATION, queue_hierarchy
 from scheduler.api.objects import (
     DEFAULT_MAX_PODS,
     DEFAULT_QUEUE,
+    NAMESPACE_NAME_LABEL,
     QUEUE_NAME_ANNOTATION,
     Condition,
     HostPort,
     LabelSelector,
+    Namespace,
     Node,
     Pod,
     PodAffinity,
@@ -50,6 +52,7 @@ from scheduler.api.objects import (
 
 SCHEDULING_GROUP = "scheduling.volcano.sh"
 KINDS = {
+    "Namespace": ("v1",),
     "Node": ("v1",),
     "Pod": ("v1",),
     "PriorityClass": ("scheduling.k8s.io/v1", "scheduling.k8s.io/v1beta1"),
@@ -222,7 +225,7 @@ def object_json(doc: Any, source: str, obj: str) -> str:
     return text
 
 
-def parse_object(doc: Any, source: str) -> Node | Pod | PodGroup | Queue | PriorityClass:
+def parse_object(doc: Any, source: str) -> Node | Pod | PodGroup | Queue | PriorityClass | Namespace:
     """Validate one manifest and return the object it describes."""
     if not isinstance(doc, dict):
         raise ManifestError(source, "", f"expected a Kubernetes object (a mapping), got {type(doc).__name__}")
@@ -244,7 +247,7 @@ def parse_object(doc: Any, source: str) -> Node | Pod | PodGroup | Queue | Prior
     name = f.get(meta, "metadata", "name", str)
     if not name:
         raise f.fail("metadata.name", "missing")
-    if problem := names.dns1123_subdomain(name):
+    if problem := (names.dns1123_label(name) if kind == "Namespace" else names.dns1123_subdomain(name)):
         raise f.fail("metadata.name", problem)
     if kind in NAMESPACED:
         namespace = f.get(meta, "metadata", "namespace", str)
@@ -391,8 +394,9 @@ def _pod_affinity(f: _Fields, spec: dict, namespace: str, labels: dict[str, str]
 def _pod_affinity_term(f: _Fields, raw: Any, path: str, namespace: str, labels: dict[str, str],
                        weight: int) -> PodAffinityTerm:
     """One term, resolved against its pod: namespaces, and matchLabelKeys/mismatchLabelKeys merged into the
-    selector as the API server merges them.  Scoria has no Namespace objects: a ``namespaceSelector`` of ``{}``
-    selects every namespace, any other selects none (the term then looks only at ``namespaces``)."""
+    selector as the API server merges them.  A ``namespaceSelector`` of ``{}`` selects every namespace; any
+    other is kept and matched against the labels of each pod's Namespace, the pods of the listed
+    ``namespaces`` falling under the term too; with neither the term looks at its pod's own namespace."""
     if not isinstance(raw, dict):
         raise f.fail(path, "expected a pod affinity term (a mapping)")
     key = f.get(raw, path, "topologyKey", str, "")
@@ -414,21 +418,20 @@ def _pod_affinity_term(f: _Fields, raw: Any, path: str, namespace: str, labels: 
     for i, ns in enumerate(listed):
         if not isinstance(ns, str) or not ns:
             raise f.fail(f"{path}.namespaces[{i}]", f"expected a namespace name, got {ns!r}")
-    ns_selector = f.get(raw, path, "namespaceSelector", dict)
-    if ns_selector is not None:
-        _label_selector(f, raw, path, "namespaceSelector")  # checked, though only {} can select anything here
+    ns_selector = _label_selector(f, raw, path, "namespaceSelector")
     namespaces: tuple[str, ...] | None
-    if ns_selector is not None and not ns_selector.get("matchLabels") and not ns_selector.get("matchExpressions"):
-        namespaces = None
+    if ns_selector is not None and not ns_selector:  # {}: every namespace
+        namespaces, ns_selector = None, None
     elif listed or ns_selector is not None:
         namespaces = tuple(sorted(set(listed)))
     else:
         namespaces = (namespace,)
-    return PodAffinityTerm(key, selector, namespaces, weight)
+    return PodAffinityTerm(key, selector, namespaces, weight, ns_selector)
 
 
 def _label_selector(f: _Fields, raw: dict, path: str, key: str) -> tuple[Requirement, ...] | None:
-    """A metav1.LabelSelector as requirements (matchLabels as In); None when unset."""
+    """A metav1.LabelSelector as requirements (matchLabels as In); None when unset.  Keys must be label keys
+    and values label values, as the API server validates a pod's affinity selectors."""
     selector = f.get(raw, path, key, dict)
     if selector is None:
         return None
@@ -439,7 +442,13 @@ def _label_selector(f: _Fields, raw: dict, path: str, key: str) -> tuple[Require
         if isinstance(expr, dict) and expr.get("operator") in ("Gt", "Lt"):
             raise f.fail(f"{epath}.operator", f"must be one of {', '.join(_LABEL_OPERATORS)}, "
                                               f"got {expr['operator']!r}")
-        reqs.append(_requirement(f, expr, epath, False))
+        req = _requirement(f, expr, epath, False)
+        if problem := names.qualified_name(req.key):
+            raise f.fail(f"{epath}.key", problem)
+        for j, value in enumerate(req.values):
+            if problem := names.label_value(value):
+                raise f.fail(f"{epath}.values[{j}]", f"{value!r}: {problem}")
+        reqs.append(req)
     return tuple(reqs)
 
 
@@ -862,8 +871,16 @@ def _priority_class(doc: dict, f: _Fields, meta: dict) -> PriorityClass:
     return PriorityClass(meta["name"], value, bool(f.get(doc, "", "globalDefault", bool, False)))
 
 
+def _namespace(doc: dict, f: _Fields, meta: dict) -> Namespace:
+    """A Namespace: its name and labels, ``kubernetes.io/metadata.name`` set to the name as the API server sets it."""
+    labels = f.labels(meta, "metadata", "labels")
+    labels[NAMESPACE_NAME_LABEL] = meta["name"]
+    return Namespace(meta["name"], labels)
+
+
 _PARSERS: dict[str, Callable[[dict, _Fields, dict], Any]] = {
     "Node": _node, "Pod": _pod, "PodGroup": _podgroup, "Queue": _queue, "PriorityClass": _priority_class,
+    "Namespace": _namespace,
 }
 
 

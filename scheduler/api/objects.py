@@ -126,15 +126,19 @@ class PodAffinityTerm:
     matchLabelKeys and mismatchLabelKeys already merged in as the API server
     does (``In``/``NotIn`` the carrier's own value); None for no labelSelector,
     which matches no pod.  ``namespaces``: the namespaces whose pods the term
-    looks at (the carrier's own when the term names none), None for all
-    (``namespaceSelector: {}``).  ``weight``: 1-100 for a preferred term, 0 for
-    a required one.
+    looks at by name (the carrier's own when the term names none and has no
+    namespaceSelector), None for all (``namespaceSelector: {}``).
+    ``namespace_selector``: a non-empty namespaceSelector's requirements, matched
+    against the labels of a pod's Namespace (None: none); a pod falls under
+    the term when its namespace is listed or its Namespace's labels match.
+    ``weight``: 1-100 for a preferred term, 0 for a required one.
     """
 
     topology_key: str
     selector: tuple[Requirement, ...] | None
     namespaces: tuple[str, ...] | None
     weight: int = 0
+    namespace_selector: tuple[Requirement, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,6 +296,27 @@ class Queue:
     allocated: dict[str, int] = field(default_factory=dict)
     implicit: bool = False
     affinity: QueueAffinity | None = None  # spec.affinity; None: not set (the nodegroup plugin may inherit one)
+
+
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # the API server gives every namespace this label, its name
+
+
+@dataclass(slots=True)
+class Namespace:
+    """A ``v1`` Namespace: its labels are what a pod affinity term's ``namespaceSelector`` matches.
+
+    ``labels`` include ``kubernetes.io/metadata.name`` (the name), as the API
+    server sets it on every namespace.  A namespace that pods use but no
+    Namespace object describes has that label alone (:func:`namespace_labels`).
+    """
+
+    name: str
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+def namespace_labels(name: str) -> dict[str, str]:
+    """The labels of a namespace known only by name."""
+    return {NAMESPACE_NAME_LABEL: name}
 
 
 @dataclass(slots=True)

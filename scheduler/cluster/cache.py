@@ -43,7 +43,17 @@ from proto.vocab.placement import (
 )
 from proto.vocab.qos import BATCH_RESOURCES, qos_level
 from scheduler.api.loader import BUILTIN_PRIORITY_CLASSES, Workload
-from scheduler.api.objects import DEFAULT_QUEUE, QUEUE_NAME_ANNOTATION, Condition, Node, Pod, PodGroup, PriorityClass, Queue
+from scheduler.api.objects import (
+    DEFAULT_QUEUE,
+    QUEUE_NAME_ANNOTATION,
+    Condition,
+    Namespace,
+    Node,
+    Pod,
+    PodGroup,
+    PriorityClass,
+    Queue,
+)
 from scheduler.cluster.inventory import InventoryMemo
 from scheduler.cluster.nodeview import NodeTelemetry, node_allocatable
 
@@ -87,29 +97,32 @@ class ChangeJournal:
     annotations), in the order the cache's ``pods`` dict now holds the new ones
     (a pod inserted again moves to the end, as in the dict); ``removed``: those
     that left the dict at some point; ``groups``: PodGroup keys upserted or
-    removed; ``everything``: read the whole cache again (at first, and after a
+    removed; ``namespaces``: a Namespace was added, removed or relabelled;
+    ``everything``: read the whole cache again (at first, and after a
     PriorityClass changed every pod's priority).  A pod's phase, node,
     nomination and termination are not journalled: readers read them live.
     Written under the cache's lock; the reader clears it under the same lock.
     """
 
-    __slots__ = ("pods", "removed", "groups", "everything", "__weakref__")
+    __slots__ = ("pods", "removed", "groups", "namespaces", "everything", "__weakref__")
 
     def __init__(self) -> None:
         self.pods: dict[str, None] = {}
         self.removed: set[str] = set()
         self.groups: set[str] = set()
+        self.namespaces = False
         self.everything = True
 
     def clear(self) -> None:
         self.pods.clear()
         self.removed.clear()
         self.groups.clear()
+        self.namespaces = False
         self.everything = False
 
 
 class ClusterCache:
-    """Nodes, pods, groups, queues and priority classes, guarded by one lock."""
+    """Nodes, pods, groups, queues, priority classes and namespaces, guarded by one lock."""
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
@@ -119,6 +132,8 @@ class ClusterCache:
         self.implicit_groups: dict[str, PodGroup] = {}
         self.queues: dict[str, Queue] = {}
         self.priority_classes: dict[str, PriorityClass] = dict(BUILTIN_PRIORITY_CLASSES)
+        # Namespace objects by name: their labels are what pod affinity terms' namespaceSelectors match
+        self.namespaces: dict[str, Namespace] = {}
         self.generation = 0
         self.node_generation = 0  # changes when a Node is added or replaced
         self._facts: dict[str, PodFacts] = {}
@@ -148,12 +163,12 @@ class ClusterCache:
     @classmethod
     def from_workload(cls, work: Workload) -> ClusterCache:
         cache = cls()
-        for group in (work.priority_classes, work.queues, work.nodes, work.podgroups, work.pods):
+        for group in (work.namespaces, work.priority_classes, work.queues, work.nodes, work.podgroups, work.pods):
             for obj in group:
                 cache.upsert(obj)
         return cache
 
-    def upsert(self, obj: Node | Pod | PodGroup | Queue | PriorityClass) -> None:
+    def upsert(self, obj: Node | Pod | PodGroup | Queue | PriorityClass | Namespace) -> None:
         with self.lock:
             if isinstance(obj, Node):
                 self.nodes[obj.name] = obj
@@ -184,6 +199,12 @@ class ClusterCache:
                 self._facts.clear()
                 for journal in self._journals:
                     journal.everything = True
+            elif isinstance(obj, Namespace):
+                old = self.namespaces.get(obj.name)
+                self.namespaces[obj.name] = obj
+                if old is None or old.labels != obj.labels:  # a resync of the same labels changes nothing
+                    for journal in self._journals:
+                        journal.namespaces = True
             else:
                 raise TypeError(f"cannot cache {type(obj).__name__}")
             self.generation += 1
@@ -235,11 +256,12 @@ class ClusterCache:
             self.generation += 1
 
     def remove(self, kind: str, key: str) -> None:
-        """Forget a Node, PodGroup (namespace/name), Queue or PriorityClass that was deleted."""
+        """Forget a Node, PodGroup (namespace/name), Queue, PriorityClass or Namespace that was deleted."""
         with self.lock:
-            tables: dict[str, dict[str, Node] | dict[str, PodGroup] | dict[str, Queue] | dict[str, PriorityClass]] = {
+            tables: dict[str, dict[str, Node] | dict[str, PodGroup] | dict[str, Queue] | dict[str, PriorityClass]
+                         | dict[str, Namespace]] = {
                 "Node": self.nodes, "PodGroup": self.podgroups, "Queue": self.queues,
-                "PriorityClass": self.priority_classes}
+                "PriorityClass": self.priority_classes, "Namespace": self.namespaces}
             table = tables[kind]
             if table.pop(key, None) is not None:
                 if kind == "Node":
@@ -252,6 +274,8 @@ class ClusterCache:
                         journal.everything = True
                     elif kind == "PodGroup":
                         journal.groups.add(key)
+                    elif kind == "Namespace":
+                        journal.namespaces = True
                 self.generation += 1
 
     def has_pending_work(self) -> bool:

@@ -406,6 +406,32 @@ class Session:
             reasons[f"node(s) had untolerated taint {taint.describe()}" if taint else "node(s) were not ready"] += 1
         return summarize(self.nodes.count + len(self.snapshot.not_ready), reasons)
 
+    def refusals(self, task: TaskInfo, avail: np.ndarray) -> list[str | None]:
+        """Per node, why ``task`` cannot go there (None where it can), worded and ordered as :meth:`explain`
+        counts it: one node at a time (a diagnosis, not for the scheduling path)."""
+        if task.pod.resource_claims:
+            return [self.explain(task, avail)] * self.nodes.count
+        feasible = self.feasible(task, avail)
+        out: list[str | None] = []
+        for node in range(self.nodes.count):
+            if feasible[node]:
+                out.append(None)
+                continue
+            remaining = np.zeros(self.nodes.count, dtype=bool)
+            remaining[node] = True
+            reasons: Counter = Counter()
+            for plugin in self._flat["predicate"]:
+                if "predicate_reasons" in plugin.hooks:
+                    reasons.update(cast(_PredicateReasons, plugin).predicate_reasons(task, avail, remaining))
+                remaining &= cast(_Predicate, plugin).predicate(task, avail)
+            names = self.index.names
+            for col in task.cols:
+                label = "Too many pods" if col == PODS else f"Insufficient {names[col]}"
+                count_reason(reasons, label, remaining & (avail[col] + EPS < task.req[col]))
+            found = [reason for reason, n in reasons.items() if n]
+            out.append("; ".join(found) or "refused by a filter that gives no reason")
+        return out
+
     def node_scores(self, task: TaskInfo) -> np.ndarray | None:
         """Summed plugin scores of every node; None when no plugin scores nodes."""
         total = None

@@ -7,6 +7,7 @@ binder, the evictor and the status writer when the session closes.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from enum import IntEnum
 from typing import TYPE_CHECKING
@@ -401,6 +402,9 @@ class Snapshot:
         self.node_generation = node_generation  # the cache's: changes when a node does
         self.pod_affinity = True  # whether any pod may carry inter-pod affinity terms (False: none does)
         self.not_ready = not_ready or []  # nodes left out because they are not Ready (reasons name their taints)
+        # Namespace name -> its labels, for pod affinity terms' namespaceSelectors (namespaces without a
+        # Namespace object are not listed: they have only kubernetes.io/metadata.name)
+        self.namespace_labels: Mapping[str, Mapping[str, str]] = {}
 
 
 DEFAULT_SCHEDULER_NAMES = frozenset({"scoria"})

@@ -25,6 +25,11 @@ A scenario file (``tests/fixtures/scenarios/*.yaml``)::
       binds: {default/web-0: n1}        # exactly these binds happened in the run, no others (Volcano's
                                         # ExpectBindMap: pods that had no node before and have one after)
       nominated: {default/big-0: n2}    # status.nominatedNodeName (room made for it; null: none)
+      filter: {default/p: {n1: null, n2: "didn't match pod anti-affinity"}}   # before any cycle: per node,
+                                        # null where the pod passes every filter, else a substring of why not
+      scores: {default/p: {n1: 100, n2: 0}}   # before any cycle: the summed node scores of the configured
+                                        # plugins for the pod (the nodes named), to the unit
+      refused: "metadata.name"          # loading fails: a substring of the one located error (InputError)
 
 Beyond tests/support/builders.py, the compact forms take: ``pod``/``pods``: ``labels``,
 ``preemptionPolicy``, ``nominatedNodeName``; ``podgroup``: ``minTaskMember`` (role -> count);
@@ -44,7 +49,13 @@ from typing import Any
 
 import yaml
 
-from scheduler.framework.config import parse_config
+from proto.errors import InputError
+from scheduler.api.loader import load_workload
+from scheduler.cluster.cache import ClusterCache
+from scheduler.cluster.effects import CacheEffects
+from scheduler.framework.config import SchedulerConfig, default_config, parse_config
+from scheduler.framework.keeper import take_snapshot
+from scheduler.framework.session import Session
 from scheduler.modes.simulator.simulation import simulate
 from tests.support.builders import expand
 
@@ -97,6 +108,14 @@ def run_scenario(scenario: dict, tmp: Path) -> dict:
     at = scenario.get("at") or DEFAULT_AT
     if isinstance(at, str):
         at = datetime.fromisoformat(at)
+    expect = scenario.get("expect") or {}
+    if "refused" in expect:
+        try:
+            simulate([path], config=config, at=at, cycles=scenario.get("cycles"))
+        except InputError as exc:
+            return {"refused": str(exc), "pods": [], "podGroups": [], "queues": []}
+        return {"refused": None, "pods": [], "podGroups": [], "queues": []}
+    probes = _probe(path, config, at, set(expect.get("filter") or {}) | set(expect.get("scores") or {}))
     sim = simulate([path], config=config, at=at, cycles=scenario.get("cycles"))
     result = sim.to_dict()
     nominated = {f"{p.namespace}/{p.name}": p.nominated_node or None for p in sim.cache.pods.values()}
@@ -104,7 +123,31 @@ def run_scenario(scenario: dict, tmp: Path) -> dict:
         key = f"{pod['namespace']}/{pod['name']}"
         pod["nominated"] = nominated.get(key)
         pod["placedBefore"] = key in placed_before
+    result.update(probes)
     return result
+
+
+def _probe(path: Path, config: SchedulerConfig | None, at: datetime, keys: set[str]) -> dict:
+    """Per pod in ``keys``, before any cycle: each node's filter verdict (None: it passes) and node score,
+    from a session opened on the loaded cluster as a cycle opens one."""
+    if not keys:
+        return {}
+    cache = ClusterCache.from_workload(load_workload([path]))
+    ssn = Session(take_snapshot(cache, now=at.timestamp()), config or default_config(), now=at,
+                  effects=CacheEffects(cache))
+    ssn.open()
+    try:
+        tasks = {t.pod.key: t for job in ssn.jobs.values() for t in job.tasks.values()}
+        names = ssn.nodes.names
+        verdicts, scores = {}, {}
+        for key in sorted(keys):
+            task = tasks[key]
+            verdicts[key] = dict(zip(names, ssn.refusals(task, ssn.nodes.free(task)), strict=True))
+            total = ssn.node_scores(task)
+            scores[key] = {n: (0.0 if total is None else float(total[i])) for i, n in enumerate(names)}
+        return {"filter": verdicts, "scores": scores}
+    finally:
+        ssn.close()
 
 
 def check(result: dict, expect: dict[str, Any]) -> list[str]:
@@ -164,6 +207,24 @@ def check(result: dict, expect: dict[str, Any]) -> list[str]:
     for key, node in (expect.get("nominated") or {}).items():
         if pods[key]["nominated"] != node:
             problems.append(f"{key}: expected nominated node {node}, got {pods[key]['nominated']}")
+    for key, want_nodes in (expect.get("filter") or {}).items():
+        got_nodes = result["filter"][key]
+        for node, want in want_nodes.items():
+            got = got_nodes[node]
+            if (want is None) != (got is None) or (want is not None and want not in got):
+                problems.append(f"{key} on {node}: expected {'to pass' if want is None else repr(want)}, "
+                                f"got {'a pass' if got is None else repr(got)}")
+        if set(want_nodes) != set(got_nodes):
+            problems.append(f"{key}: filter expectations name {sorted(want_nodes)}, the cluster has {sorted(got_nodes)}")
+    for key, want_scores in (expect.get("scores") or {}).items():
+        got_scores = result["scores"][key]
+        for node, want in want_scores.items():
+            if abs(got_scores[node] - want) > 1e-6:
+                problems.append(f"{key} on {node}: expected score {want}, got {got_scores[node]:g}")
+    if "refused" in expect:
+        got = result.get("refused")
+        if got is None or expect["refused"] not in got:
+            problems.append(f"expected loading to be refused with {expect['refused']!r}, got {got!r}")
     for key, indices in (expect.get("devices") or {}).items():
         got = sorted(d["index"] for d in pods[key]["devices"])
         if got != sorted(indices):

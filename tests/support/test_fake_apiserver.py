@@ -961,3 +961,266 @@ def test_watches_stay_open_and_silent_until_their_timeout_with_bookmarks_only_wh
         marks = [e["type"] for e in watch.Watch().stream(core.list_node, resource_version=rv, timeout_seconds=2,
                                                          allow_watch_bookmarks=True)]
         assert set(marks) == {"BOOKMARK"} and 4 <= len(marks) <= 6 and time.monotonic() - started >= 1.9
+
+
+# -- the kinds Volcano's Job controller creates, and garbage collection ---------------------------------------
+VC_JOB = ("batch.volcano.sh", "v1alpha1")
+needs_job_crds = pytest.mark.skipif(not {"jobs", "commands"} <= set(CRDS), reason="no Volcano Job CRDs here")
+
+
+def raw(fn, *args, **kwargs) -> dict:
+    """A call's answer as the server sent it (no client models in the way)."""
+    return json.loads(fn(*args, _preload_content=False, **kwargs).data)
+
+
+def vc_job(name: str = "train", **status) -> dict:
+    task = {"name": "worker", "replicas": 2,
+            "template": {"spec": {"containers": [{"name": "main", "image": "busybox"}]}}}
+    doc = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": name},
+           "spec": {"minAvailable": 2, "tasks": [task]}}
+    if status:
+        doc["status"] = status
+    return doc
+
+
+def owned_by(owner: dict, *, block: bool = True) -> list[dict]:
+    meta = owner["metadata"]
+    return [{"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": meta["name"], "uid": meta["uid"],
+             "controller": True, "blockOwnerDeletion": block}]
+
+
+@needs_job_crds
+def test_a_volcano_job_has_a_status_subresource() -> None:
+    with FakeApiServer() as api:
+        custom = client.CustomObjectsApi(api.client())
+        made = custom.create_namespaced_custom_object(*VC_JOB, "default", "jobs",
+                                                      vc_job(state={"phase": "Running"}, running=3))
+        assert "status" not in made  # a create never sets the status of a kind with a status subresource
+        generation = made["metadata"]["generation"]
+        made["status"] = {"state": {"phase": "Completed"}}
+        made["spec"]["minAvailable"] = 1
+        updated = custom.replace_namespaced_custom_object(*VC_JOB, "default", "jobs", "train", made)
+        assert "status" not in updated and updated["spec"]["minAvailable"] == 1  # the main resource: spec only
+        assert updated["metadata"]["generation"] == generation + 1
+        status = custom.patch_namespaced_custom_object_status(
+            *VC_JOB, "default", "jobs", "train",
+            [{"op": "add", "path": "/status", "value": {"state": {"phase": "Pending"}, "pending": 2}},
+             {"op": "add", "path": "/metadata/labels", "value": {"through": "status"}},
+             {"op": "replace", "path": "/spec/minAvailable", "value": 2}],
+            _content_type="application/json-patch+json")
+        # through /status only the status changes (kube's status strategy), and the generation stays
+        assert status["status"] == {"state": {"phase": "Pending"}, "pending": 2}
+        assert status["spec"]["minAvailable"] == 1 and "labels" not in status["metadata"]
+        assert status["metadata"]["generation"] == generation + 1
+        with pytest.raises(ApiException) as err:  # a JSON patch's test: a status for another Job under the name
+            custom.patch_namespaced_custom_object_status(
+                *VC_JOB, "default", "jobs", "train",
+                [{"op": "test", "path": "/metadata/uid", "value": "another"},
+                 {"op": "add", "path": "/status", "value": {}}], _content_type="application/json-patch+json")
+        assert err.value.status == 422
+        assert api.get("jobs.batch.volcano.sh", "train")["status"]["pending"] == 2
+
+
+@needs_job_crds
+def test_generate_name_and_uid_preconditions_on_custom_resources() -> None:
+    with FakeApiServer() as api:
+        custom = client.CustomObjectsApi(api.client())
+        job = custom.create_namespaced_custom_object(*VC_JOB, "default", "jobs", vc_job())
+        command = custom.create_namespaced_custom_object(
+            "bus.volcano.sh", "v1alpha1", "default", "commands",
+            {"apiVersion": "bus.volcano.sh/v1alpha1", "kind": "Command",
+             "metadata": {"generateName": "train-abortjob-"}, "action": "AbortJob",
+             "target": owned_by(job)[0]})
+        name = command["metadata"]["name"]
+        assert name.startswith("train-abortjob-") and len(name) == len("train-abortjob-") + 5
+        with pytest.raises(ApiException) as err:
+            custom.delete_namespaced_custom_object(*VC_JOB, "default", "jobs", "train",
+                                                   body={"preconditions": {"uid": "not-this-one"}})
+        assert err.value.status == 409 and "Precondition failed: UID in precondition" in body_of(err.value)["message"]
+        assert api.get("jobs.batch.volcano.sh", "train") is not None
+        custom.delete_namespaced_custom_object(*VC_JOB, "default", "jobs", "train",
+                                               body={"preconditions": {"uid": job["metadata"]["uid"]}})
+        assert api.get("jobs.batch.volcano.sh", "train") is None
+
+
+@needs_job_crds
+def test_background_deletion_collects_what_the_owner_owned_after_it_is_gone() -> None:
+    with FakeApiServer(gc_delay=0.5) as api:
+        custom, core = client.CustomObjectsApi(api.client()), api.core_v1()
+        job = custom.create_namespaced_custom_object(*VC_JOB, "default", "jobs", vc_job())
+        unbound = new_pod("train-worker-0")
+        unbound["metadata"]["ownerReferences"] = owned_by(job)
+        core.create_namespaced_pod("default", unbound)
+        bound = pod("u1", "train-worker-1", "node-a")
+        bound["metadata"]["ownerReferences"] = owned_by(job)
+        api.put(bound)
+        core.create_namespaced_service("default", {"metadata": {"name": "train", "ownerReferences": owned_by(job)},
+                                                   "spec": {"clusterIP": "None"}})
+        custom.create_namespaced_custom_object(
+            "scheduling.volcano.sh", "v1beta1", "default", "podgroups",
+            {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+             "metadata": {"name": "train-pg", "ownerReferences": owned_by(job)}, "spec": {"minMember": 2}})
+        core.create_namespaced_config_map("default", {"metadata": {"name": "mine"}})  # owned by nobody
+        answer = custom.delete_namespaced_custom_object(*VC_JOB, "default", "jobs", "train")
+        assert answer["status"] == "Success" and api.get("jobs.batch.volcano.sh", "train") is None
+        assert api.get("services", "train") is not None  # the collector runs a moment later, as kube's does
+        assert api.wait_collected()
+        assert api.get("services", "train") is None and api.get("podgroups", "train-pg") is None
+        assert api.get("pods", "train-worker-0") is None
+        assert api.pods[("default", "train-worker-1")]["metadata"]["deletionTimestamp"]  # graceful: a kubelet's turn
+        assert api.get("configmaps", "mine") is not None
+        # the collector deletes through the API's rules, with the dependent's uid as precondition, and is no client
+        assert api.count(verb="delete", plural="pods") == 0
+
+
+def test_foreground_deletion_waits_for_the_dependents_that_block_it() -> None:
+    with FakeApiServer(garbage_collector=False) as api:
+        apps = client.AppsV1Api(api.client())
+        rs = raw(apps.create_namespaced_replica_set, "default", {
+            "metadata": {"name": "web"}, "spec": {"selector": {"matchLabels": {"app": "web"}},
+                                                  "template": {"metadata": {"labels": {"app": "web"}}}}})
+        for i, block in enumerate((True, False)):
+            p = pod(f"u{i}", f"web-{i}", "", phase="Pending", labels={"app": "web"})
+            p["metadata"]["ownerReferences"] = owned_by(rs, block=block)
+            api.put(p)
+        answer = raw(apps.delete_namespaced_replica_set, "web", "default", body={"propagationPolicy": "Foreground"})
+        assert answer["metadata"]["finalizers"] == ["foregroundDeletion"] and answer["metadata"]["deletionTimestamp"]
+        assert api.get("replicasets", "web") is not None and len(api.pods) == 2  # nothing ran yet
+        api.collect_garbage()
+        assert api.pods == {} and api.get("replicasets", "web") is None
+
+
+def test_orphan_deletion_and_batch_jobs_orphan_by_default() -> None:
+    with FakeApiServer(garbage_collector=False) as api:
+        batch = client.BatchV1Api(api.client())
+        job = raw(batch.create_namespaced_job, "default", {
+            "metadata": {"name": "once"}, "spec": {"template": {"spec": {
+                "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}})
+        assert job["status"] == {}
+        p = pod("u", "once-x", "node-a")
+        p["metadata"]["ownerReferences"] = owned_by(job)
+        api.put(p)
+        answer = raw(batch.delete_namespaced_job, "once", "default")  # no propagationPolicy: kube orphans
+        assert answer["metadata"]["finalizers"] == ["orphan"]
+        api.collect_garbage()
+        assert api.get("jobs.batch", "once") is None
+        assert "ownerReferences" not in api.pods[("default", "once-x")]["metadata"]  # the pod stays, orphaned
+        api.put(job | {"metadata": {"name": "twice", "namespace": "default"}})
+        with pytest.raises(ApiException) as err:
+            raw(batch.delete_namespaced_job, "twice", "default", body={"propagationPolicy": "Sideways"})
+        assert err.value.status == 422 and 'Unsupported value: "Sideways"' in body_of(err.value)["message"]
+        with pytest.raises(ApiException) as err:
+            raw(batch.delete_namespaced_job, "twice", "default", body={"propagationPolicy": "Orphan",
+                                                                        "orphanDependents": True})
+        assert err.value.status == 422
+
+
+def test_an_object_owned_by_nothing_that_exists_is_collected_and_one_with_an_owner_left_keeps_it() -> None:
+    with FakeApiServer(garbage_collector=False) as api:
+        core = api.core_v1()
+        owner = raw(core.create_namespaced_config_map, "default", {"metadata": {"name": "owner"}})
+        ghost = {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": "not-the-owners-uid"}
+        core.create_namespaced_secret("default", {"metadata": {"name": "orphan", "ownerReferences": [ghost]}})
+        two = [ghost, {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner["metadata"]["uid"]}]
+        core.create_namespaced_secret("default", {"metadata": {"name": "kept", "ownerReferences": two}})
+        unknown = [{"apiVersion": "example.com/v1", "kind": "Widget", "name": "w", "uid": "w1"}]
+        core.create_namespaced_secret("default", {"metadata": {"name": "unknowable", "ownerReferences": unknown}})
+        api.collect_garbage()
+        assert api.get("secrets", "orphan") is None  # same name, another uid: not its owner
+        kept = api.get("secrets", "kept")
+        assert [r["uid"] for r in kept["metadata"]["ownerReferences"]] == [owner["metadata"]["uid"]]
+        assert api.get("secrets", "unknowable") is not None  # a kind it does not serve: left alone
+        # the owner recreated under its name is another object: what the first owned goes
+        api.remove("configmaps", "owner")
+        core.create_namespaced_config_map("default", {"metadata": {"name": "owner"}})
+        api.collect_garbage()
+        assert api.get("secrets", "kept") is None
+
+
+def test_without_the_collector_thread_nothing_goes_until_it_is_run() -> None:
+    with FakeApiServer(garbage_collector=False) as api:
+        core = api.core_v1()
+        owner = raw(core.create_namespaced_config_map, "default", {"metadata": {"name": "owner"}})
+        core.create_namespaced_secret("default", {"metadata": {"name": "s", "ownerReferences": owned_by(owner)}})
+        core.delete_namespaced_config_map("owner", "default")
+        time.sleep(0.1)
+        assert api.get("secrets", "s") is not None
+        assert api.collect_garbage() >= 1 and api.get("secrets", "s") is None
+
+
+def test_services_get_a_cluster_ip_that_stays() -> None:
+    with FakeApiServer() as api:
+        core = api.core_v1()
+        svc = raw(core.create_namespaced_service, "default", {
+            "metadata": {"name": "web"}, "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]},
+            "status": {"loadBalancer": {"ingress": [{"ip": "1.2.3.4"}]}}})
+        ip = svc["spec"]["clusterIP"]
+        assert ip.startswith("10.96.") and svc["spec"]["clusterIPs"] == [ip] and svc["spec"]["type"] == "ClusterIP"
+        assert svc["spec"]["ports"] == [{"port": 80, "protocol": "TCP", "targetPort": 80}]
+        assert svc["status"] == {"loadBalancer": {}}  # the client's status is not taken on create
+        headless = raw(core.create_namespaced_service, "default", {"metadata": {"name": "job"},
+                                                                    "spec": {"clusterIP": "None"}})
+        assert headless["spec"]["clusterIP"] == "None"
+        other = raw(core.create_namespaced_service, "default", {"metadata": {"name": "db"},
+                                                                 "spec": {"ports": [{"port": 5432}]}})
+        assert other["spec"]["clusterIP"] != ip
+        replaced = raw(core.replace_namespaced_service, "web", "default", {
+            "metadata": {"name": "web", "resourceVersion": svc["metadata"]["resourceVersion"]},
+            "spec": {"selector": {"app": "web2"}, "ports": [{"port": 81}]}})  # no clusterIP: the allocated one stays
+        assert replaced["spec"]["clusterIP"] == ip and replaced["spec"]["selector"] == {"app": "web2"}
+        with pytest.raises(ApiException) as err:
+            core.patch_namespaced_service("web", "default", {"spec": {"clusterIP": "10.96.9.9"}})
+        assert err.value.status == 422 and "may not change once set" in body_of(err.value)["message"]
+        for bad in ({}, {"ports": [{"port": 70000}]}, {"ports": [{"port": 1}, {"port": 2}]}):
+            with pytest.raises(ApiException) as err:
+                core.create_namespaced_service("default", {"metadata": {"name": "bad"}, "spec": bad})
+            assert err.value.status == 422
+
+
+def test_secrets_are_base64_and_string_data_is_folded_in() -> None:
+    with FakeApiServer() as api:
+        core = api.core_v1()
+        made = raw(core.create_namespaced_secret, "default", {
+            "metadata": {"name": "ssh"}, "data": {"id_rsa": "a2V5"}, "stringData": {"config": "Host *"}})
+        assert made["data"] == {"id_rsa": "a2V5", "config": "SG9zdCAq"} and "stringData" not in made
+        assert made["type"] == "Opaque"
+        assert raw(core.list_namespaced_secret, "default", field_selector="type=Opaque")["items"]
+        with pytest.raises(ApiException) as err:
+            core.create_namespaced_secret("default", {"metadata": {"name": "b"}, "data": {"k": "not base64!"}})
+        assert err.value.status == 400
+        with pytest.raises(ApiException) as err:
+            core.create_namespaced_secret("default", {"metadata": {"name": "b"}, "data": {"a key": "a2V5"}})
+        assert err.value.status == 422 and "valid config key" in body_of(err.value)["message"]
+        core.create_namespaced_config_map("default", {"metadata": {"name": "fixed"}, "data": {"a": "1"},
+                                                      "immutable": True})
+        with pytest.raises(ApiException) as err:
+            core.patch_namespaced_config_map("fixed", "default", {"data": {"a": "2"}})
+        assert err.value.status == 422
+
+
+def test_claims_network_policies_and_workloads_follow_their_rules() -> None:
+    with FakeApiServer() as api:
+        core, apps = api.core_v1(), client.AppsV1Api(api.client())
+        net = client.NetworkingV1Api(api.client())
+        claim = raw(core.create_namespaced_persistent_volume_claim, "default", {
+            "metadata": {"name": "data"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+            "status": {"phase": "Bound"}})
+        assert claim["status"] == {"phase": "Pending"} and claim["spec"]["volumeMode"] == "Filesystem"
+        with pytest.raises(ApiException) as err:
+            core.patch_namespaced_persistent_volume_claim("data", "default", {"spec": {"accessModes": ["ReadOnlyMany"]}})
+        assert err.value.status == 422
+        with pytest.raises(ApiException) as err:
+            core.create_namespaced_persistent_volume_claim("default", {"metadata": {"name": "x"}, "spec": {}})
+        assert err.value.status == 422 and len(body_of(err.value)["details"]["causes"]) == 2
+        policy = raw(net.create_namespaced_network_policy, "default", {"metadata": {"name": "job"}, "spec": {
+            "podSelector": {"matchLabels": {"job": "x"}}, "ingress": [{}]}})
+        assert policy["spec"]["policyTypes"] == ["Ingress"]
+        with pytest.raises(ApiException) as err:
+            apps.create_namespaced_deployment("default", {"metadata": {"name": "d"}, "spec": {
+                "selector": {"matchLabels": {"app": "a"}}, "template": {"metadata": {"labels": {"app": "b"}}}}})
+        assert err.value.status == 422 and "does not match" in body_of(err.value)["message"]
+        made = raw(apps.create_namespaced_stateful_set, "default", {"metadata": {"name": "s"}, "spec": {
+            "selector": {"matchLabels": {"app": "a"}}, "template": {"metadata": {"labels": {"app": "a"}}}},
+            "status": {"replicas": 9}})
+        assert made["status"] == {} and made["spec"]["replicas"] == 1

@@ -32,7 +32,8 @@ FILES_TYPE = "application/vnd.scoria.files+json"  # several files in one apply (
 TIMEOUT = 30.0
 KINDS = {"pod": "pods", "pods": "pods", "po": "pods", "podgroup": "podgroups", "podgroups": "podgroups",
          "pg": "podgroups", "queue": "queues", "queues": "queues", "q": "queues", "node": "nodes", "nodes": "nodes",
-         "no": "nodes", "priorityclass": "priorityclasses", "priorityclasses": "priorityclasses", "pc": "priorityclasses"}
+         "no": "nodes", "priorityclass": "priorityclasses", "priorityclasses": "priorityclasses", "pc": "priorityclasses",
+         "namespace": "namespaces", "namespaces": "namespaces", "ns": "namespaces"}
 NAMESPACED = {"pods", "podgroups"}
 CONTAINER_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")  # a DNS-1123 label, as Kubernetes names containers
 
@@ -55,7 +56,7 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     p.add_argument("-f", "--filename", action="append", required=True, metavar="FILE",
                    help="YAML/JSON file or folder (repeatable)")
     server(p)
-    p = sub.add_parser("get", help="list pods, podgroups, queues, nodes or priorityclasses (embedded mode)")
+    p = sub.add_parser("get", help="list pods, podgroups, queues, nodes, priorityclasses or namespaces (embedded mode)")
     p.add_argument("kind")
     p.add_argument("name", nargs="?")
     p.add_argument("-n", "--namespace", default=None)
@@ -167,7 +168,7 @@ def _unreachable(server: str, sock: Path, exc: OSError) -> CtlError:
 def _kind(text: str) -> str:
     plural = KINDS.get(text.lower())
     if plural is None:
-        raise CtlError(f"unknown kind {text!r}; one of pods, podgroups, queues, nodes, priorityclasses", 2)
+        raise CtlError(f"unknown kind {text!r}; one of pods, podgroups, queues, nodes, priorityclasses, namespaces", 2)
     return plural
 
 
@@ -412,6 +413,14 @@ def _classes(items: list[dict[str, Any]]) -> list[tuple]:
     return [("NAME", "VALUE")] + [(i["key"], i["manifest"].get("value")) for i in items]
 
 
-TABLES = {"pods": _pods, "podgroups": _groups, "queues": _queues, "nodes": _nodes, "priorityclasses": _classes}
+def _namespaces(items: list[dict[str, Any]]) -> list[tuple]:
+    def labels(item: dict[str, Any]) -> str:
+        found = (item["manifest"].get("metadata") or {}).get("labels") or {}
+        return ",".join(f"{k}={v}" for k, v in sorted(found.items())) or "-"
+    return [("NAME", "LABELS")] + [(i["key"], labels(i)) for i in items]
+
+
+TABLES = {"pods": _pods, "podgroups": _groups, "queues": _queues, "nodes": _nodes, "priorityclasses": _classes,
+          "namespaces": _namespaces}
 
 

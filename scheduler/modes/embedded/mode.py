@@ -47,7 +47,7 @@ from scheduler.api.fields import refuse_unknown_fields
 from scheduler.api.loader import Workload, check_references
 from scheduler.api.manifests import ManifestError, object_id, object_json, parse_object
 from scheduler.api.nodereport import shown
-from scheduler.api.objects import DEFAULT_QUEUE, Condition, Node, Pod, PodGroup, PriorityClass, Queue
+from scheduler.api.objects import DEFAULT_QUEUE, Condition, Namespace, Node, Pod, PodGroup, PriorityClass, Queue
 from scheduler.api.updates import SERVER_METADATA, update_problem
 from scheduler.cluster.cache import ClusterCache
 from scheduler.cluster.effects import CacheEffects
@@ -78,7 +78,8 @@ FINISHED = ("Succeeded", "Failed")
 AGENT_STATE = "agent"  # the agent's --state under the scheduler's, unless serve --agent-state says otherwise
 MAX_RUNTIME_TEXT = 1024  # a runtime reason or message is kept up to this many characters
 CREATED, CONFIGURED, UNCHANGED = "created", "configured", "unchanged"  # what apply did, in kubectl's words
-_KIND_OF = {Pod: "Pod", PodGroup: "PodGroup", Queue: "Queue", PriorityClass: "PriorityClass", Node: "Node"}
+_KIND_OF = {Pod: "Pod", PodGroup: "PodGroup", Queue: "Queue", PriorityClass: "PriorityClass", Node: "Node",
+            Namespace: "Namespace"}
 
 
 class Conflict(Exception):
@@ -149,7 +150,7 @@ class Embedded:
         if isinstance(ip, str) and pod.node_name and pod.phase not in FINISHED and not pod.evicted:
             self.network.restore(pod.uid, pod.namespace, stored.manifest, ip)
 
-    def _object(self, stored: Stored) -> Node | Pod | PodGroup | Queue | PriorityClass:
+    def _object(self, stored: Stored) -> Node | Pod | PodGroup | Queue | PriorityClass | Namespace:
         doc = copy.deepcopy(stored.manifest)
         status = stored.status
         if stored.kind == "Pod":
@@ -180,7 +181,7 @@ class Embedded:
         from one file or several: one apply is one transaction.  As ``kubectl
         apply``: an object that does not exist is *created*, one that does is
         *configured* (replaced by the manifest) or left *unchanged* when the
-        manifest is what is stored.  A pod may change only what kube-apiserver
+        manifest is what is stored (Namespaces too).  A pod may change only what kube-apiserver
         lets a pod change (:mod:`scheduler.api.updates`); any other change is
         refused naming the field.  Every field must be one its kind has
         (:mod:`scheduler.api.fields`), every object fit in
@@ -570,7 +571,7 @@ def _kind_key(doc: dict) -> tuple[str, str]:
     """The store's kind and key of a manifest."""
     meta = doc["metadata"] if isinstance(doc.get("metadata"), dict) else {}
     kind, name = str(doc.get("kind") or ""), str(meta.get("name") or "")
-    if kind in ("Queue", "PriorityClass", "Node"):
+    if kind in ("Queue", "PriorityClass", "Node", "Namespace"):
         return kind, name
     return kind, f"{meta.get('namespace') or 'default'}/{name}"
 

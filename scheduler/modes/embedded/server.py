@@ -65,8 +65,9 @@ from scheduler.modes.embedded.store import Stored
 log = logging.getLogger(__name__)
 
 PLURALS = {"pods": "Pod", "podgroups": "PodGroup", "queues": "Queue", "priorityclasses": "PriorityClass",
-           "nodes": "Node", "jobs": "Job", "commands": "Command", "configmaps": "ConfigMap", "secrets": "Secret",
-           "services": "Service", "networkpolicies": "NetworkPolicy", "persistentvolumeclaims": "PersistentVolumeClaim"}
+           "nodes": "Node", "namespaces": "Namespace", "jobs": "Job", "commands": "Command", "configmaps": "ConfigMap",
+           "secrets": "Secret", "services": "Service", "networkpolicies": "NetworkPolicy",
+           "persistentvolumeclaims": "PersistentVolumeClaim"}
 NAMESPACED = {"Pod", "PodGroup", "Job", "Command", "ConfigMap", "Secret", "Service", "NetworkPolicy",
               "PersistentVolumeClaim"}
 MAX_BODY = 4 * 2**20          # bytes of one apply (a manifest file)

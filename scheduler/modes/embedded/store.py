@@ -32,8 +32,8 @@ from scheduler.sqlitefile import open_owned, transaction
 
 APPLICATION_ID = 0x53434F53  # "SCOS": marks a SQLite file as a Scoria embedded store
 SCHEMA_VERSION = 1
-KINDS = ("PriorityClass", "Queue", "Node", "PodGroup", "Pod")  # the order objects are loaded in (then the rest:
-# the Volcano Jobs and Commands and the objects their controller makes, read by the controllers' host)
+KINDS = ("Namespace", "PriorityClass", "Queue", "Node", "PodGroup", "Pod")  # the order objects are loaded in (then
+# the rest: the Volcano Jobs and Commands and the objects their controller makes, read by the controllers' host)
 
 
 class StoreError(InputError):

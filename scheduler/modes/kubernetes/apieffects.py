@@ -154,12 +154,12 @@ class KubeEffects:
                 meta = {"uid": uid, "annotations": {**dict.fromkeys(stale), **annotations}}
                 if version:
                     meta["resourceVersion"] = version  # only onto the pod as this scheduler saw it
-                self._call(self.core.patch_namespaced_pod, name, namespace, {"metadata": meta},
+                self.request(self.core.patch_namespaced_pod, name, namespace, {"metadata": meta},
                            _preload_content=False)
             binding = {"apiVersion": "v1", "kind": "Binding",
                        "metadata": {"name": name, "namespace": namespace, "uid": uid},
                        "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
-            self._call(self.core.create_namespaced_pod_binding, name, namespace, binding, _preload_content=False)
+            self.request(self.core.create_namespaced_pod_binding, name, namespace, binding, _preload_content=False)
             self.metrics.kube_write("bind", "ok")
             self._event(namespace, name, uid, "Normal", "Scheduled", f"Successfully assigned {namespace}/{name} to {node}")
         except NotLeading:
@@ -193,7 +193,7 @@ class KubeEffects:
         """
         from kubernetes.client.exceptions import ApiException
         try:
-            resp = self._call(self.core.read_namespaced_pod, name, namespace, _preload_content=False,
+            resp = self.request(self.core.read_namespaced_pod, name, namespace, _preload_content=False,
                               guarded=False)
             current = json.loads(resp.data).get("metadata", {}).get("uid")
         except ApiException as read:
@@ -213,7 +213,7 @@ class KubeEffects:
     def _bound_on_server(self, namespace: str, name: str, uid: str) -> bool:
         """Is the pod (this uid) bound on the server?  Unknown (unreachable) counts as not."""
         try:
-            resp = self._call(self.core.read_namespaced_pod, name, namespace, _preload_content=False,
+            resp = self.request(self.core.read_namespaced_pod, name, namespace, _preload_content=False,
                               guarded=False)
             obj = json.loads(resp.data)
         except Exception:
@@ -236,7 +236,7 @@ class KubeEffects:
         body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace},
                 "deleteOptions": {"preconditions": {"uid": uid}}}
         try:
-            self._call(self.core.create_namespaced_pod_eviction, name, namespace, body, _preload_content=False)
+            self.request(self.core.create_namespaced_pod_eviction, name, namespace, body, _preload_content=False)
             self.metrics.kube_write("eviction", "ok")
             self._event(namespace, name, uid, "Normal", "Preempted", reason)
         except NotLeading:
@@ -392,23 +392,35 @@ class KubeEffects:
 
     # -- events and the rate limiter --------------------------------------------------------------------------
     def _event(self, namespace: str, name: str, uid: str, kind: str, reason: str, message: str) -> None:
+        self.send_event({"apiVersion": "v1", "kind": "Pod", "name": name, "namespace": namespace, "uid": uid},
+                        kind, reason, message)
+
+    def record_event(self, regarding: dict, kind: str, reason: str, message: str) -> None:
+        """An event about any object (``regarding``: its apiVersion, kind, name, namespace and uid), sent from
+        the writers' pool: the caller never waits for it, and it never fails the caller."""
+        self._submit(self.send_event, dict(regarding), kind, reason, message)
+
+    def send_event(self, regarding: dict, kind: str, reason: str, message: str) -> None:
+        """Record one event now (best effort: a failure is counted and logged, never raised)."""
+        name = str(regarding.get("name") or "")
+        namespace = str(regarding.get("namespace") or "default")  # a cluster-scoped object's events live there
         stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        involved = {k: regarding[k] for k in ("apiVersion", "kind", "name", "namespace", "uid") if regarding.get(k)}
         body = {"apiVersion": "v1", "kind": "Event",
                 "metadata": {"generateName": f"{name}.", "namespace": namespace},
-                "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": name, "namespace": namespace,
-                                   "uid": uid},
+                "involvedObject": involved,
                 "reason": reason, "message": message[:1024], "type": kind,
                 "source": {"component": self.component}, "reportingComponent": self.component,
                 "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1}
         try:  # a lost answer is not retried: the event may be there already
-            self._call(self.core.create_namespaced_event, namespace, body, _preload_content=False, lost_ok=False)
+            self.request(self.core.create_namespaced_event, namespace, body, _preload_content=False, lost_ok=False)
             self.metrics.kube_write("event", "ok")
         except Exception as exc:  # events are best effort
             self.metrics.kube_write("event", "failed")
             log.debug("event %s on %s/%s not recorded: %s", reason, namespace, name, exc)
 
-    def _call(self, fn: Callable[..., Any], *args: Any, lost_ok: bool = True, guarded: bool = True,
-              **kwargs: Any) -> Any:
+    def request(self, fn: Callable[..., Any], *args: Any, lost_ok: bool = True, guarded: bool = True,
+                **kwargs: Any) -> Any:
         """One request through the rate limiter, retried with backoff through 5xx, 429 (after its
         ``Retry-After``) and, if ``lost_ok``, no answer; a ``guarded`` one (a write) raises NotLeading
         instead of going out once this replica has stopped leading."""

@@ -15,7 +15,12 @@ counted twice:
 * an API error: back off (exponential, capped) and try again.
 
 Objects are plain dicts as the API server sends them (no client models:
-they are slow and drop fields the client does not know).
+they are slow and drop fields the client does not know).  A list's items carry
+no ``apiVersion``/``kind``; given ``type_meta`` the informer puts them back, so
+every object it holds names its kind.  ``keep`` narrows what it holds (an object
+that stops passing is handed on as deleted); ``listeners`` hear of every change
+handed on, after the handlers.  A kind the server does not serve, or does not
+let this client list (404, 403), sets ``missing`` until a list succeeds.
 """
 
 from __future__ import annotations
@@ -51,7 +56,8 @@ class Informer:
     def __init__(self, kind: str, list_fn: Callable[..., Any], *, on_upsert: Handler, on_delete: Handler,
                  resync: float = 600.0, watch_timeout: int = 300, list_kwargs: dict | None = None,
                  clock: Callable[[], float] = time.monotonic, max_backoff: float = 30.0,
-                 on_list: Callable[[str], None] | None = None):
+                 on_list: Callable[[str], None] | None = None, type_meta: tuple[str, str] | None = None,
+                 keep: Callable[[dict], bool] | None = None):
         self.kind = kind
         self.list_fn = list_fn
         self.list_kwargs = dict(list_kwargs or {})
@@ -60,6 +66,10 @@ class Informer:
         self.clock = clock
         self.on_list = on_list or (lambda kind: None)
         self.known: dict[str, dict] = {}  # key -> the object last handed on
+        self.type_meta = type_meta  # (apiVersion, kind) put on objects that lack them (list items)
+        self.keep = keep
+        self.listeners: list[Callable[[str, dict], None]] = []  # ("upsert" | "delete", object) after the handlers
+        self.missing = False  # the last list was refused as not served (404) or not allowed (403)
         self.resource_version = ""
         self.synced = threading.Event()
         self.lists = 0  # how many times it listed (first list, 410s, resyncs): for tests and metrics
@@ -113,8 +123,12 @@ class Informer:
         try:
             resp = self.list_fn(_preload_content=False, _request_timeout=(10.0, 120.0), **self.list_kwargs)
             data = resp.data
+        except ApiException as exc:
+            self.missing = exc.status in (403, 404)
+            raise
         finally:
             self.asking = False
+        self.missing = False
         if self._stop.is_set():  # answered after stop(): shutdown did not wait for it, and nothing is handed on
             return
         body = json.loads(data)
@@ -183,14 +197,22 @@ class Informer:
 
     # -- handing on -------------------------------------------------------------------------------
     def _upsert(self, obj: dict) -> None:
+        if self.type_meta is not None:
+            obj.setdefault("apiVersion", self.type_meta[0])
+            obj.setdefault("kind", self.type_meta[1])
+        if self.keep is not None and not self.keep(obj):
+            self._delete(obj)  # not (or no longer) of interest: as if gone
+            return
         key = key_of(obj)
         old = self.known.get(key)
         if old is not None and _version(old) == _version(obj) and _version(obj):
             return  # seen already (a relist, or a watch replaying what the list had)
         if old is not None and _uid(old) != _uid(obj):
-            self.on_delete(old)  # deleted and recreated under the same name while we were away
+            self._call(self.on_delete, old)  # deleted and recreated under the same name while we were away
+            self._tell("delete", old)
         self.known[key] = obj
         self._call(self.on_upsert, obj)
+        self._tell("upsert", obj)
 
     def _delete(self, obj: dict) -> None:
         key = key_of(obj)
@@ -198,6 +220,14 @@ class Informer:
         if old is None:
             return  # never handed on (or already deleted): nothing to undo
         self._call(self.on_delete, old)
+        self._tell("delete", old)
+
+    def _tell(self, change: str, obj: dict) -> None:
+        for listener in self.listeners:
+            try:
+                listener(change, obj)
+            except Exception:
+                log.exception("%s %s: listener failed", self.kind, key_of(obj))
 
     def _call(self, handler: Handler, obj: dict) -> None:
         try:

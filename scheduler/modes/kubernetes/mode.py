@@ -1,8 +1,10 @@
-"""The scheduler in Kubernetes: the API client, informers, effects and (optionally) leader election, together.
+"""The scheduler in Kubernetes: the API client, informers, effects, leader election and the controllers, together.
 
 :func:`start` is what ``python -m scheduler serve --kubernetes`` calls.  Every
 replica runs the informers (so a follower's cache is warm when it takes
-over); only the leader schedules (``leading``).  ``ready`` is what the
+over); only the leader schedules (``leading``) and runs the Volcano Job and
+PodGroup controllers (:mod:`scheduler.modes.kubernetes.controllers`, started by
+:meth:`KubeMode.start_controllers` once the scheduler exists).  ``ready`` is what the
 ``/readyz`` probe answers: every kind listed.  The leader labels its own pod
 ``scoria.io/leader: "true"`` (and takes the label off when it stops leading),
 so the Service that agents stream their reports to selects the leader while
@@ -14,13 +16,16 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from proto.errors import InputError
 from scheduler.cluster.cache import ClusterCache
+from scheduler.controllers.kinds import POD, PODGROUP, PRIORITY_CLASS
 from scheduler.metrics import SchedulerMetrics
 from scheduler.modes.base import Mode
+from scheduler.modes.kubernetes import controllers as kube_controllers
 from scheduler.modes.kubernetes.apieffects import KubeEffects
 from scheduler.modes.kubernetes.leader import LeaderElector
 from scheduler.modes.kubernetes.ratelimit import RateLimiter
@@ -91,6 +96,15 @@ class KubeMode:
     effects: KubeEffects
     elector: LeaderElector | None
     threads: list[threading.Thread]
+    controllers: kube_controllers.KubeControllers | None = None
+    stop: threading.Event | None = None
+
+    def start_controllers(self, wait_for_admission: Callable[[], bool] | None = None) -> None:
+        """Run the Job and PodGroup controllers (they act only while this replica leads).  ``wait_for_admission``:
+        whether a Job's pods wait for the scheduler to admit its PodGroup (the configuration has enqueue)."""
+        if self.controllers is not None and self.stop is not None:
+            self.controllers.wait_for_admission = wait_for_admission
+            self.controllers.start(self.stop)
 
     def leading(self) -> bool:
         """Schedule now: every kind listed (a partial cache would bind onto nodes it thinks empty), and leader."""
@@ -103,12 +117,20 @@ class KubeMode:
     def close(self) -> None:
         """Graceful stop (the scheduling loop has stopped): writes finish, *then* the lease is handed back —
         so no new leader schedules while this one's binds are still going out — and the informers stop."""
+        if self.controllers is not None:  # a reconcile in flight finishes its writes first
+            self.controllers.changed()  # wakes it to see the stop
+            for t in self.controllers.threads:
+                if t.name == "controllers":
+                    t.join(timeout=5)
         self.effects.close(wait=True)
         for t in self.threads:
             t.join(timeout=5)
         if self.elector is not None:
             self.elector.release()
         self.source.stop()
+        if self.controllers is not None:
+            for inf in self.controllers.informers:
+                inf.stop()
 
 
 def start(cache: ClusterCache, client: Any, stop: threading.Event, *, metrics: SchedulerMetrics | None = None,
@@ -116,14 +138,22 @@ def start(cache: ClusterCache, client: Any, stop: threading.Event, *, metrics: S
           qps: float = 50.0, burst: int = 100, resync: float = 600.0, leader_elect: bool = False,
           lease_name: str = "scoria-scheduler", lease_namespace: str | None = None,
           lease_duration: float = 15.0, renew_deadline: float = 10.0, retry_period: float = 2.0,
-          sync_timeout: float = 60.0) -> KubeMode:
+          sync_timeout: float = 60.0, controllers: bool = True) -> KubeMode:
     metrics = metrics or SchedulerMetrics()
     limiter = RateLimiter(qps=qps, burst=burst)
     effects = KubeEffects(cache, client, scheduler_names=scheduler_names, limiter=limiter, metrics=metrics)
     source = KubeSource(cache, client, resync=resync, on_deleted=effects.forget,
                         on_refused=lambda kind: metrics.kube_refused.labels(kind).inc(),
                         on_list=lambda kind: metrics.kube_lists.labels(kind).inc())
+    handle: list[KubeMode] = []
+    runner = kube_controllers.build(
+        client, effects, {POD: source.informer("pods"), PODGROUP: source.informer("podgroups"),
+                          PRIORITY_CLASS: source.informer("priorityclasses")},
+        scheduler_names=scheduler_names, leading=lambda: bool(handle) and handle[0].leading(), metrics=metrics,
+        resync=resync, on_list=lambda kind: metrics.kube_lists.labels(kind).inc()) if controllers else None
     source.start()
+    if runner is not None:
+        runner.start_informers(stop)
     if not source.wait_synced(sync_timeout):
         log.warning("not every kind listed within %gs; scheduling starts when they are", sync_timeout)
     threads: list[threading.Thread] = []
@@ -148,7 +178,8 @@ def start(cache: ClusterCache, client: Any, stop: threading.Event, *, metrics: S
         threads.append(t)
     else:
         metrics.leader.set(1)
-    return KubeMode(source, effects, elector, threads)
+    handle.append(KubeMode(source, effects, elector, threads, runner, stop))
+    return handle[0]
 
 
 class KubernetesMode(Mode):
@@ -171,6 +202,12 @@ class KubernetesMode(Mode):
     def start(self, cache: ClusterCache, stop: threading.Event, metrics: SchedulerMetrics) -> Effects | None:
         self.handle = start(cache, self.client, stop, metrics=metrics, **self.settings)
         return self.handle.effects
+
+    def attach(self, scheduler: Scheduler) -> None:
+        """The controllers start with the scheduler: a Job's pods wait for admission iff its configuration
+        (reloaded) has the enqueue action."""
+        if self.handle is not None:
+            self.handle.start_controllers(lambda: "enqueue" in scheduler.config.actions)
 
     def leading(self) -> bool:
         return self.handle is not None and self.handle.leading()

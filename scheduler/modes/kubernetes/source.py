@@ -2,7 +2,8 @@
 
 Pods (all of them: pending ones this scheduler owns, and every bound pod,
 whichever scheduler placed it, for accounting), Nodes, Volcano PodGroups and
-Queues, PriorityClasses and PodDisruptionBudgets.  Each object goes through
+Queues, PriorityClasses, Namespaces (their labels, for pod affinity terms'
+namespaceSelectors) and PodDisruptionBudgets.  Each object goes through
 the same parsing and checks as a manifest (:func:`scheduler.api.manifests.parse_object`);
 one that cannot be used is logged once, counted, and the last good version of
 it stays in force.  Pods keep what the scheduler itself knows of them (its
@@ -18,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from scheduler.api.manifests import ManifestError, parse_object
-from scheduler.api.objects import Node, Pod, PodGroup, PriorityClass, Queue
+from scheduler.api.objects import Namespace, Node, Pod, PodGroup, PriorityClass, Queue
 from scheduler.cluster.cache import ClusterCache
 from scheduler.modes.kubernetes.informer import Handler, Informer, key_of
 
@@ -52,10 +53,11 @@ class KubeSource:
 
         def informer(kind: str, list_fn: Callable[..., Any], on_upsert: Handler, on_delete: Handler) -> Informer:
             return Informer(kind, list_fn, on_upsert=on_upsert, on_delete=on_delete, resync=resync,
-                            watch_timeout=watch_timeout, on_list=on_list)
+                            watch_timeout=watch_timeout, on_list=on_list, type_meta=_TYPE_META[kind])
 
         # order matters for the first sync: classes and queues before groups, groups and nodes before pods
         self.informers = [
+            informer("namespaces", core.list_namespace, self._upsert("Namespace"), self._delete("Namespace")),
             informer("priorityclasses", scheduling.list_priority_class, self._upsert("PriorityClass"),
                      self._delete("PriorityClass")),
             informer("queues", volcano("queues"), self._upsert("Queue"), self._delete("Queue")),
@@ -68,6 +70,10 @@ class KubeSource:
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
         self._warned: set[tuple[str, str, str]] = set()
+
+    def informer(self, kind: str) -> Informer:
+        """The informer of ``kind`` (its plural: "pods", "podgroups", ...)."""
+        return next(inf for inf in self.informers if inf.kind == kind)
 
     def start(self) -> None:
         for inf in self.informers:
@@ -96,7 +102,7 @@ class KubeSource:
                 t.join(timeout=max(0.0, deadline - time.monotonic()))
 
     # -- handlers -----------------------------------------------------------------------------------
-    def _parse(self, kind: str, obj: dict) -> Node | Pod | PodGroup | Queue | PriorityClass | None:
+    def _parse(self, kind: str, obj: dict) -> Node | Pod | PodGroup | Queue | PriorityClass | Namespace | None:
         doc = dict(obj)
         doc.setdefault("kind", kind)
         doc.setdefault("apiVersion", _API_VERSIONS[kind])
@@ -154,5 +160,9 @@ class KubeSource:
         self.pdbs.pop(key_of(obj), None)
 
 
-_API_VERSIONS = {"Pod": "v1", "Node": "v1", "PriorityClass": "scheduling.k8s.io/v1",
+_API_VERSIONS = {"Pod": "v1", "Node": "v1", "Namespace": "v1", "PriorityClass": "scheduling.k8s.io/v1",
                  "PodGroup": "scheduling.volcano.sh/v1beta1", "Queue": "scheduling.volcano.sh/v1beta1"}
+_TYPE_META = {"namespaces": ("v1", "Namespace"), "priorityclasses": ("scheduling.k8s.io/v1", "PriorityClass"),
+              "queues": ("scheduling.volcano.sh/v1beta1", "Queue"),
+              "podgroups": ("scheduling.volcano.sh/v1beta1", "PodGroup"), "nodes": ("v1", "Node"),
+              "pods": ("v1", "Pod"), "poddisruptionbudgets": ("policy/v1", "PodDisruptionBudget")}

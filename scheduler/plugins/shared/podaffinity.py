@@ -28,11 +28,12 @@ anti-affinity, the pod's own or placed pods', might be cleared by evictions.
 from __future__ import annotations
 
 import weakref
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from scheduler.api.objects import Pod, PodAffinityTerm, Requirement
+from scheduler.api.objects import Pod, PodAffinityTerm, Requirement, namespace_labels
 from scheduler.framework.snapshot import TaskInfo, TaskStatus
 
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ _PLACED = (TaskStatus.ALLOCATED, TaskStatus.PIPELINED, TaskStatus.RUNNING, TaskS
 _STATES: weakref.WeakKeyDictionary[Session, PodAffinityState] = weakref.WeakKeyDictionary()
 
 
-def selector_matches(selector: tuple[Requirement, ...] | None, labels: dict[str, str]) -> bool:
+def selector_matches(selector: tuple[Requirement, ...] | None, labels: Mapping[str, str]) -> bool:
     """A label selector (None: matches nothing; empty: everything) against a pod's labels."""
     if selector is None:
         return False
@@ -66,13 +67,24 @@ def selector_matches(selector: tuple[Requirement, ...] | None, labels: dict[str,
     return True
 
 
-def term_matches(term: PodAffinityTerm, pod: Pod) -> bool:
-    """Does ``pod`` fall under ``term`` (its namespaces and its label selector)?"""
-    return (term.namespaces is None or pod.namespace in term.namespaces) and selector_matches(term.selector, pod.labels)
+def term_matches(term: PodAffinityTerm, pod: Pod, ns_labels: Mapping[str, Mapping[str, str]]) -> bool:
+    """Does ``pod`` fall under ``term`` (its namespaces, namespace selector and label selector)?
+
+    ``ns_labels``: the labels of each Namespace object by name; a namespace
+    without one has only ``kubernetes.io/metadata.name``.
+    """
+    if term.namespaces is not None and pod.namespace not in term.namespaces:
+        ns_selector = term.namespace_selector
+        if ns_selector is None:
+            return False
+        labels = ns_labels.get(pod.namespace)
+        if not selector_matches(ns_selector, labels if labels is not None else namespace_labels(pod.namespace)):
+            return False
+    return selector_matches(term.selector, pod.labels)
 
 
-def all_match(terms: tuple[PodAffinityTerm, ...], pod: Pod) -> bool:
-    return all(term_matches(t, pod) for t in terms)
+def all_match(terms: tuple[PodAffinityTerm, ...], pod: Pod, ns_labels: Mapping[str, Mapping[str, str]]) -> bool:
+    return all(term_matches(t, pod, ns_labels) for t in terms)
 
 
 def state_of(ssn: Session) -> PodAffinityState:
@@ -101,6 +113,7 @@ class PodAffinityState:
     def __init__(self, ssn: Session):
         self.count = ssn.nodes.count
         self.nodes = ssn.nodes.nodes
+        self.ns_labels = ssn.snapshot.namespace_labels
         self.version = 0  # changes whenever a placement this state counts changes
         self._domains: dict[str, tuple[np.ndarray, np.ndarray, int]] = {}
         self._matchers: dict[tuple[PodAffinityTerm, ...], np.ndarray] = {}
@@ -149,8 +162,9 @@ class PodAffinityState:
 
     def _count(self, pod: Pod, node: int, sign: int) -> None:
         self.version += 1
+        ns_labels = self.ns_labels
         for terms, counts in self._matchers.items():
-            if all_match(terms, pod):
+            if all_match(terms, pod, ns_labels):
                 counts[node] += sign
         aff = pod.pod_affinity
         if aff is not None:
@@ -168,13 +182,13 @@ class PodAffinityState:
         if counts is None:
             counts = np.zeros(self.count, dtype=np.int64)
             for task, node in self._placed.values():
-                if all_match(terms, task.pod):
+                if all_match(terms, task.pod, self.ns_labels):
                     counts[node] += 1
             self._matchers[terms] = counts
         if future and self._leaving:
             counts = counts.copy()
             for task, node in self._leaving.values():
-                if all_match(terms, task.pod):
+                if all_match(terms, task.pod, self.ns_labels):
                     counts[node] -= 1
         return counts
 
@@ -232,7 +246,7 @@ class PodAffinityState:
                 return None
             existing_terms = []
         else:
-            existing_terms = [t for t in self._carried["anti_required"] if term_matches(t, pod)]
+            existing_terms = [t for t in self._carried["anti_required"] if term_matches(t, pod, self.ns_labels)]
             if aff is None and not existing_terms:
                 return None
         future = mode == "future" and bool(self._leaving)
@@ -256,7 +270,7 @@ class PodAffinityState:
     def _affinity_reach(self, terms: tuple[PodAffinityTerm, ...], pod: Pod) -> np.ndarray:
         """An upper bound of :meth:`_affinity_ok` over any evictions: evicting only removes matching pods."""
         ok = self._affinity_ok(terms, pod, False)
-        if all_match(terms, pod):
+        if all_match(terms, pod, self.ns_labels):
             has_all = np.ones(self.count, dtype=bool)
             for term in terms:
                 has_all &= self.domains(term.topology_key)[1]
@@ -277,7 +291,7 @@ class PodAffinityState:
             exist &= in_dom > 0
             has_all &= has
             anywhere = anywhere or bool(matched[has].any())
-        if not anywhere and all_match(terms, pod):
+        if not anywhere and all_match(terms, pod, self.ns_labels):
             return has_all
         return exist
 
@@ -331,7 +345,7 @@ class PodAffinityState:
                 add(term, self._matched((term,)), -1)
         for kind, sign in (("preferred", +1), ("anti_preferred", -1)):
             for term, carriers in self._carried[kind].items():
-                if term_matches(term, pod):
+                if term_matches(term, pod, self.ns_labels):
                     add(term, carriers, sign)
         for topology_key, acc in touched.items():
             per_node += self.in_domain(topology_key, acc)

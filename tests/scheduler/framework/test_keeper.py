@@ -49,7 +49,7 @@ def changes(draw: Any) -> list[tuple[str, Any]]:
         kind = draw(st.sampled_from([
             "pod", "pod", "pod", "remove", "readd", "bind", "unbind", "evict", "nominate", "terminating", "finish",
             "group", "remove_group", "group_status", "node", "remove_node", "priority_class", "remove_class",
-            "queue", "foreign", "cycle", "check", "check"]))
+            "queue", "foreign", "namespace", "remove_namespace", "cycle", "check", "check"]))
         name = draw(st.sampled_from(PODS))
         if kind in ("pod", "readd"):
             out.append((kind, _pod(name, draw)))
@@ -68,6 +68,8 @@ def changes(draw: Any) -> list[tuple[str, Any]]:
                                         extra=draw(st.sampled_from([None, {"example.com/dongle": 2}]))))))
         elif kind in ("priority_class", "remove_class"):
             out.append((kind, _obj(priority_class("high", draw(st.sampled_from([10, 1000]))))))
+        elif kind in ("namespace", "remove_namespace"):
+            out.append((kind, _obj(namespace("default", draw(st.sampled_from([{}, {"team": "a"}, {"team": "b"}]))))))
         elif kind == "queue":
             out.append((kind, _obj(queue("q", draw(st.integers(1, 3)),
                                          capability=draw(st.sampled_from([None, {"cpu": "4"}]))))))
@@ -81,7 +83,7 @@ def changes(draw: Any) -> list[tuple[str, Any]]:
 
 
 def _apply(cache: ClusterCache, sched: Scheduler, kind: str, arg: Any) -> None:
-    if kind in ("pod", "foreign", "group", "node", "priority_class", "queue"):
+    if kind in ("pod", "foreign", "group", "node", "priority_class", "queue", "namespace"):
         cache.upsert(arg)
     elif kind == "remove":
         cache.remove_pod(arg)
@@ -94,6 +96,8 @@ def _apply(cache: ClusterCache, sched: Scheduler, kind: str, arg: Any) -> None:
         cache.remove("Node", arg.name)
     elif kind == "remove_class":
         cache.remove("PriorityClass", arg.name)
+    elif kind == "remove_namespace":
+        cache.remove("Namespace", arg.name)
     elif kind == "group_status":
         current = cache.podgroups.get(arg.key)
         if current is not None:
@@ -175,6 +179,44 @@ def test_only_changed_pods_are_read_again() -> None:
     redone = {uid for uid, seed in keeper._seeds.items() if seeds.get(uid) is not seed}
     assert redone == {"default/p7", "default/p9"}
     assert "default/p3" not in keeper._seeds
+
+
+def namespace(name: str, labels: dict[str, str]) -> dict:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+
+
+def test_namespace_labels_are_journalled_and_terms_follow_them() -> None:
+    """A Namespace relabelled is seen by the next kept snapshot, without reading any pod again, and a
+    namespaceSelector term follows it; the same labels again (an informer's resync) journal nothing."""
+    cache = ClusterCache()
+    cache.upsert(_obj(node("n0", labels={"zone": "a"})))
+    cache.upsert(_obj(namespace("team-b", {"team": "red"})))
+    db = pod("db", namespace="team-b", nodeName="n0", phase="Running")
+    db["metadata"]["labels"] = {"app": "db"}
+    cache.upsert(_obj(db))
+    web = pod("web")
+    web["spec"]["affinity"] = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "zone",
+         "namespaceSelector": {"matchLabels": {"team": "blue"}}}]}}
+    cache.upsert(_obj(web))
+    sched = Scheduler(cache, clock=lambda: AT)
+    sched.run_once()
+    assert cache.pods["default/web"].node_name == "" and "pod affinity" in (cache.pods["default/web"].reason or "")
+    keeper = SnapshotKeeper(cache)
+    first = keeper.take(AT.timestamp())
+    assert first.namespace_labels["team-b"] == {"team": "red", "kubernetes.io/metadata.name": "team-b"}
+    seeds = dict(keeper._seeds)
+    cache.upsert(_obj(namespace("team-b", {"team": "red"})))  # a resync: nothing changed
+    assert not keeper._journal.namespaces
+    cache.upsert(_obj(namespace("team-b", {"team": "blue"})))
+    assert keeper._journal.namespaces
+    kept = keeper.take(AT.timestamp())
+    assert kept.namespace_labels["team-b"]["team"] == "blue"
+    assert all(keeper._seeds[uid] is seed for uid, seed in seeds.items())  # no pod read again
+    sched.run_once()
+    assert cache.pods["default/web"].node_name == "n0"
+    cache.remove("Namespace", "team-b")  # gone: the namespace has only its name label, which the term does not match
+    assert "team-b" not in keeper.take(AT.timestamp()).namespace_labels
 
 
 def test_a_pod_removed_and_added_again_comes_last_as_in_the_cache() -> None:

@@ -107,6 +107,24 @@ def test_apply_stores_a_whole_file_or_nothing(tmp_path: Path) -> None:
     assert embedded.cache.queues["q"].weight == 3
 
 
+def test_namespaces_are_applied_relabelled_kept_and_deleted(tmp_path: Path) -> None:
+    """A Namespace is stored and replaced like a queue; its labels reach the cache (a namespaceSelector reads
+    them), survive a restart, and go with a delete."""
+    embedded, _ = cluster(tmp_path)
+    team = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a", "labels": {"team": "a"}}}
+    assert embedded.apply(docs(team)) == ["namespace/team-a"]
+    team["metadata"]["labels"] = {"team": "b"}
+    assert embedded.apply(docs(team)) == ["namespace/team-a"]
+    assert embedded.cache.namespaces["team-a"].labels == {"team": "b", "kubernetes.io/metadata.name": "team-a"}
+    embedded.store.close()
+    cache = ClusterCache()
+    assert Embedded(cache, Store(tmp_path / "store.sqlite")).load() == 1
+    assert cache.namespaces["team-a"].labels["team"] == "b"
+    reloaded = Embedded(cache, Store(tmp_path / "store.sqlite"))
+    assert reloaded.delete("Namespace", "team-a") == "deleted"
+    assert "team-a" not in cache.namespaces
+
+
 def test_a_gang_binds_only_when_all_three_fit_and_a_restart_keeps_everything(tmp_path: Path) -> None:
     embedded, sched = cluster(tmp_path, cpu=4)
     embedded.apply(docs(podgroup("train", minMember=3), *[pod(f"train-{i}", cpu=2, group="train") for i in range(3)]))

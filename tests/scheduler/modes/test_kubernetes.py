@@ -124,6 +124,31 @@ def test_pods_submitted_to_the_api_server_get_bound(api, harness) -> None:
     assert len(events) == 5
 
 
+def test_namespace_labels_reach_the_cache_and_a_namespace_selector_follows_them(api, harness) -> None:
+    """Namespaces are informed (labels, kubernetes.io/metadata.name as the API server sets it); relabelling
+    one lets a pod whose affinity term selects namespaces by label find the pod it must join."""
+    api.put(node("n1", allocatable={"cpu": "4", "memory": "16Gi", "pods": "110"}, labels={"zone": "a"}))
+    api.core_v1().create_namespace({"metadata": {"name": "team-b", "labels": {"team": "red"}}})
+    db = pending_pod("db", namespace="team-b")
+    db["spec"]["nodeName"] = "n1"
+    db["status"]["phase"] = "Running"
+    db["metadata"]["labels"] = {"app": "db"}
+    api.put(db)
+    web = pending_pod("web")
+    web["spec"]["affinity"] = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "zone",
+         "namespaceSelector": {"matchLabels": {"team": "blue"}}}]}}
+    api.put(web)
+    h = harness()
+    assert h.cycle().binds == 0
+    assert h.cache.namespaces["team-b"].labels == {"team": "red", "kubernetes.io/metadata.name": "team-b"}
+    h.api.core_v1().patch_namespace("team-b", {"metadata": {"labels": {"team": "blue"}}})
+    wait_until(lambda: h.cache.namespaces["team-b"].labels.get("team") == "blue")
+    assert h.cycle().binds == 1 and h.node_of("web") == "n1"
+    h.api.remove("namespaces", "team-b")
+    wait_until(lambda: "team-b" not in h.cache.namespaces)
+
+
 def test_a_gang_stays_unbound_until_it_fits_and_says_why(api, harness) -> None:
     api.put(node("n1", allocatable={"cpu": "4", "memory": "16Gi", "pods": "110"}))
     api.put({"apiVersion": PG, "kind": "PodGroup", "metadata": {"name": "train", "namespace": "default"},
@@ -747,8 +772,8 @@ def test_sigterm_exits_at_once_while_every_watch_is_quiet(tmp_path) -> None:
         assert not quiet.get("leases", "scoria-scheduler", "kube-system")["spec"].get("holderIdentity")
 
 
-INFORMED = ("/api/v1/pods", "/api/v1/nodes", "/apis/scheduling.volcano.sh/", "/apis/scheduling.k8s.io/",
-            "/apis/policy/")  # what the informers list and watch (not the lease)
+INFORMED = ("/api/v1/pods", "/api/v1/nodes", "/api/v1/namespaces", "/apis/scheduling.volcano.sh/",
+            "/apis/scheduling.k8s.io/", "/apis/policy/")  # what the informers list and watch (not the lease)
 
 
 def _stall(api: FakeApiServer, requests: str) -> None:
@@ -762,8 +787,10 @@ def _stall(api: FakeApiServer, requests: str) -> None:
     else:
         api.put_namespace("moved-on")  # a write none of them saw, then the history gone: 410, list again
         api.expire_watches()
-    wait_until(lambda: len({c.plural for c in api.calls[asked:] if c.method == "GET" and c.plural != "leases"
-                            and c.verb == ("watch" if requests == "watches" else "list")}) == 6)
+    scheduler_kinds = {"namespaces", "pods", "nodes", "podgroups", "queues", "priorityclasses",
+                       "poddisruptionbudgets"}  # one per scheduler informer (the controllers' have their own)
+    wait_until(lambda: scheduler_kinds <= {c.plural for c in api.calls[asked:] if c.method == "GET"
+                                           and c.verb == ("watch" if requests == "watches" else "list")})
 
 
 @pytest.mark.parametrize("requests", ["watches", "lists"])

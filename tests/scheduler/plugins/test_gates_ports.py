@@ -28,14 +28,14 @@ from tests.support.builders import pod as build_pod
 from tests.support.scenario import run_scenario
 
 KUBE = Path(__file__).resolve().parents[2] / "fixtures" / "kube"
-CASES = sorted([*KUBE.glob("schedulinggates/*.yaml"), *KUBE.glob("nodeports/*.yaml")])
+CASES = sorted([*KUBE.glob("schedulinggates/*/*.yaml"), *KUBE.glob("nodeports/*/*.yaml")])
 PORTS_REASON = "node(s) didn't have free ports for the requested pod ports"
 
 
 def test_the_kube_cases_are_there() -> None:
     """They run in tests/scheduler/test_kube_conformance.py with the others."""
-    assert len([p for p in CASES if p.parent.name == "nodeports"]) == 14
-    assert len([p for p in CASES if p.parent.name == "schedulinggates"]) == 2
+    assert len([p for p in CASES if p.parent.parent.name == "nodeports"]) == 20
+    assert len([p for p in CASES if p.parent.parent.name == "schedulinggates"]) == 2
 
 
 # -- manifests ------------------------------------------------------------------------------------

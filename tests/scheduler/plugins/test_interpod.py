@@ -75,8 +75,11 @@ def test_terms_resolve_namespaces_and_merge_match_label_keys() -> None:
     assert first.selector == (Requirement("app", "In", ("db",)), Requirement("version", "In", ("v2",)),
                               Requirement("team", "NotIn", ("red",)))
     assert first.namespaces == ("ns1",) and first.topology_key == ZONE
-    assert every.namespaces is None  # namespaceSelector {}: every namespace
-    assert listed.namespaces == ("a", "b") and listed.selector == ()  # other selectors: only those listed
+    assert every.namespaces is None and every.namespace_selector is None  # namespaceSelector {}: every namespace
+    # another selector: the namespaces listed, and those whose Namespace's labels match
+    assert listed.namespaces == ("a", "b") and listed.selector == ()
+    assert listed.namespace_selector == (Requirement("env", "In", ("x",)),)
+    assert first.namespace_selector is None
     (anti,) = aff.anti_preferred
     assert anti.weight == 7 and anti.selector is None  # no labelSelector: matches no pod
 
@@ -95,6 +98,12 @@ def test_a_pod_without_terms_has_none() -> None:
     ({"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [_term(None, matchLabelKeys=["a"])]}},
      r"matchLabelKeys: needs a labelSelector"),
     ({"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": "x"}}, r"expected a list"),
+    ({"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        _term({"matchExpressions": [{"key": "a", "operator": "In", "values": ["ok", "{{.bad}}"]}]})]}},
+     r"labelSelector\.matchExpressions\[0\]\.values\[1\]: '\{\{\.bad\}\}'"),
+    ({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        _term({}, namespaceSelector={"matchExpressions": [{"key": "bad key", "operator": "Exists"}]})]}},
+     r"namespaceSelector\.matchExpressions\[0\]\.key"),
 ])
 def test_bad_terms_are_refused_with_their_path(affinity: dict, message: str) -> None:
     with pytest.raises(ManifestError, match=message):
@@ -138,6 +147,35 @@ def test_namespaces_scope_a_term(tmp_path: Path) -> None:
                          web("named", namespaces=["other"])], tmp_path))
     assert bound["default/own"] is None  # its own namespace holds no db
     assert bound["default/all"] == bound["default/named"] == "n1"
+
+
+def test_a_namespace_selector_matches_namespace_labels(tmp_path: Path) -> None:
+    """A namespaceSelector other than {} selects the namespaces whose Namespace objects carry matching labels;
+    every namespace has kubernetes.io/metadata.name, declared or not."""
+    dbs = [{"pod": {"name": "db", "namespace": ns, "cpu": 1, "nodeName": node, "phase": "Running",
+                    "labels": {"app": "db"}}} for ns, node in (("blue-team", "n0"), ("red-team", "n1"))]
+    namespaces = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "blue-team", "labels": {"team": "blue"}}}]
+
+    def web(name: str, selector: dict) -> dict:
+        return {"pod": {"name": name, "cpu": 1, "affinity": {"podAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                _term({"matchLabels": {"app": "db"}}, namespaceSelector=selector)]}}}}
+
+    bound = _bound(_run([*_zones(), *namespaces, *dbs,
+                         web("blue", {"matchLabels": {"team": "blue"}}),
+                         web("by-name", {"matchLabels": {"kubernetes.io/metadata.name": "red-team"}}),
+                         web("none", {"matchLabels": {"team": "green"}})], tmp_path))
+    assert bound["default/blue"] == "n0"
+    assert bound["default/by-name"] == "n1"  # red-team has no Namespace object, but has its name label
+    assert bound["default/none"] is None
+
+
+def test_namespaces_are_read_and_checked() -> None:
+    ns = parse_object({"apiVersion": "v1", "kind": "Namespace",
+                       "metadata": {"name": "team-a", "labels": {"team": "a"}}}, "test")
+    assert ns.labels == {"team": "a", "kubernetes.io/metadata.name": "team-a"}
+    with pytest.raises(ManifestError, match=r"Namespace team\.a: metadata\.name"):
+        parse_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team.a"}}, "test")
 
 
 # -- gangs: members constrain each other within one statement -------------------------------

@@ -20,7 +20,7 @@ from scheduler.framework.config import parse_config
 from tests.support.scenario import run_scenario
 
 KUBE = Path(__file__).resolve().parents[2] / "fixtures" / "kube" / "podtopologyspread"
-CASES = sorted(KUBE.glob("*.yaml"))
+CASES = sorted(KUBE.glob("*/*.yaml"))
 HARD = "node(s) didn't match pod topology spread constraints"
 
 
