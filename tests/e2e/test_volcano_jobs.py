@@ -45,7 +45,8 @@ class JobStack(Stack):
         self.scheduler = subprocess.Popen(
             [PY, "-m", "scheduler", "-v", "serve", "--embedded", "--state", str(self.dir / "scheduler"),
              "--metrics-port", "0", "--config", str(self.config), "--schedule-interval", "0.3",
-             "--pod-cidr", self.cidr, "--agent-state", str(self.dir / "agent")], cwd=ROOT, stdout=self._log("scheduler"), stderr=subprocess.STDOUT)
+             "--pod-cidr", self.cidr, "--agent-state", str(self.dir / "agent")],
+            cwd=ROOT, stdout=self._log("scheduler"), stderr=subprocess.STDOUT)
         wait(lambda: self._answers() or self.scheduler.poll() is not None, 30, "the control endpoint")
         assert self.scheduler.poll() is None, self.logs()
 
@@ -204,7 +205,8 @@ def test_an_evicted_pod_restarts_the_job_until_max_retry_fails_it(stack) -> None
         first = s.get("/objects/pods/default/retry-worker-0")["manifest"]["metadata"]["uid"]
         s.cli("delete", "pod", "retry-worker-0")  # what Volcano sees as PodEvicted: a pod deleted under the Job
         if retry < 2:
-            until(lambda first=first: s.job("retry").get("retryCount") == retry and s.phase("retry") == "Running" and
+            until(lambda first=first, retry=retry: s.job("retry").get("retryCount") == retry and
+                  s.phase("retry") == "Running" and
                   s.get("/objects/pods/default/retry-worker-0")["manifest"]["metadata"]["uid"] != first,
                   60, f"restart {retry}", s)
             assert s.job("retry")["version"] == retry
