@@ -49,9 +49,13 @@ def job_status(embedded: Embedded, name: str = "train") -> dict:
 
 
 def report_running(embedded: Embedded, node: str = "n0", phase: str = "Running", exit_code: int = 0,
-                   only: set[str] | None = None) -> list:
+                   only: set[str] | None = None, deleted_too: bool = False) -> list:
+    """The node's report: what is bound to it runs (or ends with ``phase``), but what was deleted it has
+    stopped (unless ``deleted_too``: not yet)."""
     runtime = []
     for p in embedded.cache.pods.values():
+        if p.terminating and not deleted_too:
+            continue
         if p.node_name == node and (only is None or p.name in only):
             state = "running" if phase == "Running" else "terminated"
             runtime.append(PodRuntime(p.uid, p.namespace, p.name, phase, log_dir="",
@@ -138,7 +142,7 @@ def test_deleting_a_job_cascades_in_one_go_and_survives_a_restart(tmp_path: Path
     # running pods are stopped by their node first; the rest of what the Job owned is gone at once
     assert all(p.terminating for p in again.cache.pods.values())
     assert not again.store.of_kind("Service") and not again.store.of_kind("PodGroup")
-    actions = report_running(again)
+    actions = report_running(again, deleted_too=True)
     assert {a.kind for a in actions} == {PodActionKind.STOP}
     again.pod_actions("n0", View())  # the node no longer runs them: their records go
     again.controllers.reconcile_once()
