@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import logging
 import threading
+import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
@@ -35,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from scheduler.api.manifests import ManifestError, parse_object
 from scheduler.api.objects import Pod, PodGroup
-from scheduler.controllers.host import HostError, MemoryHost, NotFound, rfc3339
+from scheduler.controllers.host import AlreadyExists, HostError, MemoryHost, NotFound, rfc3339
 from scheduler.controllers.kinds import (
     COMMAND,
     CONFIGMAP,
@@ -183,16 +185,30 @@ class StoreHost(MemoryHost):
 
     # -- writing: buffered, committed once per reconcile ---------------------------------------------------
     def create(self, obj: dict) -> dict:
+        """As an API server creates (uid, resourceVersion, creationTimestamp, a pod Pending); the view holds the
+        object itself afterwards (no copy is handed back: the controllers never change what they get)."""
         kind = kind_of(obj)
         if kind not in STORE_KINDS:
             raise HostError(f"embedded mode keeps no {kind}")
-        cached = self._cached(obj, kind) if kind in (POD, PODGROUP) else None
-        stored = super().create(obj)
-        key = store_key(kind, stored["metadata"]["namespace"] if kind.namespaced else "", stored["metadata"]["name"])
+        table = self.objects.setdefault(kind, {})
+        key = store_key(kind, meta(obj).get("namespace", "") if kind.namespaced else "", meta(obj).get("name", ""))
+        if key in table:
+            raise AlreadyExists(f"{kind} {key} already exists")
+        stored = json.loads(json.dumps(obj))  # a copy of our own (JSON's round trip: several times deepcopy's speed)
+        m = stored.setdefault("metadata", {})
+        if kind.namespaced:
+            m.setdefault("namespace", "default")
+        m["uid"] = m.get("uid") or str(uuid.uuid4())
+        m.setdefault("creationTimestamp", rfc3339(datetime.now(UTC)))
+        if kind == POD:
+            stored.setdefault("status", {}).setdefault("phase", "Pending")
+        cached = self._cached(stored, kind) if kind in (POD, PODGROUP) else None
+        m["resourceVersion"] = self._bump()
+        table[key] = stored
+        self.writes += 1
         self._writes.append(Stored(STORE_KINDS[kind], key, _manifest(stored), {}))
         if cached is not None:
-            fresh = self._cached(stored, kind)
-            self._after.append(lambda: self.embedded.cache.upsert(fresh))
+            self._after.append(lambda: self.embedded.cache.upsert(cached))
         self._after.append(lambda: self.embedded.controller_wrote(STORE_KINDS[kind], key, stored))
         return stored
 
@@ -351,16 +367,15 @@ _OWNER_KINDS = {(k.api_version, k.kind) for k in STORE_KINDS}
 
 
 def _manifest(doc: dict, *, keep_phase: bool = False) -> dict:
-    """What the store keeps of a view object: no status, no resourceVersion, no binding."""
-    out = copy.deepcopy(doc)
-    status = out.pop("status", None)
-    m = out.get("metadata") or {}
-    m.pop("resourceVersion", None)
-    m.pop("deletionTimestamp", None)
-    if kind_of(out) == POD and isinstance(out.get("spec"), dict):
-        out["spec"].pop("nodeName", None)  # the binding is the scheduler's, kept in the status
+    """What the store keeps of a view object: no status, no resourceVersion, no binding.  Shallow: it shares the
+    rest with the view (written out as JSON at the commit, read by the manifest reader)."""
+    out = {k: v for k, v in doc.items() if k != "status"}
+    out["metadata"] = {k: v for k, v in (doc.get("metadata") or {}).items()
+                       if k not in ("resourceVersion", "deletionTimestamp")}
+    if kind_of(out) == POD and isinstance(out.get("spec"), dict) and "nodeName" in out["spec"]:
+        out["spec"] = {k: v for k, v in out["spec"].items() if k != "nodeName"}  # the binding: the scheduler's
     if keep_phase:
-        out["status"] = {"phase": (status or {}).get("phase", "Pending")} if kind_of(out) == POD else {}
+        out["status"] = {"phase": (doc.get("status") or {}).get("phase", "Pending")} if kind_of(out) == POD else {}
     return out
 
 

@@ -590,14 +590,15 @@ class EmbeddedEffects(CacheEffects):
         self.embedded = embedded
         self._changes: dict[tuple[str, str], dict] = {}
         self._lock = threading.Lock()
+        self._binds: list[tuple[Pod, str, dict[str, str]]] = []
+        self._seen_generation = -1
 
     def bind(self, pod: Pod, node: str, annotations: dict[str, str]) -> bool:
-        # stored first: once bound in the cache an agent may start it, and a crash must not forget it
-        stored = self.embedded.store.get("Pod", pod.key)
-        ip = self.embedded.network.bound(pod.uid, pod.namespace, stored.manifest if stored is not None else {})
-        self.embedded.store.update_status([("Pod", pod.key, {"nodeName": node, "phase": "Running", "reason": None,
-                                                             "annotations": dict(annotations), "podIP": ip})])
-        return super().bind(pod, node, annotations)
+        """Kept until the cycle's end (:meth:`flush`): stored with the cycle's statuses in one transaction, and
+        only then in the cache — once bound in the cache an agent may start it, and a crash must not forget it."""
+        with self._lock:
+            self._binds.append((pod, node, dict(annotations)))
+        return True
 
     def evict(self, pod: Pod, reason: str) -> None:
         """The agent stops it (EVICT); until it has, it counts as leaving."""
@@ -630,10 +631,35 @@ class EmbeddedEffects(CacheEffects):
             self._changes.setdefault(key, {}).update(fields)
 
     def flush(self) -> int:
+        """Write the cycle's binds and statuses, all in one transaction (a store that fails them fails the cycle:
+        nothing of it is kept, its pods are placed again), then bind in the cache; a cycle that bound, evicted or
+        changed a phase has the controllers look at once."""
         with self._lock:
             changes, self._changes = self._changes, {}
-        self.embedded.store.update_status([(kind, key, fields) for (kind, key), fields in changes.items()])
-        return len(changes)
+            binds, self._binds = self._binds, []
+        writes: list[Any] = [(kind, key, fields) for (kind, key), fields in changes.items()]
+        placed = []
+        network = self.embedded.network
+        for pod, node, annotations in binds:
+            stored = self.embedded.store.get("Pod", pod.key)
+            if stored is None:  # deleted while the cycle ran
+                continue
+            ip = network.bound(pod.uid, pod.namespace, stored.manifest)
+            writes.append(("Pod", pod.key, {"nodeName": node, "phase": "Running", "reason": None,
+                                            "annotations": annotations, "podIP": ip}))
+            placed.append((pod, node, annotations))
+        try:
+            self.embedded.store.commit(writes)
+        except Exception:
+            for pod, _, _ in placed:
+                network.released(pod.uid, pod.namespace)
+            raise
+        for pod, node, annotations in placed:
+            super().bind(pod, node, annotations)
+        if self.cache.generation != self._seen_generation:
+            self._seen_generation = self.cache.generation
+            self.embedded.controllers.kick()
+        return len(writes)
 
 
 class EmbeddedMode(Mode):
