@@ -640,22 +640,22 @@ class EmbeddedEffects(CacheEffects):
         writes: list[Any] = [(kind, key, fields) for (kind, key), fields in changes.items()]
         placed = []
         network = self.embedded.network
-        for pod, node, annotations in binds:
+        for pod, node, notes in binds:
             stored = self.embedded.store.get("Pod", pod.key)
             if stored is None:  # deleted while the cycle ran
                 continue
             ip = network.bound(pod.uid, pod.namespace, stored.manifest)
             writes.append(("Pod", pod.key, {"nodeName": node, "phase": "Running", "reason": None,
-                                            "annotations": annotations, "podIP": ip}))
-            placed.append((pod, node, annotations))
+                                            "annotations": notes, "podIP": ip}))
+            placed.append((pod, node, notes))
         try:
             self.embedded.store.commit(writes)
         except Exception:
             for pod, _, _ in placed:
                 network.released(pod.uid, pod.namespace)
             raise
-        for pod, node, annotations in placed:
-            super().bind(pod, node, annotations)
+        for pod, node, notes in placed:
+            super().bind(pod, node, notes)
         if self.cache.generation != self._seen_generation:
             self._seen_generation = self.cache.generation
             self.embedded.controllers.kick()
