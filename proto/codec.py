@@ -19,6 +19,7 @@ from proto.model import (
     Capacity,
     Colocation,
     ContainerRuntime,
+    ContainerTermination,
     ContainerUsage,
     CpuTopology,
     DeviceProcess,
@@ -119,7 +120,14 @@ def report_to_pb(r: NodeReport) -> Any:
         mp = msg.runtime.add(uid=pr.uid, namespace=pr.namespace, name=pr.name, phase=pr.phase, reason=pr.reason,
                              message=pr.message, restarts=pr.restarts, started_ns=pr.started_ns, log_dir=pr.log_dir)
         for cr in pr.containers:
-            mp.containers.add(name=cr.name, state=cr.state, exit_code=cr.exit_code, restarts=cr.restarts, pid=cr.pid)
+            mcr = mp.containers.add(name=cr.name, state=cr.state, exit_code=cr.exit_code, restarts=cr.restarts,
+                                    pid=cr.pid, reason=cr.reason, message=cr.message, started_ns=cr.started_ns,
+                                    finished_ns=cr.finished_ns)
+            if (last := cr.last_termination) is not None:
+                mcr.last_termination.SetInParent()
+                mcr.last_termination.exit_code, mcr.last_termination.reason = last.exit_code, last.reason
+                mcr.last_termination.message, mcr.last_termination.started_ns = last.message, last.started_ns
+                mcr.last_termination.finished_ns = last.finished_ns
     return msg
 
 
@@ -190,8 +198,15 @@ def report_from_pb(msg: Any, capacity: Capacity | None = None) -> NodeReport:
 
 def runtime_from_pb(pods: Any) -> list[PodRuntime]:
     return [PodRuntime(p.uid, p.namespace, p.name, p.phase, p.reason, p.message, p.restarts, p.started_ns, p.log_dir,
-                       [ContainerRuntime(c.name, c.state, c.exit_code, c.restarts, c.pid) for c in p.containers])
+                       [_container_from(c) for c in p.containers])
             for p in pods]
+
+
+def _container_from(c: Any) -> ContainerRuntime:
+    last = c.last_termination if c.HasField("last_termination") else None
+    return ContainerRuntime(c.name, c.state, c.exit_code, c.restarts, c.pid, c.reason, c.message, c.started_ns,
+                            c.finished_ns, None if last is None else ContainerTermination(
+                                last.exit_code, last.reason, last.message, last.started_ns, last.finished_ns))
 
 
 def _pods_from(pods: Any, details: Any) -> list[PodUsage]:

@@ -193,12 +193,28 @@ class Colocation:
 
 
 @dataclass(slots=True)
+class ContainerTermination:
+    """How one run of a container ended."""
+
+    exit_code: int = 0
+    reason: str = ""
+    message: str = ""
+    started_ns: int = 0
+    finished_ns: int = 0
+
+
+@dataclass(slots=True)
 class ContainerRuntime:
     name: str
     state: str = "waiting"  # waiting, running, terminated
     exit_code: int = 0
     restarts: int = 0
     pid: int = 0
+    reason: str = ""  # waiting: BackOff, StartError; terminated: Completed, Error, OOMKilled
+    message: str = ""
+    started_ns: int = 0
+    finished_ns: int = 0
+    last_termination: ContainerTermination | None = None  # how the run before this one ended (kubectl's Last State)
 
 
 @dataclass(slots=True)

@@ -101,6 +101,12 @@ def build_parser() -> argparse.ArgumentParser:
     emb.add_argument("--agent-state", metavar="DIR",
                      help="the agent's --state: pod logs are read from DIR/logs/<namespace>_<name>_<uid>/, never "
                           "from where a report says (default: --state DIR/agent)")
+    emb.add_argument("--web-port", type=int, default=None, metavar="PORT",
+                     help="serve the live web view (nodes, pods, queues, plots) on this loopback port (0 picks a free "
+                          "one); its address, with the token it asks for, is written to STATE/web.url (0600). "
+                          "Default: no web view")
+    emb.add_argument("--web-address", default="127.0.0.1", metavar="ADDRESS",
+                     help="loopback address of the web view (default 127.0.0.1; ::1 also works; no other)")
     emb.add_argument("--node-monitor-grace-period", type=float, default=40.0, metavar="SECONDS",
                      help="a node whose agent has not reported for this long is Unknown: tainted "
                           "node.kubernetes.io/unreachable, given no new pod, its pods Unknown (default 40, as "
@@ -242,9 +248,15 @@ def select_mode(args: argparse.Namespace) -> Mode:
                 raise ServeError(f"--{flag.replace('_', '-')}: must be 0 or more seconds")
         lifecycle = LifecycleConfig(args.node_monitor_grace_period, args.default_not_ready_toleration_seconds,
                                     args.default_unreachable_toleration_seconds)
+        if args.web_port is not None:
+            from scheduler.modes.embedded.web import check_address
+            check_address(args.web_address)
         return EmbeddedMode(Path(args.state_dir), api_socket=Path(args.api_socket) if args.api_socket else None,
                             api_group=group, agent_state=Path(args.agent_state) if args.agent_state else None,
-                            lifecycle=lifecycle, pod_cidr=args.pod_cidr)
+                            lifecycle=lifecycle, web_port=args.web_port, web_address=args.web_address,
+                            pod_cidr=args.pod_cidr)
+    if args.web_port is not None:
+        raise ServeError("--web-port is for --embedded (the web view shows its store)")
     if args.kubernetes:
         from scheduler.modes.kubernetes import mode as kubernetes
         client = kubernetes.api_client(kubeconfig=args.kubeconfig, in_cluster=args.in_cluster)
@@ -292,6 +304,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         check_socket_free(agent_socket, "--listen")
     if isinstance(mode, EmbeddedMode):
         check_socket_free(mode.api_socket, "--api-socket")
+        if mode.web_port:
+            check_port(mode.web_address, mode.web_port, flag="--web-port", also=" (0 picks a free one)")
     if args.metrics_port:
         check_port(args.metrics_address, args.metrics_port, flag="--metrics-port",
                    also=" (0 turns it off), or --metrics-address ADDRESS")

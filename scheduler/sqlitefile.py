@@ -19,8 +19,12 @@ from pathlib import Path
 
 
 def open_owned(path: str | Path, *, application_id: int, schema_version: int, schema: list[str], what: str,
-               error: Callable[[str], Exception]) -> sqlite3.Connection:
-    """A connection to ``path`` (autocommit: use :func:`transaction`); ``error(problem)`` is raised otherwise."""
+               error: Callable[[str], Exception],
+               upgrades: dict[int, list[str]] | None = None) -> sqlite3.Connection:
+    """A connection to ``path`` (autocommit: use :func:`transaction`); ``error(problem)`` is raised otherwise.
+
+    ``upgrades[v]`` are the statements that take a file of schema ``v`` to ``v + 1``: an older file of ours is
+    brought up to ``schema_version`` in one transaction (all steps or none); a newer one is refused."""
     path = Path(path)
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)  # made here, or there before
@@ -52,11 +56,19 @@ def open_owned(path: str | Path, *, application_id: int, schema_version: int, sc
         if app != application_id:
             raise error(f"a SQLite database of another program (application_id {app}, tables "
                         f"{', '.join(tables) or 'none'}), not a {what}")
-        if version != schema_version:
+        steps = upgrades or {}
+        if version != schema_version and not (version < schema_version and
+                                              all(v in steps for v in range(version, schema_version))):
             raise error(f"{what} schema {version}, this scheduler reads {schema_version}")
         check = db.execute("PRAGMA quick_check").fetchone()[0]
         if check != "ok":
             raise error(f"damaged ({check})")
+        if version < schema_version:
+            with transaction(db):
+                for v in range(version, schema_version):
+                    for statement in steps[v]:
+                        db.execute(statement)
+                db.execute(f"PRAGMA user_version = {schema_version}")
         return db
     except sqlite3.Error as exc:
         db.close()

@@ -55,6 +55,8 @@ def test_the_live_view_shows_probe_errors_and_failing_evicted_and_lost_pods(monk
                    "Evicted: node memory at 93% for 3 samples", "NodeLost: node n is Unknown"):
         assert needle in out, (needle, out)
     if not tty:
-        failing = out.split("failing or evicted: ")[1]
+        failing = out.split("failing or evicted: ")[1].split(" | waiting: ")[0]
         assert "shop/probe" not in failing and "etl-b-1" not in failing, failing  # healthy and pending ones are not
         assert "shop/web Running: CrashLoopBackOff" in failing and "(3 restarts)" in failing, failing
+        assert out.rstrip().endswith("| waiting: 1, batch/etl-b-1: 0/1 nodes are available: 1 Insufficient "
+                                     "kubernetes.io/batch-cpu"), out  # why pods wait, whole

@@ -68,6 +68,9 @@ def exited(host: Host, pod: HeldPod, c: ContainerRecord, code: int, now: float, 
     pod.handles.pop(c.name, None)
     c.state, c.exit_code, c.finished_at, c.pid, c.pid_start = TERMINATED, code, now, 0, 0.0
     c.reason, c.message = reason or exit_reason(code), message
+    # kept apart from what follows (a back-off, the next run): kubectl's Last State after a restart
+    c.prior_exit, c.last_exit = c.last_exit, {"exit_code": code, "reason": c.reason, "message": message,
+                                              "started_at": c.started_at, "finished_at": now}
     pod.dirty = True
     stopping = pod.record.stopping
     if stopping is not None and stopping.kind != SHUTDOWN:

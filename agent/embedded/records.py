@@ -9,8 +9,11 @@ Under the state directory:
 * ``run/<uid>/<container>.exit`` — written by the container's wrapper shell
   when its command exits: the exit code (or ``join`` if it could not enter its
   cgroup), so an exit that happens while the agent is down is not lost.
-* ``logs/<namespace>_<name>_<uid>/<container>.log`` — stdout and stderr,
-  appended across restarts, kept after the pod is gone.
+* ``logs/<namespace>_<name>_<uid>/<container>.log`` — stdout and stderr of
+  the container's current (or last) run; when it starts again the file
+  becomes ``<container>.previous.log`` (replacing the one before), so each
+  run's output stays apart, as the kubelet keeps the previous instance's log
+  for ``kubectl logs --previous``.  Kept after the pod is gone.
 * ``files/<uid>/`` — the pod's volumes, hosts file and overlay layers
   (:mod:`.podsetup`), while it runs; removed when it stops.
 
@@ -28,10 +31,10 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agent.embedded.phase import ACTIVE, PENDING, WAITING
+from agent.embedded.phase import ACTIVE, PENDING, TERMINATED, WAITING
 from proto.errors import InputError
 from proto.localsock import private_dir
-from proto.model import ContainerRuntime, PodRuntime
+from proto.model import ContainerRuntime, ContainerTermination, PodRuntime
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -39,6 +42,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 FORMAT = 1
+PREVIOUS_LOG = ".previous.log"  # <container>.previous.log: the run before the current one (a DNS label has no '.')
 STOP, EVICT, SHUTDOWN = "stop", "evict", "shutdown"  # why a pod is being stopped (Stopping.kind)
 
 
@@ -63,6 +67,8 @@ class ContainerRecord:
     next_start_at: float = 0.0    # waiting: when its back-off ends
     backoff_step: int = 0
     oom_kills: int = 0            # its cgroups' OOM kill count when it started
+    last_exit: dict | None = None   # how its latest run ended: exit_code, reason, message, started_at, finished_at
+    prior_exit: dict | None = None  # how the run before that ended
 
 
 @dataclass
@@ -177,6 +183,19 @@ class StateDir:
     def log_dir(self, record: PodRecord) -> Path:
         return self.logs / f"{record.namespace}_{record.name}_{record.uid}"
 
+    def log_path(self, record: PodRecord, container: str) -> Path:
+        """The log of the container's current (or last) run."""
+        return self.log_dir(record) / f"{container}.log"
+
+    def rotate_log(self, record: PodRecord, container: str) -> None:
+        """A container starts again: its last run's log becomes ``<container>.previous.log`` (the one before is
+        dropped), and the new run writes a file of its own.  Nothing to do when the last run left no log."""
+        current = self.log_path(record, container)
+        try:
+            os.replace(current, current.with_name(f"{container}{PREVIOUS_LOG}"))
+        except FileNotFoundError:
+            pass
+
     def read_exit(self, uid: str, container: str) -> str | None:
         """What the wrapper wrote when the command exited (an exit code, or ``join``), None if nothing."""
         try:
@@ -191,5 +210,19 @@ def to_runtime(record: PodRecord, log_dir: Path) -> PodRuntime:
     return PodRuntime(
         record.uid, record.namespace, record.name, record.phase, record.reason, record.message, record.restarts,
         int(record.started_at * 1e9), str(log_dir),
-        [ContainerRuntime(c.name, c.state, c.exit_code, c.restarts, c.pid if c.state == ACTIVE else 0)
-         for c in record.containers])
+        [_container(c) for c in record.containers])
+
+
+def _container(c: ContainerRecord) -> ContainerRuntime:
+    """A container as the report carries it; its last termination is the run before the one it shows."""
+    last = c.prior_exit if c.state == TERMINATED else c.last_exit
+    return ContainerRuntime(c.name, c.state, c.exit_code, c.restarts, c.pid if c.state == ACTIVE else 0, c.reason,
+                            c.message, _ns(c.started_at), _ns(c.finished_at) if c.state == TERMINATED else 0,
+                            None if not last else ContainerTermination(
+                                int(last.get("exit_code", 0)), str(last.get("reason", "")),
+                                str(last.get("message", "")), _ns(last.get("started_at", 0.0)),
+                                _ns(last.get("finished_at", 0.0))))
+
+
+def _ns(seconds: float) -> int:
+    return int(seconds * 1e9) if seconds else 0

@@ -124,11 +124,12 @@ def launch(host: Host, pod: HeldPod, spec: PodSpec, c: ContainerRecord, now: flo
         # killed between making the cgroups and writing them left them without (both write only what differs)
         make_cgroups(host, pod, spec)
         podsetup.prepare(host, pod, spec)  # again after the agent's shutdown released them (nothing if in place)
+        if c.restarts:  # each run's output apart: the last one's becomes <container>.previous.log
+            host.state.rotate_log(pod.record, c.name)
         cwd = container.working_dir or host.workdir
         exit_file = host.state.exit_file(pod.record.uid, c.name)
-        started = spawn(container.argv, env=container.env, cwd=cwd,
-                        log_path=host.state.log_dir(pod.record) / f"{c.name}.log", exit_file=exit_file,
-                        procs_files=podcgroups.procs_files(host.backend, c.cgroup),
+        started = spawn(container.argv, env=container.env, cwd=cwd, log_path=host.state.log_path(pod.record, c.name),
+                        exit_file=exit_file, procs_files=podcgroups.procs_files(host.backend, c.cgroup),
                         prefix=podsetup.entry(host, pod, spec, container, exit_file, cwd))
     except podsetup.SetupError as exc:
         log.error("local runtime: pod %s container %s did not start: %s", pod.record.key, c.name, exc.message)

@@ -7,7 +7,10 @@ an online HTTP service under a steady request load with a latency probe, and
 offline gang jobs in two queues running CPU-heavy work on batch resources —
 and shows every two seconds: pods and their phases, the online service's p99
 latency, offline throughput, and the offline CPU quota the agent moves as
-online load changes.  Ctrl-C or ``--duration`` ends it with a summary; the
+online load changes.  The same, with plots over time, is in the scheduler's
+live web view (``serve --web-port``, on loopback): its address, printed at
+start, carries the token the view asks for; the demo pushes the probe's and
+the burners' figures to it (``POST /series``).  Ctrl-C or ``--duration`` ends it with a summary; the
 agent's shutdown stops every pod and removes every cgroup it made, and the
 demo checks that nothing is left behind.
 
@@ -125,12 +128,14 @@ class Demo:
             self.scheduler = subprocess.Popen(
                 [PY, "-m", "scheduler", "-v", "serve", "--embedded", "--state", str(self.state / "scheduler"),
                  "--agent-state", str(self.state / "agent"),
-                 "--port-file", str(self.state / "port"), "--metrics-port", "0",
+                 "--port-file", str(self.state / "port"), "--metrics-port", "0", "--web-port", "0",
                  "--config", str(CONFIG), "--schedule-interval", "0.5"],
                 cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
         self.procs.append(self.scheduler)
         agents = wait_file(self.state / "port", self.scheduler, "the scheduler")  # unix:STATE/scheduler/agent.sock
         self.api = self.state / "scheduler" / "control.sock"
+        # the live web view: on loopback, its data only for the token in this address (a 0600 file, root's)
+        self.web_url = wait_file(self.state / "scheduler" / "web.url", self.scheduler, "the web view")
         with private_log(self.state / "logs" / "agent.log") as log:
             self.agent = subprocess.Popen(
                 [PY, "-m", "agent", "-v", "run", "--embedded", "--scheduler", agents,
@@ -140,6 +145,7 @@ class Demo:
         self.procs.append(self.agent)
         print(f"scoria: scheduler on {agents} (control API unix://{self.api}), agent running pods under cgroup "
               f"{self.parent}; state and logs in {self.state}")
+        print(f"scoria: live web view at {self.web_url} (open it in a browser on this machine)")
         deadline = time.monotonic() + 30
         while not get(self.api, "/top/nodes") and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -183,10 +189,24 @@ class Demo:
                 "quota": node.get("offlineQuotaMillis"), "node": node.get("status"),
                 "pods": [pod_row(p) for p in pods]}
 
+    def publish(self, s: dict) -> None:
+        """What only the demo measures, for the web view's plots (the scheduler samples the rest itself)."""
+        charts: dict[str, dict[str, float]] = {"offline throughput (iterations/s)": {"batch": s["offline_per_s"]}}
+        if s["p99_ms"] is not None:
+            charts["online p99 latency (ms)"] = {"shop/probe p99": s["p99_ms"], "shop/probe p50": s["p50_ms"]}
+        if s["probe_errors"] is not None:
+            charts["probe errors (total)"] = {"shop/probe": s["probe_errors"]}
+        try:
+            control(self.api, "POST", "/series", json.dumps(charts).encode(), {"Content-Type": "application/json"})
+        except OSError as exc:  # the plots miss a point; the terminal view goes on
+            print(f"(web view: {exc})", file=sys.stderr)
+
     def show(self, s: dict) -> None:
         tty = sys.stdout.isatty()
         errors = "-" if s["probe_errors"] is None else f"{s['probe_errors']:,} of {s['probe_sent'] or 0:,}"
-        lines = [f"scoria embedded demo — {time.strftime('%H:%M:%S')}  (Ctrl-C to stop)",
+        web = getattr(self, "web_url", None)
+        lines = [f"scoria embedded demo — {time.strftime('%H:%M:%S')}  (Ctrl-C to stop)"
+                 + (f"  web view: {web}" if web else ""),
                  f"online p50/p99: {s['p50_ms']} / {s['p99_ms']} ms, probe errors: {errors}    offline: "
                  f"{s['running_offline']} pods, {s['offline_per_s']:,} iterations/s",
                  f"node {s['node'] or '-'}, CPU in use: {s['cpu_used']} cores    batch allocatable: {s['batch_cpu']}m"
@@ -200,8 +220,11 @@ class Demo:
         else:
             trouble = "; ".join(f"{r['key']} {r['phase']}: {r['reason'] or 'restarted'} ({r['restarts']} restarts)"
                                 for r in troubled)
+            waiting = [r for r in s["pods"] if r["phase"] == "Pending"]
+            why = f" | waiting: {len(waiting)}, {waiting[0]['key']}: {waiting[0]['reason'] or 'not tried yet'}" \
+                if waiting else ""
             sys.stdout.write(" | ".join(lines[1:]) + f" | phases {s['phases']}" +
-                             (f" | failing or evicted: {trouble}" if trouble else "") + "\n")
+                             (f" | failing or evicted: {trouble}" if trouble else "") + why + "\n")
         sys.stdout.flush()
 
     def watch(self) -> None:
@@ -219,6 +242,7 @@ class Demo:
                 time.sleep(2)
                 continue
             self.samples.append(s)
+            self.publish(s)
             self.show(s)
             time.sleep(2)
 

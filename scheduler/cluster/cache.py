@@ -150,6 +150,8 @@ class ClusterCache:
         self.stale_intervals = 3  # a node's telemetry is stale after this many of its report intervals
         # Evictions agents reported (each once: a report carries those since the last acknowledged one).
         self.node_evictions: deque[tuple[str, Eviction]] = deque(maxlen=10_000)
+        # What each queue deserved at the last cycle's close (None: no plugin shares the cluster between queues).
+        self.queue_deserved: dict[str, dict[str, int] | None] = {}
         # Online load learned by time of week from the reports (scheduler.history.LoadHistory), or None.
         self.history: LoadHistory | None = None
         # Pods this scheduler asked the API server to evict, and when (Kubernetes mode): counted as leaving

@@ -27,6 +27,8 @@ class Effects(Protocol):
     def pod_reason(self, pod: Pod, reason: str | None) -> None: ...
     def nominate(self, pod: Pod, node: str | None) -> None: ...
     def queue_allocated(self, name: str, allocated: dict[str, int]) -> None: ...
+    # what the queue deserves this cycle (None: no plugin shares the cluster between queues); shown, not decided on
+    def queue_deserved(self, name: str, deserved: dict[str, int] | None) -> None: ...
     def flush(self) -> int: ...  # write what was batched this cycle (status); how many writes
     def backlog(self) -> int: ...  # writes still outstanding (failed ones are retried)
 
@@ -55,6 +57,9 @@ class CacheEffects:
 
     def queue_allocated(self, name: str, allocated: dict[str, int]) -> None:
         self.cache.set_queue_allocated(name, allocated)
+
+    def queue_deserved(self, name: str, deserved: dict[str, int] | None) -> None:
+        self.cache.queue_deserved[name] = deserved
 
     def flush(self) -> int:
         """Nothing is batched here: the cache already holds every decision."""

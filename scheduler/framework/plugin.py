@@ -51,6 +51,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 from scheduler.framework.args import Arg, Args, acts_on, parse_args
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from scheduler.framework.session import Session
 
 # hook -> the Volcano flag that turns it off (None: always on)
@@ -255,6 +257,11 @@ class Plugin:
 
     def close(self, ssn: Session) -> None:
         """Write what the plugin concluded (conditions, reasons)."""
+
+    def queue_deserved(self, queue: str) -> np.ndarray | None:
+        """What the queue deserves this session, where the plugin shares the cluster between queues (proportion,
+        capacity); None otherwise.  Shown to people (``get queues``, the web view), never decided on."""
+        return None
 
 
 class Action:

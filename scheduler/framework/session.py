@@ -257,6 +257,15 @@ class Session:
             plugin.job_enqueued(job)
 
     # -- queue-level answers --------------------------------------------------------------
+    def queue_deserved(self, name: str) -> np.ndarray | None:
+        """What queue ``name`` deserves, by the first plugin that shares the cluster between queues; None when none
+        does."""
+        for plugin in self.plugins.values():
+            deserved = plugin.queue_deserved(name)
+            if deserved is not None:
+                return deserved
+        return None
+
     def overused(self, queue: QueueInfo) -> str | None:
         for plugin in cast("list[_Overused]", self._flat["overused"]):
             reason = plugin.overused(queue)

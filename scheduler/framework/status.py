@@ -13,6 +13,8 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from scheduler.api.objects import Condition
 from scheduler.framework.snapshot import JobInfo, TaskInfo, TaskStatus
 
@@ -161,3 +163,6 @@ def _write_queues(ssn: Session) -> None:
             parent = ssn.queues[parent].parent
     for name, vec in totals.items():
         ssn.effects.queue_allocated(name, ssn.index.to_dict(vec))
+        deserved = ssn.queue_deserved(name)
+        ssn.effects.queue_deserved(name, None if deserved is None else ssn.index.to_dict(
+            np.where(np.isfinite(deserved), deserved, 0)))

@@ -151,6 +151,10 @@ class Capacity(Plugin):
             name = self.attrs[name].parent
         return out
 
+    def queue_deserved(self, queue: str) -> np.ndarray | None:
+        attr = self.attrs.get(queue)
+        return None if attr is None else attr.deserved
+
     # -- hooks ------------------------------------------------------------------------------
     def queue_order(self, a: QueueInfo, b: QueueInfo) -> int:
         if a.priority != b.priority:  # Queue spec.priority first, as Volcano orders queues

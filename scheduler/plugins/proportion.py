@@ -118,6 +118,10 @@ class Proportion(Plugin):
         for attr in self.attrs.values():
             attr.share = share(attr.allocated, attr.deserved, self.mask)
 
+    def queue_deserved(self, queue: str) -> np.ndarray | None:
+        attr = self.attrs.get(queue)
+        return None if attr is None else attr.deserved
+
     def queue_order(self, a: QueueInfo, b: QueueInfo) -> int:
         if a.priority != b.priority:  # Queue spec.priority first, as Volcano orders queues
             return -1 if a.priority > b.priority else 1

@@ -7,6 +7,7 @@ cgroup) and checks at the end that neither a pod process nor a cgroup is left be
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -14,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -100,6 +102,7 @@ class Stack:
     def start_scheduler(self) -> None:
         self.scheduler = subprocess.Popen(
             [sys.executable, "-m", "scheduler", "-v", "serve", "--embedded", "--state", str(self.dir / "scheduler"),
+             "--agent-state", str(self.dir / "agent"),  # where the agent writes pod logs: `logs` reads them there
              "--metrics-port", "0", "--config", str(self.config), "--schedule-interval", "0.3", *self.scheduler_args],
             cwd=ROOT, stdout=self._log("scheduler"), stderr=subprocess.STDOUT)
         wait(lambda: self._answers() or self.scheduler.poll() is not None, 30, "the control endpoint")
@@ -381,6 +384,47 @@ def test_with_its_agent_stopped_a_nodes_pods_turn_unknown_and_run_again_when_it_
     assert s.node()["status"] == "Ready"
 
 
+def test_a_crash_loop_through_the_cli_as_kubectl_shows_it(stack) -> None:
+    """Issue 19 item 8 end to end: a container that exits 1 and restarts — ``describe`` keeps its crash (Last
+    State: Terminated, Exit Code 1; it said exit code 0 after the restart), ``logs`` shows the current run and
+    ``logs --previous`` the one before (restarts were appended to one file), ``get events`` says what happened,
+    and a pod whose command does not exist gets one line from ``logs``, not a file error."""
+    s = stack(profile={"eviction": NO_CPU_EVICTION})  # other work on this machine must not evict them
+    flaky = pod(s, "flaky", "import sys, time\nprint('run at', time.time(), flush=True)\nsys.exit(1)\n")
+    flaky["spec"]["restartPolicy"] = "OnFailure"
+    broken = pod(s, "broken", SLEEP)
+    broken["spec"]["containers"][0]["command"] = ["/nonexistent/command", s.tag]
+    s.apply(flaky, broken)
+    wait(lambda: (s.pods().get("e2e/flaky", {}).get("runtime") or {}).get("restarts", 0) >= 1, 40,
+         "flaky to restart once (a 10 s back-off)", s.pods)
+    env = dict(os.environ, SCORIA_SERVER=s.api)
+
+    def cli(*argv: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "scheduler", *argv], cwd=ROOT, env=env, capture_output=True,
+                              text=True, timeout=60)
+
+    described = cli("describe", "pod", "flaky", "-n", "e2e")
+    assert described.returncode == 0, described
+    assert "Last State:     Terminated" in described.stdout and "Exit Code:    1" in described.stdout, described.stdout
+    assert "Restart Count:  1" in described.stdout or "Restart Count:  2" in described.stdout, described.stdout
+    events = described.stdout[described.stdout.index("Events:"):]
+    assert "Warning  BackOff" in events and "Normal   Started" in events, described.stdout
+    wait(lambda: (s.pods()["e2e/flaky"].get("runtime") or {}).get("restarts", 0) >= 1 and
+         "run at" in cli("logs", "flaky", "-n", "e2e").stdout, 20, "the second run's output")
+    current, previous = cli("logs", "flaky", "-n", "e2e"), cli("logs", "flaky", "-n", "e2e", "--previous")
+    assert current.stdout.count("run at") == 1 and previous.stdout.count("run at") == 1, (current, previous)
+    assert current.stdout != previous.stdout
+    events = cli("get", "events", "-n", "e2e")
+    assert "pod/flaky" in events.stdout and "BackOff" in events.stdout, events.stdout
+    wait(lambda: (s.pods().get("e2e/broken", {}).get("runtime") or {}).get("containers"), 20, "broken to be tried")
+    never = cli("logs", "broken", "-n", "e2e")
+    assert never.returncode == 1 and never.stdout == "" and never.stderr.count("\n") == 1, never
+    assert "it never started (StartError" in never.stderr and "No such file or directory:" not in never.stderr, never
+    listed = cli("get", "pods", "-n", "e2e")
+    rows = {line.split()[0]: line.split() for line in listed.stdout.splitlines()[1:]}
+    assert rows["broken"][2] in ("StartError", "CrashLoopBackOff", "Error"), listed.stdout
+
+
 def test_ctrl_c_on_the_demo_leaves_no_process_or_cgroup(tmp_path: Path) -> None:
     """``./hack/up.sh`` in a terminal, Ctrl-C: the whole foreground process group gets SIGINT.  Port 18080, the
     example's, is held by someone else meanwhile (issue 19 item 5: the web pod crash-looped on it while the view
@@ -417,6 +461,7 @@ def _run_demo(tmp_path: Path) -> None:
         parent = re.search(r"under cgroup (\S+?);", "".join(lines)).group(1)
         pids = [int(pid) for f in (CG / "cpu" / parent).rglob("cgroup.procs") for pid in f.read_text().split()]
         assert len(pids) >= 3, pids
+        web = _check_web_view("".join(lines))
         os.killpg(proc.pid, signal.SIGINT)
         out, _ = proc.communicate(timeout=60)
     finally:
@@ -439,6 +484,28 @@ def _run_demo(tmp_path: Path) -> None:
     alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
     assert not alive, alive
     assert not [c for c in ("cpu", "cpuacct", "memory", "cpuset") if (CG / c / parent).exists()]
+    with pytest.raises(OSError):  # the web view went with the scheduler
+        urllib.request.urlopen(web, timeout=2)
+
+
+def _check_web_view(output: str) -> str:
+    """The web view whose address the demo printed answers, with the demo's pods and the figures it pushes
+    (tests/e2e/test_webview.py loads it in a real browser); its base address."""
+    url = re.search(r"live web view at (http://127\.0\.0\.1:\d+/\?token=\S+)", output).group(1)
+    base, token = url.split("?token=")
+    request = urllib.request.Request(base + "api/state", headers={"Authorization": f"Bearer {token}"})
+    deadline = time.monotonic() + 20
+    while True:
+        with urllib.request.urlopen(request, timeout=5) as answer:
+            state = json.loads(answer.read())
+        pods = {f"{p['namespace']}/{p['name']}" for n in state["nodes"] for p in n["pods"]}
+        if {"shop/web", "shop/probe"} <= pods and state["charts"].get("online p99 latency (ms)"):
+            break
+        assert time.monotonic() < deadline, state
+        time.sleep(1)
+    assert {q["name"] for q in state["queues"]} >= {"default"}, state["queues"]
+    assert "offline CPU (millicores)" in state["charts"], state["charts"].keys()
+    return base
 
 
 def _remove_demo_leftovers(output: str) -> None:

@@ -151,7 +151,15 @@ def test_on_failure_restarts_with_back_off_and_counts_restarts(env, tmp_path: Pa
     pod = only(rt)
     assert pod.restarts == 2 and pod.containers[0].restarts == 2 and pod.reason == "Completed"
     assert elapsed >= 0.2 + 0.4  # waited the back-off: 0.2 s, then 0.4 s
-    assert Path(pod.log_dir, "c0.log").read_text() == "run 0\nrun 1\nrun 2\n"  # appended across restarts
+    # each run's output apart (issue 19: restarts were appended to one file): the current run and the one before
+    assert Path(pod.log_dir, "c0.log").read_text() == "run 2\n"
+    assert Path(pod.log_dir, "c0.previous.log").read_text() == "run 1\n"
+    # and how the run before ended stays known: kubectl's Last State (it showed exit code 0 after a restart)
+    c0 = pod.containers[0]
+    assert (c0.state, c0.exit_code, c0.reason) == ("terminated", 0, "Completed"), c0
+    assert c0.last_termination is not None and (c0.last_termination.exit_code, c0.last_termination.reason) == (
+        1, "Error"), c0
+    assert c0.last_termination.started_ns < c0.last_termination.finished_ns <= c0.finished_ns, c0
 
 
 def test_a_container_cgroup_removed_meanwhile_is_made_again(env, tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from proto.model import (
     Capacity,
     Colocation,
     ContainerRuntime,
+    ContainerTermination,
     ContainerUsage,
     CpuTopology,
     DeviceProcess,
@@ -64,9 +65,10 @@ def full_report(name: str = "node-a", *, sequence: int = 1, sample_ns: int | Non
         colocation=Colocation(2500, 6 * GI, 1750, [Eviction("pod-uid-9", "ml", "old-0", "memory pressure", 17)],
                               "default@0123abcd", True),
         runtime=[PodRuntime("pod-uid-1", "ml", "trainer-0", "Running", "", "", 2, 1234, "/var/lib/scoria/logs/x",
-                            [ContainerRuntime("trainer", "running", 0, 2, 4242)]),
+                            [ContainerRuntime("trainer", "running", 0, 2, 4242, "", "", 1200, 0,
+                                              ContainerTermination(1, "Error", "", 1000, 1100))]),
                  PodRuntime("pod-uid-8", "ml", "done-0", "Failed", "Error", "exit code 3", 0, 99, "",
-                            [ContainerRuntime("main", "terminated", 3, 0, 0)])])
+                            [ContainerRuntime("main", "terminated", 3, 0, 0, "Error", "", 50, 90)])])
 
 
 @contextlib.asynccontextmanager

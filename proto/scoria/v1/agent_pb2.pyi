@@ -87,18 +87,42 @@ class PodRuntime(_message.Message):
     def __init__(self, uid: _Optional[str] = ..., namespace: _Optional[str] = ..., name: _Optional[str] = ..., phase: _Optional[str] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., restarts: _Optional[int] = ..., started_ns: _Optional[int] = ..., log_dir: _Optional[str] = ..., containers: _Optional[_Iterable[_Union[ContainerRuntime, _Mapping]]] = ...) -> None: ...
 
 class ContainerRuntime(_message.Message):
-    __slots__ = ("name", "state", "exit_code", "restarts", "pid")
+    __slots__ = ("name", "state", "exit_code", "restarts", "pid", "reason", "message", "started_ns", "finished_ns", "last_termination")
     NAME_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
     RESTARTS_FIELD_NUMBER: _ClassVar[int]
     PID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    STARTED_NS_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_NS_FIELD_NUMBER: _ClassVar[int]
+    LAST_TERMINATION_FIELD_NUMBER: _ClassVar[int]
     name: str
     state: str
     exit_code: int
     restarts: int
     pid: int
-    def __init__(self, name: _Optional[str] = ..., state: _Optional[str] = ..., exit_code: _Optional[int] = ..., restarts: _Optional[int] = ..., pid: _Optional[int] = ...) -> None: ...
+    reason: str
+    message: str
+    started_ns: int
+    finished_ns: int
+    last_termination: ContainerTermination
+    def __init__(self, name: _Optional[str] = ..., state: _Optional[str] = ..., exit_code: _Optional[int] = ..., restarts: _Optional[int] = ..., pid: _Optional[int] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., started_ns: _Optional[int] = ..., finished_ns: _Optional[int] = ..., last_termination: _Optional[_Union[ContainerTermination, _Mapping]] = ...) -> None: ...
+
+class ContainerTermination(_message.Message):
+    __slots__ = ("exit_code", "reason", "message", "started_ns", "finished_ns")
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    STARTED_NS_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_NS_FIELD_NUMBER: _ClassVar[int]
+    exit_code: int
+    reason: str
+    message: str
+    started_ns: int
+    finished_ns: int
+    def __init__(self, exit_code: _Optional[int] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., started_ns: _Optional[int] = ..., finished_ns: _Optional[int] = ...) -> None: ...
 
 class Identity(_message.Message):
     __slots__ = ("node_name", "agent_version", "boot_id", "sequence", "sample_time_ns", "report_interval_ms", "runs_pods")

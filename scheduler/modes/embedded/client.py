@@ -13,29 +13,34 @@ import argparse
 import http.client
 import json
 import os
-import re
 import sys
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
+
+import yaml
 
 from proto.errors import InputError
 from proto.localsock import connect_unix, is_permission_error, permission_hint, unix_path
 from proto.vocab.quantity import format_quantity
 from scheduler.api.loader import expand_paths, iter_text
 from scheduler.api.manifests import object_id
+from scheduler.modes.embedded import podlogs, printing
+from scheduler.modes.embedded.selectors import parse_selector
 from scheduler.modes.table import text_table
 
 DEFAULT_SERVER = "unix:///var/lib/scoria/control.sock"
 MAX_BODY = 4 * 2**20  # what the server takes in one apply (scheduler.modes.embedded.server.MAX_BODY)
 FILES_TYPE = "application/vnd.scoria.files+json"  # several files in one apply (server.FILES_TYPE)
 TIMEOUT = 30.0
-KINDS = {"pod": "pods", "pods": "pods", "po": "pods", "podgroup": "podgroups", "podgroups": "podgroups",
+KINDS = {"event": "events", "events": "events", "ev": "events",
+         "pod": "pods", "pods": "pods", "po": "pods", "podgroup": "podgroups", "podgroups": "podgroups",
          "pg": "podgroups", "queue": "queues", "queues": "queues", "q": "queues", "node": "nodes", "nodes": "nodes",
          "no": "nodes", "priorityclass": "priorityclasses", "priorityclasses": "priorityclasses", "pc": "priorityclasses",
          "namespace": "namespaces", "namespaces": "namespaces", "ns": "namespaces"}
-NAMESPACED = {"pods", "podgroups"}
-CONTAINER_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")  # a DNS-1123 label, as Kubernetes names containers
+NAMESPACED = {"pods", "podgroups", "events"}
+GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 
 
 class CtlError(Exception):
@@ -53,26 +58,36 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
                        metavar="unix:///PATH/control.sock",
                        help="the embedded scheduler's control socket (default $SCORIA_SERVER or %(default)s)")
 
+    def namespaces(p: argparse.ArgumentParser) -> None:
+        p.add_argument("-n", "--namespace", default=None, help="the namespace (default: default)")
+        p.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
+
     p = sub.add_parser("apply", help="create or update objects from files (embedded mode)")
     p.add_argument("-f", "--filename", action="append", required=True, metavar="FILE",
                    help="YAML/JSON file or folder (repeatable)")
     server(p)
-    p = sub.add_parser("get", help="list pods, podgroups, queues, nodes, priorityclasses or namespaces (embedded mode)")
+    p = sub.add_parser("get", help="list pods, podgroups, queues, nodes, priorityclasses or events (embedded mode)")
     p.add_argument("kind")
     p.add_argument("name", nargs="?")
-    p.add_argument("-n", "--namespace", default=None)
-    p.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    namespaces(p)
+    p.add_argument("-o", "--output", choices=("wide", "yaml", "json", "name"), default=None,
+                   help="wide: more columns, reasons whole; yaml|json: the objects; name: kind/name")
+    p.add_argument("-l", "--selector", metavar="SELECTOR", help="only objects whose labels match (a=b,c!=d,e in (f))")
+    p.add_argument("-w", "--watch", action="store_true", help="after listing, print each change until Ctrl-C")
     server(p)
-    p = sub.add_parser("describe", help="one object in detail, with why it waits (embedded mode)")
+    p = sub.add_parser("describe", help="objects in detail, with their events (embedded mode)")
     p.add_argument("kind")
-    p.add_argument("name")
-    p.add_argument("-n", "--namespace", default="default")
+    p.add_argument("name", nargs="?")
+    namespaces(p)
+    p.add_argument("-l", "--selector", metavar="SELECTOR", help="only objects whose labels match")
     server(p)
     p = sub.add_parser("logs", help="a pod's container logs (embedded mode, this machine)")
     p.add_argument("name")
     p.add_argument("-n", "--namespace", default="default")
     p.add_argument("-c", "--container")
-    p.add_argument("--tail", type=int, default=None, metavar="N")
+    p.add_argument("--tail", type=int, default=None, metavar="N", help="the last N lines")
+    p.add_argument("-f", "--follow", action="store_true", help="keep printing what the container writes")
+    p.add_argument("-p", "--previous", action="store_true", help="the container's previous run (before a restart)")
     server(p)
     p = sub.add_parser("delete", help="delete an object, or those in files (-f); a running pod is stopped first "
                                       "(embedded mode)")
@@ -82,8 +97,10 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
                    help="delete the objects in this YAML/JSON file or folder (repeatable)")
     p.add_argument("-n", "--namespace", default="default")
     server(p)
-    p = sub.add_parser("top", help="nodes' real usage, batch allocatable and offline quota (embedded mode)")
-    p.add_argument("kind", choices=("nodes", "node", "no"))
+    p = sub.add_parser("top", help="real usage: nodes (with batch allocatable and offline quota) or pods "
+                                   "(embedded mode)")
+    p.add_argument("kind", choices=("nodes", "node", "no", "pods", "pod", "po"))
+    namespaces(p)
     server(p)
 
 
@@ -94,6 +111,8 @@ def run(args: argparse.Namespace) -> int:
     except CtlError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.status
+    except KeyboardInterrupt:  # Ctrl-C ends -w and -f: what was printed is the answer
+        return 0
 
 
 # -- talking to the server ---------------------------------------------------------------------------
@@ -169,7 +188,7 @@ def _unreachable(server: str, sock: Path, exc: OSError) -> CtlError:
 def _kind(text: str) -> str:
     plural = KINDS.get(text.lower())
     if plural is None:
-        raise CtlError(f"unknown kind {text!r}; one of pods, podgroups, queues, nodes, priorityclasses, namespaces", 2)
+        raise CtlError(f"unknown kind {text!r}; one of pods, podgroups, queues, nodes, priorityclasses, events", 2)
     return plural
 
 
@@ -218,95 +237,147 @@ def apply(args: argparse.Namespace) -> int:
     return 0
 
 
+def _items(args: argparse.Namespace, plural: str) -> list[dict]:
+    """What ``get``/``describe`` show: one object by name, else those of the namespace (every one with -A), of
+    the kind, matching ``-l``."""
+    namespace = args.namespace or "default"
+    if args.name:
+        if plural == "events":
+            raise CtlError("get events takes no name: describe the object to see its events", 2)
+        return [request(args.server, "GET", _path(plural, args.name, namespace))]
+    items = request(args.server, "GET", "/events" if plural == "events" else f"/objects/{plural}")
+    if plural in NAMESPACED and not args.all_namespaces:
+        items = [i for i in items if _namespace_of(plural, i) == namespace]
+    if getattr(args, "selector", None):
+        try:
+            selector = parse_selector(args.selector)
+        except InputError as exc:
+            raise CtlError(str(exc), 2) from None
+        items = [i for i in items if selector.matches(_labels(plural, i))]
+    return items
+
+
+def _namespace_of(plural: str, item: dict) -> str:
+    if plural == "events":
+        return (item.get("metadata") or {}).get("namespace") or "default"
+    return str(item["key"]).partition("/")[0]
+
+
+def _labels(plural: str, item: dict) -> dict[str, str]:
+    if plural == "nodes":
+        return item.get("labels") or {}
+    meta = (item.get("metadata") if plural == "events" else (item.get("manifest") or {}).get("metadata")) or {}
+    labels = meta.get("labels")
+    return labels if isinstance(labels, dict) else {}
+
+
 def get(args: argparse.Namespace) -> int:
     plural = _kind(args.kind)
-    if args.name:
-        items = [request(args.server, "GET", _path(plural, args.name, args.namespace))]
+    if args.all_namespaces and args.name:
+        raise CtlError("a name cannot go with -A (--all-namespaces): name the namespace with -n", 2)
+    version = request(args.server, "GET", "/watch/0")["version"] if args.watch else 0  # answered at once
+    items = _items(args, plural)
+    if not items and not args.watch and args.output not in ("json", "yaml"):
+        where = "" if plural not in NAMESPACED or args.all_namespaces else f" in {args.namespace or 'default'} namespace"
+        print(f"No resources found{where}.", file=sys.stderr)
+        return 0
+    widths = _print(args, plural, items, header=True, single=bool(args.name))
+    if not args.watch:
+        return 0
+    seen = {_identity(plural, i): _signature(plural, i) for i in items}
+    while True:  # until Ctrl-C
+        version = request(args.server, "GET", f"/watch/{version}")["version"]
+        try:
+            items = _items(args, plural)
+        except CtlError as exc:
+            if args.name and "not found" in str(exc):  # the one watched is gone: kubectl ends too
+                return 0
+            raise
+        now = {_identity(plural, i): i for i in items}
+        changed = [i for key, i in now.items() if seen.get(key) != _signature(plural, i)]
+        seen = {key: _signature(plural, i) for key, i in now.items()}
+        if changed:
+            widths = _print(args, plural, changed, header=False, widths=widths)
+
+
+def _identity(plural: str, item: dict) -> str:
+    return str((item.get("metadata") or {}).get("name")) if plural == "events" else str(item["key"])
+
+
+def _signature(plural: str, item: dict) -> str:
+    """What a watch compares: an object's content, without what moves with every report (a node's usage)."""
+    if plural == "nodes":
+        item = {k: item.get(k) for k in ("key", "status", "reason", "taints", "allocatable", "pods", "labels")}
+    return json.dumps(item, sort_keys=True, default=str)
+
+
+def _print(args: argparse.Namespace, plural: str, items: list[dict], *, header: bool, single: bool = False,
+           widths: list[int] | None = None) -> list[int]:
+    """Print ``items`` as ``-o`` says; the table's column widths (a watch prints later rows to the first ones)."""
+    output = args.output
+    if output == "name":
+        for i in items:
+            print(printing.object_name(plural, i))
+        return widths or []
+    if output in ("json", "yaml"):
+        objects = [printing.as_object(plural, i) for i in items]
+        if args.watch:  # each object as it changes, as kubectl prints a watch
+            docs = objects
+        else:
+            docs = [objects[0] if single else {"apiVersion": "v1", "kind": "List", "items": objects,
+                                               "metadata": {"resourceVersion": ""}}]
+        for d in docs:
+            if output == "json":
+                print(json.dumps(d, indent=4))
+            else:
+                print(("---\n" if args.watch else "") +
+                      yaml.safe_dump(d, sort_keys=False, default_flow_style=False, width=1 << 30).rstrip())
+        sys.stdout.flush()
+        return widths or []
+    rows = printing.table(plural, items, wide=output == "wide", namespaces=bool(args.all_namespaces), now=time.time())
+    if widths is None:
+        widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
     else:
-        items = request(args.server, "GET", f"/objects/{plural}")
-        if args.namespace and plural in NAMESPACED:
-            items = [i for i in items if i["key"].startswith(f"{args.namespace}/")]
-    if args.output == "json":
-        json.dump(items, sys.stdout, indent=2)
-        print()
-    else:
-        print(text_table(TABLES[plural](items)))
-    return 0
+        widths = [max(w, *(len(str(r[i])) for r in rows[1:])) for i, w in enumerate(widths)]
+    for row in rows if header else rows[1:]:
+        print("   ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=False)).rstrip())
+    sys.stdout.flush()
+    return widths
 
 
 def describe(args: argparse.Namespace) -> int:
     plural = _kind(args.kind)
-    item = request(args.server, "GET", _path(plural, args.name, args.namespace))
-    if plural != "pods":
-        print(json.dumps(item, indent=2))
+    if plural == "events":
+        raise CtlError("describe an object to see its events (get events lists them all)", 2)
+    items = _items(args, plural)
+    if not items:
+        print("No resources found.", file=sys.stderr)
         return 0
-    m, s = item["manifest"], item["status"]
-    meta, spec = m.get("metadata") or {}, m.get("spec") or {}
-    runtime = s.get("runtime") or {}
-    lines = [f"Name:        {meta.get('name')}", f"Namespace:   {meta.get('namespace')}",
-             f"UID:         {meta.get('uid')}", f"Node:        {s.get('nodeName') or '<none>'}",
-             f"Phase:       {s.get('phase', 'Pending')}", f"Reason:      {s.get('reason') or ''}",
-             f"Restarts:    {runtime.get('restarts', 0)}", f"Logs:        {runtime.get('logDir') or '<none>'}",
-             "Annotations:"]
-    lines += [f"  {k}: {v}" for k, v in sorted({**(meta.get('annotations') or {}),
-                                                **(s.get('annotations') or {})}.items())]
-    lines.append("Containers:")
-    states = {c["name"]: c for c in runtime.get("containers") or []}
-    for c in spec.get("containers") or []:
-        state = states.get(c.get("name"), {})
-        command = " ".join(map(str, (c.get("command") or []) + (c.get("args") or [])))
-        lines.append(f"  {c.get('name')}: {command}")
-        lines.append(f"    requests: {((c.get('resources') or {}).get('requests')) or {}}")
-        if state:
-            lines.append(f"    state: {state.get('state')}  exit code: {state.get('exitCode')}  "
-                         f"restarts: {state.get('restarts')}  pid: {state.get('pid') or '-'}")
-    print("\n".join(lines))
+    pods: list[dict] = []
+    if plural in ("nodes", "podgroups"):
+        pods = request(args.server, "GET", "/objects/pods")
+    out = []
+    for item in items:
+        key = str(item["key"])
+        ns, _, name = key.rpartition("/")
+        events = request(args.server, "GET", f"/events/{_path(plural, name, ns or None).removeprefix('/objects/')}")
+        if plural == "nodes":
+            mine = [p for p in pods if p["status"].get("nodeName") == key]
+        elif plural == "podgroups":
+            mine = [p for p in pods if p["key"].partition("/")[0] == ns and
+                    ((p["manifest"].get("metadata") or {}).get("annotations") or {}).get(GROUP_ANNOTATION) == name]
+        else:
+            mine = []
+        out.append(printing.describe(plural, item, events, time.time(), pods=mine))
+    print("\n\n".join(out))
     return 0
 
 
 def logs(args: argparse.Namespace) -> int:
-    item = request(args.server, "GET", _path("pods", args.name, args.namespace))
-    meta = item["manifest"].get("metadata") or {}
-    log_dir = ((item["status"].get("runtime") or {}).get("logDir"))
-    if not log_dir:
-        raise CtlError(f"pod {args.namespace}/{args.name} has no logs yet (not started)")
-    containers = [c.get("name") for c in (item["manifest"].get("spec") or {}).get("containers") or []]
-    name = args.container or (containers[0] if len(containers) == 1 else None)
-    if name is None:
-        raise CtlError(f"pod {args.namespace}/{args.name} has several containers: choose one with -c "
-                       f"({', '.join(map(str, containers))})", 2)
-    if not isinstance(name, str) or len(name) > 63 or not CONTAINER_NAME.fullmatch(name) or name not in containers:
-        raise CtlError(f"pod {args.namespace}/{args.name} has no container {str(name)[:80]!r} "
-                       f"(it has {', '.join(map(str, containers)) or 'none'})", 2)
-    path = _log_file(Path(log_dir), name, f"{meta.get('namespace')}_{meta.get('name')}_{meta.get('uid')}")
     try:
-        text = path.read_text(errors="replace")
-    except PermissionError:
-        raise CtlError(f"permission denied on {path}: the pods' logs are root's; run as root") from None
-    except OSError as exc:
-        raise CtlError(f"cannot read {path}: {exc.strerror}") from None
-    if args.tail is not None:
-        text = "".join(text.splitlines(keepends=True)[-args.tail:])
-    sys.stdout.write(text)
-    return 0
-
-
-def _log_file(log_dir: Path, container: str, folder: str) -> Path:
-    """``log_dir/container.log``, only where ``log_dir`` is the pod's own folder (``<ns>_<name>_<uid>``) and the
-    file, links resolved, lies inside it."""
-    if log_dir.name != folder or not log_dir.is_absolute():
-        raise CtlError(f"the pod's log folder {str(log_dir)[:200]!r} is not its own ({folder}): not reading it")
-    try:
-        root = log_dir.resolve(strict=True)
-        path = (log_dir / f"{container}.log").resolve(strict=True)
-    except PermissionError:
-        raise CtlError(f"permission denied on {log_dir}: the pods' logs are root's; run as root") from None
-    except (OSError, RuntimeError) as exc:
-        raise CtlError(f"cannot read {log_dir / f'{container}.log'}: {getattr(exc, 'strerror', None) or exc}") \
-            from None
-    if path.parent != root:
-        raise CtlError(f"{log_dir / f'{container}.log'} leads outside the pod's log folder: not reading it")
-    return path
+        return podlogs.logs(args, lambda: request(args.server, "GET", _path("pods", args.name, args.namespace)))
+    except podlogs.LogsError as exc:
+        raise CtlError(str(exc), exc.status) from None
 
 
 def delete(args: argparse.Namespace) -> int:
@@ -355,6 +426,8 @@ def delete_files(args: argparse.Namespace) -> int:
 
 
 def top(args: argparse.Namespace) -> int:
+    if args.kind in ("pods", "pod", "po"):
+        return top_pods(args)
     rows = [("NODE", "CPU(used)", "MEMORY(used)", "BATCH-CPU", "BATCH-MEMORY", "OFFLINE-QUOTA", "PODS", "READY")]
     for n in request(args.server, "GET", "/top/nodes"):
         alloc = n["allocatable"]
@@ -367,61 +440,23 @@ def top(args: argparse.Namespace) -> int:
     return 0
 
 
+def top_pods(args: argparse.Namespace) -> int:
+    """kubectl's ``top pods``: each pod's CPU and memory in use, as its node's agent last measured them."""
+    namespace = args.namespace or "default"
+    pods = [p for p in request(args.server, "GET", "/top/pods")
+            if args.all_namespaces or p.get("namespace") == namespace]
+    if not pods:
+        where = "" if args.all_namespaces else f" in {namespace} namespace"
+        print(f"No resources found{where}.", file=sys.stderr)
+        return 0
+    rows: list[tuple] = [(("NAMESPACE",) if args.all_namespaces else ()) + ("NAME", "CPU(cores)", "MEMORY(bytes)")]
+    for p in sorted(pods, key=lambda p: (p.get("namespace", ""), p.get("name", ""))):
+        rows.append(((p.get("namespace"),) if args.all_namespaces else ()) + (
+            p.get("name"), f"{round(float(p.get('cpuUsedCores') or 0) * 1000)}m",
+            f"{int(p.get('memoryUsedBytes') or 0) // 2**20}Mi"))
+    print(text_table(rows))
+    return 0
+
+
 def _mi(amount: int) -> int:
     return int(amount) // 2**20 * 2**20  # whole MiB read better
-
-
-# -- tables -----------------------------------------------------------------------------------------
-def _pods(items: list[dict[str, Any]]) -> list[tuple]:
-    rows = [("NAMESPACE", "NAME", "NODE", "PHASE", "RESTARTS", "REASON")]
-    for i in items:
-        s = i["status"]
-        ns, _, name = i["key"].partition("/")
-        rows.append((ns, name, s.get("nodeName") or "-", s.get("phase") or "Pending",
-                     (s.get("runtime") or {}).get("restarts", 0), (s.get("reason") or "")[:100]))
-    return rows
-
-
-def _groups(items: list[dict[str, Any]]) -> list[tuple]:
-    rows = [("NAMESPACE", "NAME", "QUEUE", "MINMEMBER", "PHASE")]
-    for i in items:
-        ns, _, name = i["key"].partition("/")
-        spec = i["manifest"].get("spec") or {}
-        rows.append((ns, name, spec.get("queue") or "default", spec.get("minMember", 1),
-                     i["status"].get("phase") or "Pending"))
-    return rows
-
-
-def _queues(items: list[dict[str, Any]]) -> list[tuple]:
-    rows = [("NAME", "WEIGHT", "ALLOCATED")]
-    for i in items:
-        alloc = i["status"].get("allocated") or {}
-        rows.append((i["key"], (i["manifest"].get("spec") or {}).get("weight", 1),
-                     ", ".join(f"{k}={format_quantity(k, v)}" for k, v in sorted(alloc.items())) or "-"))
-    return rows
-
-
-def _nodes(items: list[dict[str, Any]]) -> list[tuple]:
-    rows = [("NAME", "STATUS", "CPU", "MEMORY", "PODS")]
-    for n in items:
-        alloc = n["allocatable"]
-        rows.append((n["key"], n.get("status") or ("Ready" if n["ready"] else "NotReady"), f"{alloc.get('cpu', 0) / 1000:g}",
-                     format_quantity("memory", alloc.get("memory", 0)), n["pods"]))
-    return rows
-
-
-def _classes(items: list[dict[str, Any]]) -> list[tuple]:
-    return [("NAME", "VALUE")] + [(i["key"], i["manifest"].get("value")) for i in items]
-
-
-def _namespaces(items: list[dict[str, Any]]) -> list[tuple]:
-    def labels(item: dict[str, Any]) -> str:
-        found = (item["manifest"].get("metadata") or {}).get("labels") or {}
-        return ",".join(f"{k}={v}" for k, v in sorted(found.items())) or "-"
-    return [("NAME", "LABELS")] + [(i["key"], labels(i)) for i in items]
-
-
-TABLES = {"pods": _pods, "podgroups": _groups, "queues": _queues, "nodes": _nodes, "priorityclasses": _classes,
-          "namespaces": _namespaces}
-
-

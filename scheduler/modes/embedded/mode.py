@@ -52,8 +52,9 @@ from scheduler.api.updates import SERVER_METADATA, update_problem
 from scheduler.cluster.cache import ClusterCache
 from scheduler.cluster.effects import CacheEffects
 from scheduler.modes.base import Mode, PodActions
+from scheduler.modes.embedded.changes import Changes
 from scheduler.modes.embedded.controllers import EmbeddedControllers, is_controller_kind
-from scheduler.modes.embedded.events import EventLog
+from scheduler.modes.embedded.events import KUBELET, NORMAL, WARNING, Events, Ref
 from scheduler.modes.embedded.jobhost import CONTROLLER_ONLY
 from scheduler.modes.embedded.lifecycle import LifecycleConfig
 from scheduler.modes.embedded.network import PodNetworking
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
     from scheduler.cycle import Scheduler
     from scheduler.metrics import SchedulerMetrics
     from scheduler.modes.embedded.server import ControlServer
+    from scheduler.modes.embedded.web import WebView
 
 log = logging.getLogger(__name__)
 
@@ -98,10 +100,9 @@ class Embedded:
                  agent_state: Path | None = None, lifecycle: LifecycleConfig | None = None,
                  pod_cidr: str = DEFAULT_POD_CIDR):
         self.cache, self.store, self.clock = cache, store, clock
-        #: pods' addresses and names (a START's context); the Volcano Job controllers; their events
+        #: pods' addresses and names (a START's context); the Volcano Job controllers
         self.network = PodNetworking(pod_cidr, self._stored_manifest)
         self.controllers = EmbeddedControllers(self)
-        self.events = EventLog()
         self._runtime: dict[str, dict] = {}  # pod uid -> what its node's runtime last said (containers, phase)
         cache.register_ready = False  # a node takes pods once node lifecycle finds its agent reporting and running them
         #: the agent's pod log folder (its --state DIR/logs): logs are read here, never where a report says
@@ -109,12 +110,18 @@ class Embedded:
         self._lock = threading.Lock()
         self._started: dict[str, float] = {}  # pod uid -> when START was last sent
         self._warned: set[tuple[str, str]] = set()  # (node, what) said once
+        self._killing: set[str] = set()  # pods told to stop: their Killing event is recorded once
+        #: moves on every change the CLI's watches and the web view wait for
+        self.changes = Changes()
+        store.on_change = self.changes.bump
+        self.events = Events(store, clock)
         self.effects = EmbeddedEffects(self)
         self.nodes = NodeLifecycle(self, lifecycle)
 
     # -- the store into the cache ----------------------------------------------------------------
     def load(self) -> int:
-        """Fill the cache from the store; how many objects."""
+        """Fill the cache from the store (and the events it kept); how many objects."""
+        self.events.load()
         n = 0
         everything = self.store.load()
         self.controllers.host.load(everything)
@@ -398,6 +405,7 @@ class Embedded:
         pod = self.cache.pods.get(uid)
         self.cache.remove_pod(uid)
         self._started.pop(uid, None)
+        self._killing.discard(uid)
         self._runtime.pop(uid, None)
         if pod is not None:
             self.network.released(uid, pod.namespace)
@@ -422,7 +430,8 @@ class Embedded:
             self.network.service(namespace, name, manifest)
 
     def record_event(self, regarding: dict, type: str, reason: str, message: str) -> None:
-        self.events.record(regarding, type, reason, message)
+        """An event of the controllers about ``regarding`` (an object reference)."""
+        self.events.emit(regarding, type, reason, message)
 
     def runtime_of(self, uid: str) -> dict | None:
         """What the pod's node last said of it (phase, containers), None before it said anything."""
@@ -466,9 +475,9 @@ class Embedded:
                                     f"bound to {pod.node_name}" if pod.node_name else "not bound")
                     actions.append(PodAction(PodActionKind.STOP, uid, pod.namespace, pod.name, "not bound to this node"))
                     continue
-                changes.extend(self._observe(node, pod, r))
                 stored = self.store.get("Pod", pod.key)
                 status = stored.status if stored else {}
+                changes.extend(self._observe(node, pod, r, status))
                 if status.get("deleting"):
                     actions.append(self._stop(pod, PodActionKind.STOP, "deleted"))
                 elif status.get("evicting") and r.phase not in FINISHED:
@@ -513,8 +522,10 @@ class Embedded:
         manifest[CONTEXT] = self.network.context(pod.uid, pod.namespace, manifest)
         return PodAction(PodActionKind.START, pod.uid, pod.namespace, pod.name, pod_json=json.dumps(manifest))
 
-    def _observe(self, node: str, pod: Pod, r: Any) -> list[tuple[str, str, dict]]:
-        """Record what ``node``'s runtime says of a pod bound to it: phase, reason, restarts, containers.
+    def _observe(self, node: str, pod: Pod, r: Any, status: dict) -> list[tuple[str, str, dict]]:
+        """Record what ``node``'s runtime says of a pod bound to it: phase, reason, restarts, containers (each
+        with its state's reason and times, and how its previous run ended); what changed since the last report
+        (``status``, as stored) becomes events.
 
         The log folder recorded is the scheduler's own (:meth:`pod_log_dir`); the report's is only compared.
         """
@@ -523,13 +534,16 @@ class Embedded:
             self._warn_once(node, "log-dir", "node %s's agent writes pod logs to %s, not under %s: `logs` reads only "
                             "the latter (serve --agent-state DIR names the agent's --state; said once per node)",
                             node, shown(r.log_dir), self.log_root)
-        containers = [{"name": c.name, "state": c.state, "exitCode": c.exit_code, "restarts": c.restarts,
-                       "pid": c.pid} for c in r.containers]
+        containers = [_container(c) for c in r.containers]
+        self._container_events(node, pod, containers, (status.get("runtime") or {}).get("containers") or [])
         reason, message = r.reason[:MAX_RUNTIME_TEXT], r.message[:MAX_RUNTIME_TEXT]
         fields: dict[str, Any] = {"runtime": {"phase": r.phase, "reason": reason, "message": message,
                                               "restarts": r.restarts, "logDir": str(log_dir) if log_dir else None,
                                               "containers": containers}}
         if r.phase in FINISHED and pod.phase not in FINISHED:
+            if r.reason == "Evicted" and not status.get("evicting"):  # the agent's own (node pressure)
+                self.events.record(_ref(pod), WARNING, "Evicted", message or "evicted by the node's agent",
+                                   source=KUBELET, host=node)
             reason = f"{reason}: {message}" if message else reason
             fields.update(phase=r.phase, reason=reason or None)
             pod.phase, pod.reason = r.phase, reason or None
@@ -541,6 +555,25 @@ class Embedded:
             self.controllers.kick()
         return [("Pod", pod.key, fields)]
 
+    def _container_events(self, node: str, pod: Pod, now: list[dict], before: list[dict]) -> None:
+        """Started, BackOff and Failed, as the kubelet records them, for what changed since the last report."""
+        was = {c.get("name"): c for c in before if isinstance(c, dict)}
+        for c in now:
+            b, name = was.get(c["name"]) or {}, c["name"]
+            if c["state"] == "running" and (b.get("state") != "running" or b.get("pid") != c["pid"]):
+                self.events.record(_ref(pod), NORMAL, "Started", f"Started container {name}", source=KUBELET, host=node)
+            elif c["state"] == "waiting" and c.get("reason") in BACKING_OFF and (
+                    b.get("state"), b.get("reason"), b.get("restarts")) != (c["state"], c.get("reason"), c["restarts"]):
+                last = c.get("lastState") or {}
+                if last.get("reason") == "StartError" or c.get("reason") == "StartError":
+                    self.events.record(_ref(pod), WARNING, "Failed", last.get("message") or c.get("message") or
+                                       f"container {name} could not start", source=KUBELET, host=node)
+                self.events.record(_ref(pod), WARNING, "BackOff", f"Back-off restarting failed container {name} in "
+                                   f"pod {pod.key}", source=KUBELET, host=node)
+            elif c["state"] == "terminated" and c.get("reason") == "StartError" and b.get("state") != "terminated":
+                self.events.record(_ref(pod), WARNING, "Failed", c.get("message") or f"container {name} could not "
+                                   "start", source=KUBELET, host=node)
+
     def _warn_once(self, node: str, what: str, message: str, *args: object) -> None:
         if (node, what) in self._warned:
             log.debug(message, *args)
@@ -549,7 +582,13 @@ class Embedded:
         log.warning(message, *args)
 
     def _stop(self, pod: Pod, kind: PodActionKind, reason: str) -> PodAction:
-        grace = int(((self._manifest(pod).get("spec") or {}).get("terminationGracePeriodSeconds")) or 30)
+        manifest = self._manifest(pod)
+        grace = int(((manifest.get("spec") or {}).get("terminationGracePeriodSeconds")) or 30)
+        if pod.uid not in self._killing:  # told on every report until it has stopped: recorded once
+            self._killing.add(pod.uid)
+            for c in (manifest.get("spec") or {}).get("containers") or []:
+                self.events.record(_ref(pod), NORMAL, "Killing", f"Stopping container {c.get('name')}",
+                                   source=KUBELET, host=pod.node_name)
         return PodAction(kind, pod.uid, pod.namespace, pod.name, reason, grace_period_seconds=grace)
 
     def _evicted(self, pod: Pod, reason: str) -> None:
@@ -582,6 +621,52 @@ def _owned(stored: Stored | None) -> bool:
     return any(isinstance(r, dict) and r.get("controller") is True for r in refs)
 
 
+BACKING_OFF = ("CrashLoopBackOff", "BackOff", "StartError")  # a container waiting to start again (the runtime's words)
+
+
+def _ref(pod: Pod) -> Ref:
+    return Ref("Pod", pod.namespace, pod.name, pod.uid)
+
+
+def _container(c: Any) -> dict:
+    """A container as the runtime reports it, as stored (kubectl's names: state, reason, exit code, times, and the
+    previous run's end as ``lastState``)."""
+    out: dict[str, Any] = {"name": c.name, "state": c.state, "exitCode": c.exit_code, "restarts": c.restarts,
+                           "pid": c.pid}
+    if getattr(c, "reason", ""):
+        out["reason"] = c.reason[:MAX_RUNTIME_TEXT]
+    if getattr(c, "message", ""):
+        out["message"] = c.message[:MAX_RUNTIME_TEXT]
+    for name in ("started_ns", "finished_ns"):
+        if getattr(c, name, 0) > 0:
+            out["startedAt" if name == "started_ns" else "finishedAt"] = _iso(getattr(c, name))
+    last = getattr(c, "last_termination", None) if _has(c, "last_termination") else None
+    if last is not None:
+        out["lastState"] = {"exitCode": last.exit_code, "reason": last.reason[:MAX_RUNTIME_TEXT],
+                            "message": last.message[:MAX_RUNTIME_TEXT],
+                            **({"startedAt": _iso(last.started_ns)} if last.started_ns > 0 else {}),
+                            **({"finishedAt": _iso(last.finished_ns)} if last.finished_ns > 0 else {})}
+    return out
+
+
+def _has(message: Any, name: str) -> bool:
+    """Whether ``name`` is set: a report's entry is the wire message itself (whose unset message fields read as
+    empty ones, so only HasField tells), or a dataclass of :mod:`proto.model` (None when unset)."""
+    try:
+        return bool(message.HasField(name))
+    except AttributeError:
+        return getattr(message, name, None) is not None
+    except ValueError:  # a wire message without such a field (an older agent's)
+        return False
+
+
+def _iso(ns: int) -> str:
+    try:
+        return datetime.fromtimestamp(ns / 1e9, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (OverflowError, OSError, ValueError):  # a time no calendar holds: not shown
+        return ""
+
+
 class EmbeddedEffects(CacheEffects):
     """The cache's effects, persisted: binds at once, statuses once per cycle, evictions handed to the agent."""
 
@@ -604,6 +689,7 @@ class EmbeddedEffects(CacheEffects):
         """The agent stops it (EVICT); until it has, it counts as leaving."""
         self.embedded.store.update_status([("Pod", pod.key, {"evicting": datetime.now(UTC).strftime(
             "%Y-%m-%dT%H:%M:%SZ"), "reason": f"Evicted: {reason}"})])
+        self.embedded.events.record(_ref(pod), NORMAL, "Preempted", reason)
         with self.cache.lock:
             current = self.cache.pods.get(pod.uid)
             if current is not None:
@@ -613,10 +699,17 @@ class EmbeddedEffects(CacheEffects):
     def pod_reason(self, pod: Pod, reason: str | None) -> None:
         if pod.reason != reason:
             self._note(("Pod", pod.key), {"reason": reason})
+            if reason and not pod.node_name:  # as kube-scheduler: once per new reason (repeats fold into it)
+                self.embedded.events.record(_ref(pod), WARNING, "FailedScheduling", reason)
         super().pod_reason(pod, reason)
 
     def group_status(self, group: PodGroup, phase: str, conditions: list[Condition]) -> bool:
         changed = super().group_status(group, phase, conditions)
+        if changed and not group.implicit:
+            for c in conditions:  # Volcano records why a gang cannot be scheduled on its PodGroup
+                if c.type == "Unschedulable" and c.status == "True" and c.message:
+                    self.embedded.events.record(Ref("PodGroup", group.namespace, group.name), WARNING,
+                                                "Unschedulable", c.message)
         if not group.implicit:
             self._note(("PodGroup", group.key), {"phase": phase, "conditions": [
                 {"type": c.type, "status": c.status, "reason": c.reason, "message": c.message} for c in conditions]})
@@ -656,6 +749,8 @@ class EmbeddedEffects(CacheEffects):
             raise
         for pod, node, notes in placed:
             super().bind(pod, node, notes)
+            self.embedded.events.record(_ref(pod), NORMAL, "Scheduled", f"Successfully assigned {pod.key} to {node}")
+        self.embedded.events.flush()
         if self.cache.generation != self._seen_generation:
             self._seen_generation = self.cache.generation
             self.embedded.controllers.kick()
@@ -673,9 +768,11 @@ class EmbeddedMode(Mode):
     CONTROL_SOCKET = "control.sock"  # the control API, in the state folder
     AGENT_SOCKET = "agent.sock"      # the agents' report stream, in the state folder (unless --listen says otherwise)
 
+    WEB_URL = "web.url"              # the web view's address with its token, in the state folder (0600)
+
     def __init__(self, state_dir: Path, *, api_socket: Path | None = None, api_group: int | None = None,
                  agent_state: Path | None = None, lifecycle: LifecycleConfig | None = None,
-                 pod_cidr: str = DEFAULT_POD_CIDR) -> None:
+                 web_port: int | None = None, web_address: str = "127.0.0.1", pod_cidr: str = DEFAULT_POD_CIDR) -> None:
         super().__init__(register_nodes=True)  # an agent that reports is a node
         self.pod_cidr = pod_cidr
         self.state_dir, self.api_group = state_dir, api_group
@@ -685,6 +782,8 @@ class EmbeddedMode(Mode):
         self.agent_state = agent_state  # where the agent keeps its pods' logs (None: state_dir/agent)
         self.embedded: Embedded | None = None
         self.control: ControlServer | None = None
+        self.web_port, self.web_address = web_port, web_address  # None: no web view
+        self.web: WebView | None = None
 
     def start(self, cache: ClusterCache, stop: threading.Event, metrics: SchedulerMetrics) -> Effects | None:
         from proto.localsock import private_dir, private_file
@@ -712,6 +811,12 @@ class EmbeddedMode(Mode):
         self.control = ControlServer(self.embedded, socket_path=self.api_socket, group=self.api_group)
         self.control.start()
         log.info("control API on %s", self.api_socket)
+        if self.web_port is not None:
+            from scheduler.modes.embedded.web import WebView
+
+            self.web = WebView(self.control, address=self.web_address, port=self.web_port,
+                               url_file=self.state_dir / self.WEB_URL)
+            self.web.start()
         self.embedded.nodes.start(self._stop or threading.Event())
         # Volcano Jobs: a Job naming no scheduler is this one's; pods wait for enqueue when it is configured
         self.embedded.controllers.configure(scheduler_names=scheduler.scheduler_names,
@@ -722,6 +827,8 @@ class EmbeddedMode(Mode):
         return self.embedded.pod_actions if self.embedded is not None else None
 
     def close(self, scheduler: Scheduler) -> None:
+        if self.web is not None:
+            self.web.stop()
         if self.control is not None:
             self.control.stop()
         if self.embedded is not None:

@@ -26,6 +26,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from scheduler.api.objects import Node, Pod
+from scheduler.modes.embedded.events import NODE_CONTROLLER, NORMAL, WARNING, Ref
 from scheduler.modes.embedded.lifecycle import (
     LIFECYCLE_TAINTS,
     NOT_READY,
@@ -115,6 +116,9 @@ class NodeLifecycle:
             for pod, why in gone:
                 emb.forget_pod(pod)
                 log.warning("pod %s deleted: %s", pod.key, why)
+                emb.events.record(Ref("Pod", pod.namespace, pod.name, pod.uid), NORMAL, "TaintManagerEviction",
+                                  f"Marking for deletion Pod {pod.key}: {why}", source=NODE_CONTROLLER)
+        emb.events.flush()
 
     # -- nodes -----------------------------------------------------------------------------------
     def _update(self, name: str, node: Node, now: float) -> None:
@@ -131,6 +135,12 @@ class NodeLifecycle:
         if old is None or (old.status, old.reason) != (cond.status, cond.reason):
             level = logging.INFO if cond.ready or old is None else logging.WARNING
             log.log(level, "node %s is %s (%s): %s", name, cond.status, cond.reason, cond.message)
+            if old is None or old.ready != cond.ready or cond.tainted != old.tainted:
+                word = "NodeReady" if cond.ready else "NodeNotReady"
+                emb.events.record(Ref("Node", "", name, name), NORMAL if cond.ready else WARNING, word,
+                                  f"Node {name} status is now: {word} ({cond.status}, {cond.reason}: {cond.message})",
+                                  source=NODE_CONTROLLER)
+            emb.changes.bump()  # nothing is stored of a condition: the watchers are told here
 
     def _store_nodes(self) -> None:
         """Nodes registered by reports, stored when new or changed (their allocatable follows their reports)."""
@@ -187,6 +197,8 @@ class NodeLifecycle:
             pod.phase, pod.reason = "Unknown", f"{word}: node {node} is {cond.status}: {cond.message}"
             changes.append(("Pod", pod.key, {"phase": "Unknown", "reason": pod.reason}))
             emb.cache.generation += 1
+            emb.events.record(Ref("Pod", pod.namespace, pod.name, pod.uid), WARNING, "NodeNotReady",
+                              f"Node {node} is not ready", source=NODE_CONTROLLER)
         due = eviction_time(taints_for(cond), default_tolerations(pod.tolerations, self.config), cond.since)
         if due is not None and now >= due:
             gone.append((pod, f"evicted from node {node}, {cond.status} since {now - cond.since:.0f} s ago "

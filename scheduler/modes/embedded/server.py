@@ -19,15 +19,23 @@ HTTP/1.1:
   ``{"kind", "key", "manifest", "status"}``; nodes come from the agents' reports;
 * ``DELETE /objects/KIND/NAMESPACE/NAME``;
 * ``GET /top/nodes`` — real usage, batch allocatable and the offline quota
-  from each node's last report;
+  from each node's last report; ``GET /top/pods`` — each pod's real usage;
+* ``GET /events`` and ``GET /events/KIND/NAMESPACE/NAME`` — the events kept
+  (:mod:`.events`), all of them or those about one object;
+* ``GET /watch/VERSION`` — answered ``{"version": N}`` as soon as something
+  changed since ``VERSION`` (:mod:`.changes`), else after
+  :data:`WATCH_SECONDS` with the same version: ``get -w`` lists again each time
+  it is answered.  At most :data:`MAX_WATCHES` wait at once (more are
+  answered 503), so watchers never take every connection;
+* ``POST /series`` — ``{"chart": {"line": number}}``, a point for each line of
+  the web view's plots (:mod:`.series`), for figures only a workload knows;
 * for ``python -m scheduler job|queue`` (vcctl's words): ``POST /objects/KIND`` creates one object from a
-  JSON manifest (201; 409 when it exists; 400 when refused), ``GET /events/KIND/NAMESPACE/NAME`` lists the
-  events about an object, ``PUT /objects/queues/-/NAME/status`` with ``{"state": "Open"|"Closed"}`` opens or
-  closes a Queue.
+  JSON manifest (201; 409 when it exists; 400 when refused), ``PUT /objects/queues/-/NAME/status`` with
+  ``{"state": "Open"|"Closed"}`` opens or closes a Queue.
 
-KIND is pods, podgroups, queues, priorityclasses, nodes, or what Volcano Jobs bring: jobs, commands (the
-``batch.volcano.sh`` and ``bus.volcano.sh`` ones), configmaps, secrets, and — made by the Jobs' plugins —
-services, networkpolicies, persistentvolumeclaims.
+KIND is pods, podgroups, queues, priorityclasses, nodes, namespaces, or what Volcano Jobs bring: jobs,
+commands (the ``batch.volcano.sh`` and ``bus.volcano.sh`` ones), configmaps, secrets, and — made by the Jobs'
+plugins — services, networkpolicies, persistentvolumeclaims.
 
 Names in paths are percent-encoded path segments and must be Kubernetes names
 (DNS-1123), else 400; a query string is refused, so ``DELETE
@@ -59,7 +67,9 @@ from proto.errors import InputError
 from proto.localsock import claim_socket_path, restrict_socket
 from scheduler.api.loader import iter_text
 from scheduler.api.objects import DEFAULT_QUEUE
+from scheduler.modes.embedded.events import Ref
 from scheduler.modes.embedded.mode import Conflict, Embedded
+from scheduler.modes.embedded.series import Series
 from scheduler.modes.embedded.store import Stored
 
 log = logging.getLogger(__name__)
@@ -72,6 +82,9 @@ NAMESPACED = {"Pod", "PodGroup", "Job", "Command", "ConfigMap", "Secret", "Servi
               "PersistentVolumeClaim"}
 MAX_BODY = 4 * 2**20          # bytes of one apply (a manifest file)
 MAX_CONNECTIONS = 32          # served at once; more are answered 503
+MAX_WATCHES = 8               # GET /watch waiting at once; more are answered 503
+WATCH_SECONDS = 20.0          # how long GET /watch waits for a change before answering with the same version
+MAX_SERIES_BODY = 64 * 1024   # bytes of one POST /series
 READ_TIMEOUT = 30.0           # seconds a connection may stay silent
 BODY_DEADLINE = 60.0          # seconds to send a whole body
 _LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
@@ -103,8 +116,12 @@ def check_name(kind: str, name: str, *, namespace: bool = False) -> None:
 class ControlServer:
     def __init__(self, embedded: Embedded, *, socket_path: Path, group: int | None = None,
                  max_body: int = MAX_BODY, max_connections: int = MAX_CONNECTIONS,
-                 read_timeout: float = READ_TIMEOUT, body_deadline: float = BODY_DEADLINE):
+                 read_timeout: float = READ_TIMEOUT, body_deadline: float = BODY_DEADLINE,
+                 max_watches: int = MAX_WATCHES, watch_seconds: float = WATCH_SECONDS):
         self.embedded = embedded
+        self.series = Series()  # the web view's plots (POST /series and the web view's own samples)
+        self.max_watches, self.watch_seconds = max_watches, watch_seconds
+        self._watches = threading.BoundedSemaphore(max_watches)
         self.socket_path = socket_path
         self.max_body, self.read_timeout, self.body_deadline = max_body, read_timeout, body_deadline
         self._parsing = threading.Lock()  # one apply parsed at a time: they cannot together starve the rest
@@ -174,8 +191,10 @@ class ControlServer:
             allocated = dict(queue.allocated) if queue is not None else {}
         manifest = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": DEFAULT_QUEUE},
                     "spec": {"weight": 1, "reclaimable": True}}
-        return {"kind": "Queue", "key": DEFAULT_QUEUE, "manifest": manifest, "status": {"allocated": allocated},
-                "implicit": True}
+        status: dict[str, Any] = {"allocated": allocated}
+        if (deserved := cache.queue_deserved.get(DEFAULT_QUEUE)) is not None:
+            status["deserved"] = dict(deserved)
+        return {"kind": "Queue", "key": DEFAULT_QUEUE, "manifest": manifest, "status": status, "implicit": True}
 
     def _pods_by_key(self) -> dict[str, Any]:
         cache = self.embedded.cache
@@ -200,12 +219,27 @@ class ControlServer:
             group = cache.podgroups.get(stored.key)
             if group is not None:
                 out["status"]["phase"] = group.phase
+            out["status"].update(self._members(stored.key))
         elif stored.kind == "Queue":
             queue = cache.queues.get(stored.key)
             if queue is not None:
                 out["status"]["allocated"] = dict(queue.allocated)
                 out["status"]["state"] = queue.state
+            deserved = cache.queue_deserved.get(stored.key)
+            if deserved is not None:
+                out["status"]["deserved"] = dict(deserved)
         return out
+
+    def _members(self, key: str) -> dict[str, int]:
+        """How many of the group's pods run, succeeded, failed (Volcano's PodGroup status counts)."""
+        ns, _, name = key.partition("/")
+        counts = {"running": 0, "succeeded": 0, "failed": 0}
+        cache = self.embedded.cache
+        with cache.lock:
+            for p in cache.pods.values():
+                if p.namespace == ns and p.group_name == name and p.phase in ("Running", "Succeeded", "Failed"):
+                    counts[p.phase.lower()] += 1
+        return {k: v for k, v in counts.items() if v}
 
     def nodes(self) -> list[dict]:
         cache = self.embedded.cache
@@ -219,6 +253,7 @@ class ControlServer:
             t = telemetry.get(name)
             cond = self.embedded.nodes.condition(name)
             row: dict[str, Any] = {"kind": "Node", "key": name, "allocatable": dict(node.allocatable),
+                                   "labels": dict(node.labels),
                                    "ready": node.ready, "status": cond.status if cond else "Unknown",
                                    "reason": cond.reason if cond else "", "message": cond.message if cond else "",
                                    "since": cond.since if cond else None,
@@ -232,10 +267,6 @@ class ControlServer:
             row["pods"] = sum(1 for p in pods if p.node_name == name and p.active)
             out.append(row)
         return out
-
-    def events(self, kind: str, key: str) -> tuple[int, Any]:
-        namespace, _, name = key.rpartition("/")
-        return 200, self.embedded.events.about(kind, namespace, name)
 
     def create(self, kind: str, body: bytes, source: str) -> tuple[int, Any]:
         """Create one object (a JSON manifest of ``kind``): 409 when it exists, 400 when refused."""
@@ -265,6 +296,51 @@ class ControlServer:
         except KeyError as exc:
             return 404, {"error": str(exc.args[0])}
         return 200, {"result": state}
+
+    def top_pods(self) -> list[dict]:
+        """Each pod's real usage as its node's last report measured it (pods no report speaks of are left out)."""
+        cache = self.embedded.cache
+        with cache.lock:
+            reports = [(name, t.report) for name, t in sorted(cache.telemetry.items())]
+            known = {p.uid: (p.namespace, p.name) for p in cache.pods.values()}
+        out = []
+        for node, report in reports:
+            for p in report.load.pods:
+                ns, name = known.get(p.uid) or (p.namespace, p.name)  # the store's names first: a report's are its own
+                if name:
+                    out.append({"namespace": ns or "default", "name": name, "node": node, "qos": p.qos.name,
+                                "cpuUsedCores": round(p.cpu_used_cores, 3), "memoryUsedBytes": p.memory_used_bytes})
+        return out
+
+    def events(self, kind: str | None = None, key: str | None = None) -> tuple[int, list[dict]]:
+        """The events kept, or those about one object (a pod's of its current uid, and of none)."""
+        if kind is None or key is None:
+            return 200, self.embedded.events.list()
+        ns, _, name = key.rpartition("/")
+        uid = ""
+        if kind == "Pod":
+            stored = self.embedded.store.get(kind, key)
+            uid = str(((stored.manifest.get("metadata") or {}).get("uid")) or "") if stored else ""
+        return 200, self.embedded.events.list(Ref(kind, ns, name, uid))
+
+    def watch(self, seen: int) -> tuple[int, dict]:
+        """``{"version"}`` once it differs from ``seen``, or after :attr:`watch_seconds`."""
+        if not self._watches.acquire(blocking=False):
+            raise Refused(503, f"{self.max_watches} watches are waiting already; try again")
+        try:
+            return 200, {"version": self.embedded.changes.wait(seen, self.watch_seconds)}
+        finally:
+            self._watches.release()
+
+    def push_series(self, body: bytes) -> tuple[int, dict]:
+        try:
+            doc = json.loads(body)
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise Refused(400, f"the body is not JSON ({exc})") from None
+        try:
+            return 200, {"points": self.series.add(doc)}
+        except InputError as exc:
+            raise Refused(400, str(exc)) from None
 
     def delete(self, kind: str, key: str) -> tuple[int, dict]:
         try:
@@ -417,11 +493,20 @@ def _handler(server: ControlServer) -> type[BaseHTTPRequestHandler]:
                 path = self._target()
                 if path.rstrip("/") == "/top/nodes":
                     return 200, server.nodes()
+                if path.rstrip("/") == "/top/pods":
+                    return 200, server.top_pods()
+                if path.rstrip("/") == "/events":
+                    return server.events()
                 if path.startswith("/events/"):
                     route = _route("/objects/" + path[len("/events/"):])
                     if route is None or route[1] is None:
                         return 404, {"error": f"no such path {path[:200]}"}
-                    return server.events(route[0], route[1])
+                    return server.events(*route)
+                if path.startswith("/watch/"):
+                    seen = path[len("/watch/"):].strip("/")
+                    if not seen.isdigit() or len(seen) > 20:
+                        return 400, {"error": f"expected /watch/VERSION (a number), got {path[:200]!r}"}
+                    return server.watch(int(seen))
                 route = _route(path)
                 if route is None:
                     return 404, {"error": f"no such path {path[:200]}"}
@@ -442,6 +527,8 @@ def _handler(server: ControlServer) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:  # noqa: N802
             def work() -> tuple[int, Any]:
                 target = self._target().rstrip("/")
+                if target == "/series":
+                    return server.push_series(self._body(limit=MAX_SERIES_BODY))
                 if target.startswith("/objects/"):
                     route = _route(target)
                     if route is None or route[1] is not None or route[0] == "Node":
@@ -469,8 +556,9 @@ def _handler(server: ControlServer) -> type[BaseHTTPRequestHandler]:
                 return server.delete(route[0], route[1])
             self._answer(work)
 
-        def _body(self) -> bytes:
+        def _body(self, limit: int | None = None) -> bytes:
             """The request body, read before anything else is done with it; refused unread when too big."""
+            limit = server.max_body if limit is None else limit
             if self.headers.get("Transfer-Encoding"):
                 raise Refused(411, "send the body with a Content-Length (chunked bodies are not accepted)", close=True)
             raw = self.headers.get("Content-Length")
@@ -479,9 +567,9 @@ def _handler(server: ControlServer) -> type[BaseHTTPRequestHandler]:
             if not raw.strip().isdigit():
                 raise Refused(400, f"invalid Content-Length {raw[:40]!r}", close=True)
             length = int(raw)
-            if length > server.max_body:
-                raise Refused(413, f"request body of {length} bytes is over the limit of {server.max_body} bytes "
-                                   f"({server.max_body / 2**20:g} MiB): split it into several files", close=True)
+            if length > limit:
+                raise Refused(413, f"request body of {length} bytes is over the limit of {limit} bytes "
+                                   f"({limit / 2**20:g} MiB): split it into several files", close=True)
             deadline = time.monotonic() + server.body_deadline
             chunks, got = [], 0
             while got < length:

@@ -3,7 +3,9 @@
 One table of objects — manifests as the user applied them (JSON), keyed by
 kind and namespace/name, with what the scheduler and the agents decided about
 them kept apart in ``status`` (a pod's node, phase, reason, annotations
-written at bind) — and one of metadata (schema version).  Every change is one
+written at bind) — and one of the latest events (:mod:`.events`: at most
+:data:`MAX_EVENTS`, the oldest dropped first), so a restart keeps recent ones.
+Schema 1 (before events) is upgraded in place.  Every change is one
 transaction: an ``apply`` of a whole file, a cycle's binds and statuses, a
 delete: either all of it is there after a crash or none of it (SQLite's WAL
 journal, ``synchronous=FULL``).  A file that is not a Scoria store — another
@@ -22,7 +24,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +33,10 @@ from proto.errors import InputError
 from scheduler.sqlitefile import open_owned, transaction
 
 APPLICATION_ID = 0x53434F53  # "SCOS": marks a SQLite file as a Scoria embedded store
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+EVENTS_TABLE = "CREATE TABLE events (id INTEGER PRIMARY KEY, event TEXT NOT NULL)"
+UPGRADES = {1: [EVENTS_TABLE]}  # schema 1 had no events
+MAX_EVENTS = 1000  # events kept; the oldest go first
 KINDS = ("Namespace", "PriorityClass", "Queue", "Node", "PodGroup", "Pod")  # the order objects are loaded in (then
 # the rest: the Volcano Jobs and Commands and the objects their controller makes, read by the controllers' host)
 
@@ -69,8 +74,10 @@ class Store:
         # checked before anything that writes: a foreign file is left exactly as it was
         self._db = open_owned(self.path, application_id=APPLICATION_ID, schema_version=SCHEMA_VERSION, schema=[
             "CREATE TABLE objects (kind TEXT NOT NULL, key TEXT NOT NULL, manifest TEXT NOT NULL, "
-            "status TEXT NOT NULL DEFAULT '{}', PRIMARY KEY (kind, key))"],
-            what="Scoria store", error=lambda problem: StoreError(f"{self.path}: {problem}"))
+            "status TEXT NOT NULL DEFAULT '{}', PRIMARY KEY (kind, key))", EVENTS_TABLE],
+            what="Scoria store", error=lambda problem: StoreError(f"{self.path}: {problem}"), upgrades=UPGRADES)
+        #: called after each change is committed (embedded mode wakes its watchers with it)
+        self.on_change: Callable[[], None] | None = None
         try:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
@@ -80,8 +87,11 @@ class Store:
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
+        before = self._db.total_changes
         with self._lock, self._faults("be written"), transaction(self._db) as db:
             yield db
+        if self.on_change is not None and self._db.total_changes != before:  # a report that changed nothing: quiet
+            self.on_change()
 
     @contextmanager
     def _faults(self, doing: str) -> Iterator[None]:
@@ -161,8 +171,9 @@ class Store:
                     continue
                 status = json.loads(row[0])
                 status.update(fields)
-                db.execute("UPDATE objects SET status=? WHERE kind=? AND key=?",
-                           (json.dumps(status, sort_keys=True), kind, key))
+                text = json.dumps(status, sort_keys=True)
+                if text != row[0]:  # most reports change nothing: nothing written, no watcher woken
+                    db.execute("UPDATE objects SET status=? WHERE kind=? AND key=?", (text, kind, key))
 
     def commit(self, writes: list[Stored | tuple[str, str] | tuple[str, str, dict]]) -> None:
         """Several changes in one transaction, in order: a :class:`Stored` is put (manifest and status replaced),
@@ -188,6 +199,33 @@ class Store:
     def delete(self, kind: str, key: str) -> bool:
         with self._tx() as db:
             return db.execute("DELETE FROM objects WHERE kind=? AND key=?", (kind, key)).rowcount > 0
+
+    # -- events ------------------------------------------------------------------------------------
+    def events(self) -> list[tuple[int, dict]]:
+        """The kept events, oldest first, as ``(id, event)``; one that does not read back is skipped."""
+        with self._lock, self._faults("be read"):
+            rows = self._db.execute("SELECT id, CAST(event AS BLOB) FROM events ORDER BY id").fetchall()
+        out = []
+        for ident, raw in rows:
+            try:
+                doc = json.loads(bytes(raw).decode())
+            except (UnicodeDecodeError, ValueError):
+                continue  # an event is worth less than a start: left out, not refused
+            if isinstance(doc, dict):
+                out.append((int(ident), doc))
+        return out
+
+    def put_events(self, events: list[tuple[int, dict]], gone: Sequence[int] = (), keep: int = MAX_EVENTS) -> None:
+        """Insert or replace these ``(id, event)`` rows, delete the ``gone`` ids and drop all but the newest ``keep``,
+        in one transaction."""
+        if not events and not gone:
+            return
+        with self._tx() as db:
+            db.executemany("DELETE FROM events WHERE id = ?", [(i,) for i in gone])
+            for ident, doc in events:
+                db.execute("INSERT OR REPLACE INTO events (id, event) VALUES (?, ?)",
+                           (ident, json.dumps(doc, sort_keys=True)))
+            db.execute("DELETE FROM events WHERE id NOT IN (SELECT id FROM events ORDER BY id DESC LIMIT ?)", (keep,))
 
     def close(self) -> None:
         with self._lock:

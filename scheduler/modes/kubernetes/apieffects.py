@@ -296,6 +296,9 @@ class KubeEffects:
                         lambda body: self.custom.patch_cluster_custom_object_status(*VOLCANO, "queues", name, body,
                                                                                     _request_timeout=TIMEOUT))
 
+    def queue_deserved(self, name: str, deserved: dict[str, int] | None) -> None:
+        self.local.queue_deserved(name, deserved)
+
     def nominate(self, pod: Pod, node: str | None) -> None:
         self.local.nominate(pod, node)
         if self._ours(pod):

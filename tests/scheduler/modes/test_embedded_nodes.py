@@ -292,10 +292,11 @@ def test_a_dry_run_agent_is_listed_not_ready_gets_no_pod_and_can_be_deleted(tmp_
         assert ctl(serve.server, "apply", "-f", str(web))[0] == 0
         time.sleep(2)  # a few cycles
         _, out = _wait_for(serve, lambda out: "node.kubernetes.io/not-ready" in out, "get", "pods", "-o", "json")
-        (web_pod,) = json.loads(out)
-        assert not web_pod["status"].get("nodeName"), web_pod
-        assert web_pod["status"]["reason"] == (
-            "0/1 nodes are available: 1 node(s) had untolerated taint {node.kubernetes.io/not-ready: }")
+        (web_pod,) = json.loads(out)["items"]  # kubectl's shape: a List of pods
+        assert not web_pod["spec"].get("nodeName"), web_pod
+        assert web_pod["status"]["conditions"] == [{
+            "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+            "message": "0/1 nodes are available: 1 node(s) had untolerated taint {node.kubernetes.io/not-ready: }"}]
         stop(agent, signal.SIGTERM)
         _wait_for(serve, lambda out: "Unknown" in out, "get", "nodes")
         assert ctl(serve.server, "delete", "node", "observer")[1] == "node observer deleted\n"

@@ -93,7 +93,7 @@ def not_json(path: Path) -> None:
 SPOILED = [
     (truncated, "store.sqlite: "), (garbage, "not a readable SQLite database"),
     (foreign, "a SQLite database of another program (application_id 0, tables users), not a Scoria store"),
-    (empty, "an empty file, not a Scoria store"), (newer, "Scoria store schema 9, this scheduler reads 1"),
+    (empty, "an empty file, not a Scoria store"), (newer, "Scoria store schema 9, this scheduler reads 2"),
     (bad_utf8, "Pod default/p1: manifest is not readable JSON text ('utf-8' codec can't decode byte 0xff"),
     (bad_utf8_key, "a row's key is not UTF-8 text (byte 8: b'default/\\xff')"),
     (not_an_object, "Pod default/p1: status is not a JSON object"),
@@ -272,3 +272,21 @@ def test_serve_embedded_killed_during_applies_keeps_every_acknowledged_one(tmp_p
             assert ("Queue", f"q{n}") in objects and ("PodGroup", f"default/g{n}") in objects
             assert all(("Pod", f"default/g{n}-{i}") in objects for i in range(3))
     assert len(acknowledged) >= kills, acknowledged  # the applies did run
+
+
+def test_a_store_of_schema_1_gains_the_events_table_and_keeps_its_objects(tmp_path: Path) -> None:
+    """Schema 2 added the events (issue 19): a store written before is upgraded in place, nothing of it lost."""
+    path = tmp_path / "store.sqlite"
+    store = Store(path)
+    store.put([Stored("Queue", "q", {"kind": "Queue"}, {"allocated": {"cpu": 1000}})])
+    store.close()
+    with sqlite3.connect(path) as db:  # as schema 1 left it
+        db.execute("DROP TABLE events")
+        db.execute("PRAGMA user_version = 1")
+    again = Store(path)
+    assert [(s.kind, s.key, s.status) for s in again.load()] == [("Queue", "q", {"allocated": {"cpu": 1000}})]
+    again.put_events([(1, {"reason": "Scheduled"})])
+    assert again.events() == [(1, {"reason": "Scheduled"})]
+    again.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 2
