@@ -94,18 +94,20 @@ class Started:
 
 
 def spawn(argv: Sequence[str], *, env: Mapping[str, str], cwd: str, log_path: Path, exit_file: Path,
-          procs_files: Sequence[str], prefix: Sequence[str] = ()) -> Started:
+          procs_files: Sequence[str], prefix: Sequence[str] = (), mounted: Sequence[str] = ()) -> Started:
     """Start ``argv`` through the wrapper (after ``prefix``: entering the pod's namespaces, :mod:`.podns`);
-    StartFailed if it cannot be.  With a prefix, an absolute command or working directory the host lacks is
-    left to the exec inside the pod's mounts (a script in a ConfigMap volume, say)."""
+    StartFailed if it cannot be.  A command or working directory below one of the pod's own mount points
+    (``mounted``: a script in a ConfigMap volume, say) is left to the exec inside its mounts."""
     _check_exec(argv, env, cwd)
-    inside = bool(prefix) and os.path.isabs(argv[0])
-    if not os.path.isdir(cwd) and not (prefix and os.path.isabs(cwd)):
+
+    def mine(path: str) -> bool:
+        return os.path.isabs(path) and any(path == m or path.startswith(m.rstrip("/") + "/") for m in mounted)
+    if not os.path.isdir(cwd) and not mine(cwd):
         raise StartFailed(f"working directory {cwd}: no such directory")
     try:
         exe = resolve(argv[0], env, cwd)
     except StartFailed:
-        if not inside:
+        if not mine(argv[0]):
             raise
         exe = argv[0]
     if not os.path.isdir(cwd):  # a folder of the pod's own mounts: the prefix enters it once they are there

@@ -130,7 +130,8 @@ def launch(host: Host, pod: HeldPod, spec: PodSpec, c: ContainerRecord, now: flo
         exit_file = host.state.exit_file(pod.record.uid, c.name)
         started = spawn(container.argv, env=container.env, cwd=cwd, log_path=host.state.log_path(pod.record, c.name),
                         exit_file=exit_file, procs_files=podcgroups.procs_files(host.backend, c.cgroup),
-                        prefix=podsetup.entry(host, pod, spec, container, exit_file, cwd))
+                        prefix=podsetup.entry(host, pod, spec, container, exit_file, cwd),
+                        mounted=[m.mount_path for m in container.mounts])
     except podsetup.SetupError as exc:
         log.error("local runtime: pod %s container %s did not start: %s", pod.record.key, c.name, exc.message)
         exits.exited(host, pod, c, START_ERROR_EXIT, now, reason=exc.reason, message=exc.message)
