@@ -4,9 +4,12 @@ scheduler gave the pod.
 Each pod that does not ask for ``spec.hostNetwork`` gets a network namespace of its own
 (``ip netns``: ``/run/netns/scoria-<tag>-<uid>``) holding its loopback and one end of a veth pair
 (``eth0``) with its address; the other end is a port of the bridge :data:`BRIDGE`, which holds the
-host's address in the pod range (the gateway).  Pods reach each other and the host over the bridge, can
-all listen on the same port, and have no route off the machine (nothing is forwarded or masqueraded;
-a pod that needs the outside world runs with ``hostNetwork: true``).
+host's address in the pod range (the gateway, also the pod's default route: a program that asks which
+address it has by "connecting" a UDP socket somewhere — Ray does — finds its own).  Pods reach each other and
+the host over the bridge and can all listen on the same port; nothing goes further (nothing is forwarded or
+masqueraded: a pod that needs the outside world runs with ``hostNetwork: true``), so such a pod has no
+name server either (:mod:`.podsetup` gives it a ``resolv.conf`` without one: a name outside its hosts file
+fails at once instead of waiting for a server it cannot reach).
 
 The bridge of the default pod range is ``scoria0``; another range's is ``scoria-<8 hex>`` (from the range),
 so two embedded clusters with different ``--pod-cidr`` on one machine keep apart.  Namespace names are per
@@ -145,7 +148,8 @@ class PodNetwork:
                                   f"link set {veth} master {bridge} up\n")
         try:
             self.run(["-n", name, "-batch", "-"], f"addr add {address.ip}/{address.prefix} dev eth0\n"
-                                                  "link set eth0 up\nlink set lo up\n")
+                                                  f"link set eth0 up\nlink set lo up\n"
+                                                  f"route add default via {address.gateway}\n")
         except NetworkError:
             self.teardown(uid)
             raise

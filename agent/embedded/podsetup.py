@@ -32,6 +32,9 @@ from proto.vocab.podcontext import CLUSTER_DOMAIN
 log = logging.getLogger(LOGGER)
 
 HOSTS_FILE = Path("/etc/hosts")
+RESOLV_FILE = Path("/etc/resolv.conf")
+NO_NAME_SERVER = ("# Scoria embedded: this pod has a network of its own, with no route to a name server; its names\n"
+                  "# are in /etc/hosts.  (A pod with hostNetwork: true keeps this machine's resolv.conf.)\n")
 NETWORK_ERROR = "NetworkSetupError"
 LOOPBACK = "127.0.0.1"
 
@@ -69,6 +72,8 @@ def prepare(host: Host, pod: HeldPod, spec: PodSpec) -> None:
         materialise(root / "volumes", spec.volumes)
         if needs_namespaces(host, spec):
             rewrite_in_place(root / "hosts", _hosts(host, spec))
+        if isolated(host, spec):
+            rewrite_in_place(root / "resolv.conf", NO_NAME_SERVER)
     except VolumeError as exc:
         raise SetupError(exc.reason, exc.message) from None
     except OSError as exc:
@@ -94,9 +99,10 @@ def entry(host: Host, pod: HeldPod, spec: PodSpec, container: ContainerSpec, exi
     dirs = {name: root / "volumes" / name for name in spec.volumes if spec.volumes[name].source != "hostPath"}
     dirs.update({name: Path(v.path) for name, v in spec.volumes.items() if v.source == "hostPath"})
     binds = [Bind(mount_source(dirs, m), m.mount_path, m.read_only) for m in container.mounts]
-    if HOSTS_FILE.as_posix() not in {b.target for b in binds}:
-        binds.append(Bind(root / "hosts", HOSTS_FILE.as_posix()))
     own = isolated(host, spec)
+    for path, source in ((HOSTS_FILE, root / "hosts"), (RESOLV_FILE, root / "resolv.conf")):
+        if path.as_posix() not in {b.target for b in binds} and (own or path == HOSTS_FILE):
+            binds.append(Bind(source, path.as_posix()))
     try:
         steps = plan(binds, scratch=root / "ns" / container.name, hostname=spec.network.hostname if own else "")
     except (PlanError, OSError) as exc:

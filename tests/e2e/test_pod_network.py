@@ -126,6 +126,11 @@ for _ in range(100):
     except OSError:
         time.sleep(0.1)
 c.sendall(b"hello from " + socket.gethostname().encode())
+began = time.time()
+try:
+    socket.gethostbyname("nowhere.scoria.invalid")
+except OSError:
+    print("an unknown name fails in", round(time.time() - began, 1), "s", flush=True)
 print("resolved", socket.gethostbyname("a.train"), socket.gethostbyname("b.train"), socket.gethostbyname("c"),
       sorted({a[4][0] for a in socket.getaddrinfo("train", 7000, socket.AF_INET, socket.SOCK_STREAM)}), flush=True)
 """
@@ -145,6 +150,7 @@ def test_two_pods_listen_on_one_port_and_reach_each_other_by_name(env, tmp_path:
     # the names of the others, its own short name, and a Service's name meaning all its pods
     assert f"resolved {net.ip(2)} {net.ip(3)} {net.ip(4)} {sorted([net.ip(2), net.ip(3)])}" in log_of(tmp_path, "c")
     assert phase(rt, "b") == "Running"  # it bound 0.0.0.0:7000 as a did, in its own namespace
+    assert "an unknown name fails in 0." in log_of(tmp_path, "c")  # no name server to wait for
     # the host reaches a pod at its address; its own /etc/hosts is untouched
     rt.start(pod("d", SERVER, net=net, k=5))
     until(rt, lambda: "hostname d" in (log_of(tmp_path, "d") if phase(rt, "d") else ""))
