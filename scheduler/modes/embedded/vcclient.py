@@ -45,7 +45,7 @@ class EmbeddedBackend:
     def job_events(self, namespace: str, name: str) -> list[dict]:
         events = self._call("GET", "/events/jobs/" + "/".join(quote(p, safe="") for p in (namespace, name)))
         return [{"type": e.get("type", ""), "reason": e.get("reason", ""), "message": e.get("message", ""),
-                 "time": e.get("time", "")} for e in events]
+                 "time": e.get("lastTimestamp") or e.get("firstTimestamp") or ""} for e in events]
 
     # -- Queues ------------------------------------------------------------------------------------
     def list_queues(self) -> list[dict]:
