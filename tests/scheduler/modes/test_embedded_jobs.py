@@ -167,3 +167,43 @@ def test_a_failed_commit_leaves_nothing_and_is_redone(tmp_path: Path, monkeypatc
     embedded.controllers.loop.seen.clear()
     settle(embedded, scheduler)
     assert len(embedded.store.of_kind("Pod")) == 3
+
+
+def test_an_eviction_by_the_scheduler_deletes_the_pod_and_restarts_the_job(tmp_path: Path) -> None:
+    """The scheduler's eviction path (preempt/reclaim): EVICT to the node, the pod stopped, its record deleted
+    (it has a controller), which the Job controller sees as PodEvicted; RestartJob makes the pods again."""
+    embedded, scheduler = cluster(tmp_path)
+    embedded.controllers.configure(scheduler_names=frozenset({"scoria"}), wait_for_admission=True)
+    embedded.apply(docs(small_job(policies=[{"event": "PodEvicted", "action": "RestartJob"}])))
+    settle(embedded, scheduler)
+    report_running(embedded)
+    settle(embedded, scheduler)
+    victim = next(p for p in embedded.cache.pods.values() if p.name == "train-worker-0")
+    embedded.effects.evict(victim, "preempted by a higher priority pod")
+    actions = report_running(embedded, deleted_too=True)
+    assert [(a.kind, a.name) for a in actions if a.kind != PodActionKind.START] == [
+        (PodActionKind.EVICT, "train-worker-0")]
+    report_running(embedded)  # the node stopped it: it is no longer reported
+    assert embedded.store.get("Pod", "default/train-worker-0") is None or \
+        embedded.store.get("Pod", "default/train-worker-0").manifest["metadata"]["uid"] != victim.uid
+    settle(embedded, scheduler)
+    report_running(embedded)  # the node stops the others the restart deleted
+    settle(embedded, scheduler)
+    status = job_status(embedded)
+    assert status["retryCount"] == 1 and status["version"] == 1
+    assert sorted(pods(embedded)) == ["train-master-0", "train-worker-0", "train-worker-1"]
+    assert {p["metadata"]["annotations"]["volcano.sh/job-version"] for p in pods(embedded).values()} == {"1"}, \
+        {n: (p["metadata"]["annotations"]["volcano.sh/job-version"], p["metadata"].get("deletionTimestamp"))
+         for n, p in pods(embedded).items()}
+
+
+def test_an_exit_code_the_runtime_reports_drives_the_jobs_policy(tmp_path: Path) -> None:
+    embedded, scheduler = cluster(tmp_path)
+    embedded.controllers.configure(scheduler_names=frozenset({"scoria"}), wait_for_admission=True)
+    embedded.apply(docs(small_job(policies=[{"exitCode": 3, "action": "AbortJob"}])))
+    settle(embedded, scheduler)
+    report_running(embedded)
+    settle(embedded, scheduler)
+    report_running(embedded, phase="Failed", exit_code=3, only={"train-worker-1"})
+    settle(embedded, scheduler)
+    assert job_status(embedded)["state"]["phase"] in ("Aborting", "Aborted")
