@@ -2,11 +2,20 @@
 
 :class:`ReportClient` keeps one stream open.  The agent calls
 :meth:`ReportClient.publish` whenever it has a new picture of the node; the
-client sends the latest one as soon as it connects and then every interval,
-numbering them, and hands every directive to a callback.  While the
+client sends the latest one as soon as it connects and, once the scheduler
+has acknowledged that one, every interval, numbering them, and hands every
+directive to a callback.  While the
 scheduler is away it keeps only the latest report (memory stays bounded) plus
 the evictions not yet acknowledged (bounded too, oldest dropped first and
 counted), and reconnects with exponential backoff and full jitter.
+
+Delta reports (``deltas``, on by default): once the scheduler's acks say it
+takes them, a report leaves out each section (capacity, devices, pods, runtime)
+that is the same as in the last report the scheduler acknowledged, and names
+that report as its base (:mod:`proto.delta`).  A full report goes instead on a
+new stream (the base belongs to the stream), after a refusal, every
+``full_every`` reports, and when no ack has come for ``delta_span`` reports (an
+ack lost or late: the scheduler keeps only its last two acknowledged reports).
 
 A report is sent again only while it is recent (``resend_for`` seconds after
 the agent published it).  An agent whose loop stopped publishing — a tick that
@@ -34,8 +43,9 @@ from typing import TYPE_CHECKING
 import grpc
 
 from proto import codec
+from proto.delta import delta_for
 from proto.errors import InputError
-from proto.model import Directive, Eviction, NodeReport
+from proto.model import Ack, Directive, Eviction, NodeReport, ReportDelta
 from proto.scoria.v1 import agent_pb2_grpc
 
 if TYPE_CHECKING:
@@ -64,6 +74,9 @@ class ClientOptions:
     # A published report is sent again, every interval, for at most this long (None: three intervals, at
     # least 10 s); then nothing is sent until the agent publishes a newer one.
     resend_for: float | None = None
+    deltas: bool = True               # send delta reports to a scheduler that takes them
+    full_every: int = 60              # with deltas: a full report at least every this many reports
+    delta_span: int = 30              # with deltas: a full report when the base is this many reports old
 
     @property
     def report_lifetime(self) -> float:
@@ -125,8 +138,13 @@ class ReportClient:
         self._rng = random.Random(seed)
         self._sent_at: dict[int, float] = {}
         self._healthy = False  # the current stream got an acknowledgement
+        # deltas, this stream's: the last report the scheduler acknowledged as a base (sequence, report), the
+        # reports sent since that may become one, reports since the last full one
+        self._base: tuple[int, NodeReport] | None = None
+        self._unacked_reports: dict[int, NodeReport] = {}
+        self._since_full = 0
         self.connected = False
-        self.stats = {"sent": 0, "acked": 0, "refused": 0, "connects": 0, "evictions_dropped": 0}
+        self.stats = {"sent": 0, "acked": 0, "refused": 0, "connects": 0, "evictions_dropped": 0, "deltas": 0}
         self.last_refusal: str | None = None
         self.on_ack: Callable[[int, int, float], None] | None = None  # (sequence, code, seconds to ack)
 
@@ -192,18 +210,45 @@ class ReportClient:
                 pass
 
     async def _stream(self, channel: grpc.aio.Channel, stop: asyncio.Event) -> None:
-        """One stream: the latest report at once, then every interval."""
+        """One stream: the latest report at once, then — once the scheduler acknowledged it — every interval
+        (at a steady pace, not an interval after each write)."""
         call = open_stream(channel)
         self.stats["connects"] += 1
         self._in_flight.clear()
         self._sent_at.clear()
+        self._base, self._since_full = None, 0  # a new stream starts with a full report
+        self._unacked_reports.clear()
         reader = asyncio.create_task(self._read(call))
         stopper = asyncio.create_task(stop.wait())
+        # between reports: one future, woken by the interval's timer or by the stream or the client ending (what
+        # asyncio.wait does, without its per-call set-up: a simulated fleet runs thousands of these)
+        loop = asyncio.get_running_loop()
+        wake: asyncio.Future[None] = loop.create_future()
+
+        def poke(_: object = None) -> None:
+            if not wake.done():
+                wake.set_result(None)
+
+        reader.add_done_callback(poke)
+        stopper.add_done_callback(poke)
+        next_at, sent_at = loop.time(), -float("inf")
         try:
             while not reader.done() and not stopper.done():
-                await self._send(call)
-                await asyncio.wait({reader, stopper}, timeout=self.options.interval,
-                                   return_when=asyncio.FIRST_COMPLETED)
+                # until the stream's first report is acknowledged, nothing more (but a retry after ten
+                # intervals): a scheduler still accepting thousands of reconnecting streams would find a
+                # backlog of stale reports queued on each, and read them all
+                if (self._healthy or loop.time() - sent_at >= 10 * self.options.interval) and await self._send(call):
+                    sent_at = loop.time()
+                if reader.done() or stopper.done():  # ended while the report was being written
+                    break
+                # every interval from the stream's start; a late report is not made up for with a burst
+                next_at = max(next_at + self.options.interval, loop.time())
+                wake = loop.create_future()
+                timer = loop.call_at(next_at, poke)
+                try:
+                    await wake
+                finally:
+                    timer.cancel()
         finally:
             stopper.cancel()
             if not reader.done():
@@ -215,21 +260,40 @@ class ReportClient:
                 if task is not None and task.cancelling():
                     raise  # this task itself is being cancelled: never swallow that (asyncio.run would wait for ever)
 
-    async def _send(self, call: ReportStream) -> None:
+    async def _send(self, call: ReportStream) -> bool:
+        """Send the latest report (False: none recent enough to send)."""
         with self._lock:
             latest = self._latest
             if latest is None or not self._recent():
-                return
+                return False
             self._sequence += 1
             evictions = list(self._evictions)
             report = dataclasses.replace(
                 latest, identity=dataclasses.replace(latest.identity, sequence=self._sequence),
                 colocation=dataclasses.replace(latest.colocation, evictions=evictions))
             self._in_flight[self._sequence] = len(evictions)
-        message = codec.report_to_pb(report)
-        self._sent_at[self._sequence] = time.monotonic()
+        delta = self._delta(report) if self.options.deltas else None
+        message = codec.report_to_pb(report, delta)
+        self._sent_at[report.identity.sequence] = time.monotonic()
         await call.write(message)
         self.stats["sent"] += 1
+        return True
+
+    def _delta(self, report: NodeReport) -> ReportDelta:
+        """How to send ``report``: as a delta on the acknowledged base, or whole (``base_sequence`` 0, which tells
+        the scheduler to keep it as a base); keeps it as a base to be."""
+        sequence, options = report.identity.sequence, self.options
+        unacked = self._unacked_reports
+        unacked[sequence] = report
+        while len(unacked) > options.delta_span:  # no ack for a while: those will not become bases
+            del unacked[next(iter(unacked))]
+        base = self._base
+        if base is None or self._since_full >= options.full_every - 1 or sequence - base[0] > options.delta_span:
+            self._since_full = 0
+            return ReportDelta(0)
+        self._since_full += 1
+        self.stats["deltas"] += 1
+        return delta_for(report, base[1], base[0])
 
     def _recent(self) -> bool:
         """Whether the latest report may still be sent (called under the lock)."""
@@ -246,13 +310,25 @@ class ReportClient:
         async for message in call:
             directive = codec.directive_from_pb(message)
             if directive.ack is not None:
-                self._acknowledge(directive.ack.sequence, directive.ack.code, directive.ack.message)
+                self._acknowledge(directive.ack)
                 self._healthy = self.connected = True
             self.on_directive(directive)
 
-    def _acknowledge(self, sequence: int, code: int, message: str) -> None:
-        """An OK ack covers this report and every earlier one on the stream (refusals are acked at once)."""
+    def _acknowledge(self, ack: Ack) -> None:
+        """An OK ack covers this report and every earlier one on the stream (refusals are acked at once); with
+        ``deltas`` it makes the report the base of the deltas that follow.  After a refusal the next report is
+        sent whole."""
+        sequence, code, message = ack.sequence, ack.code, ack.message
         carried = self._in_flight.pop(sequence, 0)
+        unacked = self._unacked_reports
+        if unacked:
+            acked = unacked.pop(sequence, None) if code == 0 else None
+            if acked is not None and ack.deltas:
+                self._base = (sequence, acked)
+            for s in [s for s in unacked if s < sequence]:
+                del unacked[s]
+        if code != 0:
+            self._base = None
         sent = self._sent_at.pop(sequence, None)
         if code == 0:
             self.stats["acked"] += 1

@@ -43,6 +43,7 @@ from proto.model import (
     Pressure,
     QosLevel,
     QosProfile,
+    ReportDelta,
 )
 from proto.scoria.v1 import agent_pb2 as pb
 
@@ -63,14 +64,54 @@ def _processes_to(procs: list[DeviceProcess], out: Any) -> None:
         out.add(pid=p.pid, memory_bytes=p.memory_bytes, pod_uid=p.pod_uid, container=p.container)
 
 
-def report_to_pb(r: NodeReport) -> Any:
+def report_to_pb(r: NodeReport, delta: ReportDelta | None = None) -> Any:
+    """``r`` on the wire: whole, or with ``delta`` (a base_sequence) leaving out the sections it marks the same;
+    ``ReportDelta(0)``: whole, marked as coming from an agent that sends deltas."""
     msg = pb.NodeReport()
     i = r.identity
     mi = msg.identity
     mi.node_name, mi.agent_version, mi.boot_id = i.node_name, i.agent_version, i.boot_id
     mi.sequence, mi.sample_time_ns, mi.report_interval_ms = i.sequence, i.sample_time_ns, i.report_interval_ms
     mi.runs_pods = i.runs_pods
-    c, mc = r.capacity, msg.capacity
+    if delta is not None and delta.base_sequence:
+        md = msg.delta
+        md.base_sequence, md.same_capacity, md.same_devices = (delta.base_sequence, delta.same_capacity,
+                                                               delta.same_devices)
+        md.same_pods, md.same_runtime = delta.same_pods, delta.same_runtime
+    else:
+        if delta is not None:  # ReportDelta(0): whole, from an agent that sends deltas
+            msg.delta.SetInParent()
+        delta = None
+    if delta is None or not delta.same_capacity:
+        _capacity_to(r.capacity, msg.capacity)
+    if delta is None or not delta.same_devices:
+        _devices_to(r.devices, msg.devices)
+    _load_to(r.load, msg.load, pods=delta is None or not delta.same_pods)
+    co, mco = r.colocation, msg.colocation
+    mco.batch_cpu_millis, mco.batch_memory_bytes = co.batch_cpu_millis, co.batch_memory_bytes
+    if co.offline_cpu_quota_millis is not None:
+        mco.offline_cpu_quota_millis = co.offline_cpu_quota_millis
+    for e in co.evictions:
+        mco.evictions.add(pod_uid=e.pod_uid, namespace=e.namespace, name=e.name, reason=e.reason, time_ns=e.time_ns)
+    mco.qos_profile, mco.evicting = co.qos_profile, co.evicting
+    if delta is None or not delta.same_runtime:
+        for pr in r.runtime:
+            mp = msg.runtime.add(uid=pr.uid, namespace=pr.namespace, name=pr.name, phase=pr.phase, reason=pr.reason,
+                                 message=pr.message, restarts=pr.restarts, started_ns=pr.started_ns,
+                                 log_dir=pr.log_dir)
+            for cr in pr.containers:
+                mcr = mp.containers.add(name=cr.name, state=cr.state, exit_code=cr.exit_code, restarts=cr.restarts,
+                                        pid=cr.pid, reason=cr.reason, message=cr.message, started_ns=cr.started_ns,
+                                        finished_ns=cr.finished_ns)
+                if (last := cr.last_termination) is not None:
+                    mcr.last_termination.SetInParent()
+                    mcr.last_termination.exit_code, mcr.last_termination.reason = last.exit_code, last.reason
+                    mcr.last_termination.message, mcr.last_termination.started_ns = last.message, last.started_ns
+                    mcr.last_termination.finished_ns = last.finished_ns
+    return msg
+
+
+def _capacity_to(c: Capacity, mc: Any) -> None:
     mc.cpu_millis, mc.memory_bytes, mc.topology_policy = c.cpu_millis, c.memory_bytes, c.topology_policy
     for z in c.numa_zones:
         mc.numa_zones.add(id=z.id, cpus=z.cpus, memory_bytes=z.memory_bytes, distances=z.distances)
@@ -78,8 +119,11 @@ def report_to_pb(r: NodeReport) -> Any:
     mt.sockets, mt.cores, mt.threads_per_core = t.sockets, t.cores, t.threads_per_core
     for cpu in t.cpus:
         mt.cpus.add(id=cpu.id, socket=cpu.socket, core=cpu.core, numa_zone=cpu.numa_zone)
-    for g in r.devices.gpus:
-        mg = msg.devices.gpus.add(
+
+
+def _devices_to(d: Devices, md: Any) -> None:
+    for g in d.gpus:
+        mg = md.gpus.add(
             index=g.index, uuid=g.uuid, model=g.model, memory_total_bytes=g.memory_total_bytes,
             memory_used_bytes=g.memory_used_bytes, gpu_utilization_percent=g.gpu_utilization_percent,
             memory_utilization_percent=g.memory_utilization_percent, numa_node=g.numa_node, healthy=g.healthy,
@@ -87,17 +131,21 @@ def report_to_pb(r: NodeReport) -> Any:
         _processes_to(g.processes, mg.processes)
         for link in g.links:
             mg.links.add(peer_index=link.peer_index, nvlinks=link.nvlinks, level=int(link.level))
-    for n in r.devices.npus:
-        mn = msg.devices.npus.add(
+    for n in d.npus:
+        mn = md.npus.add(
             id=n.id, chip=n.chip, model=n.model, hbm_total_bytes=n.hbm_total_bytes, hbm_used_bytes=n.hbm_used_bytes,
             aicore_utilization_percent=n.aicore_utilization_percent, healthy=n.healthy, health_detail=n.health_detail,
             numa_node=n.numa_node)
         _processes_to(n.processes, mn.processes)
-    lo, ml = r.load, msg.load
+
+
+def _load_to(lo: Load, ml: Any, *, pods: bool) -> None:
     ml.cpu_used_cores, ml.memory_used_bytes = lo.cpu_used_cores, lo.memory_used_bytes
     _pressure_to(lo.cpu_pressure, ml.cpu_pressure)
     _pressure_to(lo.memory_pressure, ml.memory_pressure)
     _pressure_to(lo.io_pressure, ml.io_pressure)
+    if not pods:
+        return
     for p in lo.pods:
         ml.pods.add(uid=p.uid, namespace=p.namespace, name=p.name, qos=int(p.qos), cpu_used_cores=p.cpu_used_cores,
                     memory_used_bytes=p.memory_used_bytes)
@@ -109,26 +157,6 @@ def report_to_pb(r: NodeReport) -> Any:
                 _pressure_to(p.cpu_pressure, md.cpu_pressure)
             if p.memory_pressure is not None:
                 _pressure_to(p.memory_pressure, md.memory_pressure)
-    co, mco = r.colocation, msg.colocation
-    mco.batch_cpu_millis, mco.batch_memory_bytes = co.batch_cpu_millis, co.batch_memory_bytes
-    if co.offline_cpu_quota_millis is not None:
-        mco.offline_cpu_quota_millis = co.offline_cpu_quota_millis
-    for e in co.evictions:
-        mco.evictions.add(pod_uid=e.pod_uid, namespace=e.namespace, name=e.name, reason=e.reason, time_ns=e.time_ns)
-    mco.qos_profile, mco.evicting = co.qos_profile, co.evicting
-    for pr in r.runtime:
-        mp = msg.runtime.add(uid=pr.uid, namespace=pr.namespace, name=pr.name, phase=pr.phase, reason=pr.reason,
-                             message=pr.message, restarts=pr.restarts, started_ns=pr.started_ns, log_dir=pr.log_dir)
-        for cr in pr.containers:
-            mcr = mp.containers.add(name=cr.name, state=cr.state, exit_code=cr.exit_code, restarts=cr.restarts,
-                                    pid=cr.pid, reason=cr.reason, message=cr.message, started_ns=cr.started_ns,
-                                    finished_ns=cr.finished_ns)
-            if (last := cr.last_termination) is not None:
-                mcr.last_termination.SetInParent()
-                mcr.last_termination.exit_code, mcr.last_termination.reason = last.exit_code, last.reason
-                mcr.last_termination.message, mcr.last_termination.started_ns = last.message, last.started_ns
-                mcr.last_termination.finished_ns = last.finished_ns
-    return msg
 
 
 # -- report: pb -> model ----------------------------------------------------------------------
@@ -256,6 +284,8 @@ def directive_to_pb(d: Directive) -> Any:
     msg = pb.Directive()
     if d.ack is not None:
         msg.ack.sequence, msg.ack.code, msg.ack.message = d.ack.sequence, d.ack.code, d.ack.message
+        if d.ack.deltas:
+            msg.ack.deltas = True
     if d.qos_profile is not None:
         p = d.qos_profile
         msg.qos_profile.name, msg.qos_profile.digest, msg.qos_profile.yaml = p.name, p.digest, p.yaml
@@ -266,7 +296,7 @@ def directive_to_pb(d: Directive) -> Any:
 
 
 def directive_from_pb(msg: Any) -> Directive:
-    ack = Ack(msg.ack.sequence, msg.ack.code, msg.ack.message) if msg.HasField("ack") else None
+    ack = Ack(msg.ack.sequence, msg.ack.code, msg.ack.message, msg.ack.deltas) if msg.HasField("ack") else None
     profile = (QosProfile(msg.qos_profile.name, msg.qos_profile.digest, msg.qos_profile.yaml)
                if msg.HasField("qos_profile") else None)
     actions = []
@@ -293,4 +323,7 @@ def report_from_json(doc: dict) -> NodeReport:
         msg = json_format.ParseDict(body, pb.NodeReport())
     except json_format.ParseError as exc:
         raise InputError(str(exc)) from None
+    if msg.delta.base_sequence:
+        raise InputError("delta: a delta report exists only on an agent's stream (it needs the report it is "
+                         "based on); give the whole report")
     return report_from_pb(msg)

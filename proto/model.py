@@ -243,11 +243,24 @@ class NodeReport:
     runtime: list[PodRuntime] = field(default_factory=list)  # embedded mode: the pods the agent runs
 
 
+@dataclass(slots=True, frozen=True)
+class ReportDelta:
+    """What a delta report leaves out: each ``same_*`` section is as in the acknowledged report ``base_sequence``
+    (0: none, a full report from an agent that sends deltas)."""
+
+    base_sequence: int
+    same_capacity: bool = False
+    same_devices: bool = False
+    same_pods: bool = False     # load.pods (and each pod's containers and pressure)
+    same_runtime: bool = False
+
+
 @dataclass(slots=True)
 class Ack:
     sequence: int
     code: int = 0  # a gRPC status code
     message: str = ""
+    deltas: bool = False  # OK acks: the scheduler takes delta reports based on this report
 
 
 @dataclass(slots=True)

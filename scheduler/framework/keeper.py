@@ -92,8 +92,8 @@ class SnapshotKeeper:
         self._node_index: NodeIndex | None = None  # its masks, shared by the snapshots of the same nodes
         self._nodes_at = -1  # the cache's node_generation it was built at
         self._node_names: set[str] = set()  # the resources nodes offer, at _nodes_at
-        self._not_ready: list[Node] = []  # nodes left out (not Ready), at _nodes_at
         self._ns_labels: dict[str, dict[str, str]] = {}  # Namespace name -> labels, redone when one changes
+        self._not_ready: list[Node] = []  # nodes left out (not Ready), at _nodes_at
 
     def take(self, now: float | None = None) -> Snapshot:
         """This cycle's snapshot (see :func:`take_snapshot`)."""

@@ -401,10 +401,10 @@ class Snapshot:
         self.inventories = inventories  # the cache's InventoryMemo: nodes' zones and devices
         self.node_generation = node_generation  # the cache's: changes when a node does
         self.pod_affinity = True  # whether any pod may carry inter-pod affinity terms (False: none does)
-        self.not_ready = not_ready or []  # nodes left out because they are not Ready (reasons name their taints)
         # Namespace name -> its labels, for pod affinity terms' namespaceSelectors (namespaces without a
         # Namespace object are not listed: they have only kubernetes.io/metadata.name)
         self.namespace_labels: Mapping[str, Mapping[str, str]] = {}
+        self.not_ready = not_ready or []  # nodes left out because they are not Ready (reasons name their taints)
 
 
 DEFAULT_SCHEDULER_NAMES = frozenset({"scoria"})

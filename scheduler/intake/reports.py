@@ -25,6 +25,13 @@ What a report can and cannot do:
   reason to lose a node's figures.  ``load.pods`` is left as it is: its usage
   only ever counts toward the reporting node's own load (which that node
   reports anyway), and nothing reads it by uid.
+* A delta report (:mod:`proto.delta`) is merged onto its base — one of the
+  last two reports this stream acknowledged, which the stream keeps — and the
+  merged report is checked and kept like a full one; the sections it took from
+  the base are not checked again.  A delta whose base this stream does not
+  hold is refused (reason ``delta``), and the agent sends a full report next.
+  Every OK ack says the scheduler takes deltas (``Ack.deltas``); only a stream
+  whose agent marks its full reports as from one that sends deltas keeps bases.
 """
 
 from __future__ import annotations
@@ -34,11 +41,14 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import grpc
 
+from proto.codec import ReportDecoder
+from proto.delta import ReportView, merged
 from proto.model import Ack, Directive, NodeReport, QosProfile
 from scheduler.api.nodereport import ReportLimits, bounded, check_report, shown
 from scheduler.cluster.cache import ClusterCache
@@ -73,6 +83,26 @@ class StreamState:
     superseded: bool = False
     peer: str = ""
     warned_foreign: bool = False  # said once that this stream named another node's pods
+    takes_deltas: bool = False  # its agent marks its full reports as from one that sends deltas: keep bases
+    sent_delta: bool = False  # a delta came on this stream: its full reports are acked at once (new bases)
+    # the reports this stream acknowledged last (at most KEPT_BASES), by sequence: what deltas are based on
+    bases: dict[int, Base] = field(default_factory=dict)
+
+
+class Base(NamedTuple):
+    """An acknowledged report a delta may be based on: as kept (a received message or a merged delta), and the
+    key of its capacity."""
+
+    report: Any
+    capacity_key: Any  # bytes, as ReportDecoder.capacity_key gives them
+
+
+#: acknowledged reports a stream keeps as bases: the agent's latest, and the one before for the deltas it sent
+#: while the newer ack was on its way
+KEPT_BASES = 2
+
+#: a section that passed its checks before (taken from the base): (capacity, devices, pods, runtime)
+_NOTHING_CHECKED = (False, False, False, False)
 
 
 class ProfileSource:
@@ -124,6 +154,25 @@ class ReportIntake:
     pod_actions: Callable[[str, Any], list] | None = None
     streams: dict[str, StreamState] = field(default_factory=dict)
 
+    def receive_message(self, stream: StreamState, message: Any, decoder: ReportDecoder) -> Directive | None:
+        """A received ``NodeReport`` message, full or delta: :meth:`receive` with what it needs to decode it and
+        (a delta) merged onto its base.  ``decoder`` is the stream's own."""
+        d = message.delta
+        if not d.base_sequence:
+            key = decoder.capacity_key(message)
+            return self._receive(stream, message, partial(decoder.decode, message, key), key,
+                                 takes_deltas=stream.takes_deltas or message.HasField("delta"))
+        base = stream.bases.get(d.base_sequence)
+        if base is None:
+            problem = (f"delta.base_sequence: {d.base_sequence} is not a report this stream acknowledged and "
+                       "keeps; send the whole report", "delta")
+            return self._receive(stream, message, None, None, problem=problem)
+        view = merged(message, base.report)
+        key = base.capacity_key if d.same_capacity else decoder.capacity_key(message)
+        return self._receive(stream, view, partial(decoder.decode, view, key), key,
+                             checked=(same_capacity := key == base.capacity_key, d.same_devices and same_capacity,
+                                      d.same_pods, d.same_runtime))
+
     def receive(self, stream: StreamState, report: Any, decode: Callable[[], NodeReport] | None = None,
                 capacity_key: object = None) -> Directive | None:
         """Check and keep one report; answer with a directive, or None when nothing needs saying.
@@ -133,6 +182,14 @@ class ReportIntake:
         ``capacity_key`` (equal keys: the capacity did not change, and its
         checks are not repeated).  Raises CloseStream for bad streams.
         """
+        return self._receive(stream, report, decode, capacity_key)
+
+    def _receive(self, stream: StreamState, report: Any, decode: Callable[[], NodeReport] | None,
+                 capacity_key: object, *, checked: tuple[bool, bool, bool, bool] | None = None,
+                 problem: tuple[str, str] | None = None, takes_deltas: bool = False) -> Directive | None:
+        """:meth:`receive`; ``checked``: a merged delta's sections taken from its base (None: a full report),
+        ``problem``: why it is refused already, ``takes_deltas``: a full report marked as from an agent that
+        sends deltas."""
         if not self.accepting():
             raise CloseStream(grpc.StatusCode.UNAVAILABLE, "this scheduler replica is not the leader: reconnect")
         if stream.superseded:
@@ -146,7 +203,8 @@ class ReportIntake:
                               f"identity.node_name: the client certificate does not name node {shown(name)}")
         if capacity_key is None:
             capacity_key = id(report.capacity)
-        problem = self._problem(stream, report, now, capacity_key)
+        if problem is None:
+            problem = self._problem(stream, report, now, capacity_key, checked)
         dropped: list[tuple[str, list[str]]] = []
         if problem is None:
             dropped = self._drop_foreign(name, report)
@@ -165,6 +223,10 @@ class ReportIntake:
         self._claim(stream, name)
         stream.boot_id, stream.last_sequence = report.identity.boot_id, seq
         stream.checked_capacity = capacity_key
+        if checked is not None:
+            stream.sent_delta = True
+        elif takes_deltas:
+            stream.takes_deltas = True
         if dropped:
             self._ignored(stream, name, dropped)
         evictions = len(report.colocation.evictions)
@@ -174,10 +236,26 @@ class ReportIntake:
         stream.unacked += 1
         # evictions (ignored ones too) are acked at once: the agent resends them until they are
         evictions_sent = evictions or any(field_name == "colocation.evictions" for field_name, _ in dropped)
-        if first or evictions_sent or profile is not None or actions or stream.unacked >= self.ack_every:
+        # a full report from an agent that sends deltas: acked at once, it is the base of the deltas to come
+        new_base = stream.sent_delta and checked is None
+        if (first or evictions_sent or profile is not None or actions or new_base
+                or stream.unacked >= self.ack_every):
             stream.unacked = 0
-            return Directive(ack=Ack(seq, OK), qos_profile=profile, pod_actions=actions)
+            self._keep_base(stream, report, capacity_key)
+            return Directive(ack=Ack(seq, OK, deltas=True), qos_profile=profile, pod_actions=actions)
         return None
+
+    @staticmethod
+    def _keep_base(stream: StreamState, report: Any, capacity_key: object) -> None:
+        """An acknowledged report becomes a base for deltas on a stream whose agent sends them (it marks its
+        full reports so); an older agent's stream keeps no second copy of its reports (a full report is a few
+        kilobytes; 10,000 nodes)."""
+        if not stream.takes_deltas or type(report) is NodeReport:
+            return
+        bases = stream.bases
+        bases[report.identity.sequence] = Base(report, capacity_key)
+        while len(bases) > KEPT_BASES:
+            del bases[min(bases)]
 
     def _claim(self, stream: StreamState, name: str) -> None:
         """The stream's first accepted report: it speaks for ``name`` from now on, and replaces an older one."""
@@ -190,7 +268,8 @@ class ReportIntake:
         stream.node = name
         self.metrics.agents_connected.set(len(self.streams))
 
-    def _problem(self, stream: StreamState, report: Any, now: float, capacity_key: object) -> tuple[str, str] | None:
+    def _problem(self, stream: StreamState, report: Any, now: float, capacity_key: object,
+                 checked: tuple[bool, bool, bool, bool] | None) -> tuple[str, str] | None:
         ident = report.identity
         if stream.node is not None and ident.node_name != stream.node:  # None: nothing accepted yet
             return (f"identity.node_name: this stream reports for node {stream.node!r}, not {shown(ident.node_name)}",
@@ -202,8 +281,10 @@ class ReportIntake:
         kept = self.cache.telemetry.get(ident.node_name)
         if kept is not None and ident.sample_time_ns < kept.sample_time_ns:
             return ("identity.sample_time_ns: older than the report already kept for this node", "order")
+        capacity, devices, pods, runtime = checked or _NOTHING_CHECKED
         message = check_report(report, now_ns=int(now * 1e9), limits=self.limits,
-                               capacity_checked=capacity_key == stream.checked_capacity)
+                               capacity_checked=capacity or capacity_key == stream.checked_capacity,
+                               devices_checked=devices, pods_checked=pods, runtime_checked=runtime)
         if message:
             return message, "content"
         return None
@@ -215,7 +296,8 @@ class ReportIntake:
         Evictions are rare and the runtime list exists only in embedded mode, so
         this costs nothing on most reports.  The entries are deleted from the
         received report itself (a protobuf repeated field or a list), before
-        anything keeps it.
+        anything keeps it; a merged delta gets a runtime list of its own instead
+        (its list may be its base's).
         """
         pods = self.cache.pods
         lists: tuple[tuple[str, Any, Callable[[Any], str]], ...] = (
@@ -229,6 +311,10 @@ class ReportIntake:
                        if (pod := pods.get(uid_of(entry))) is not None and pod.node_name and pod.node_name != node]
             if foreign:
                 dropped.append((field_name, [uid_of(entries[k]) for k in foreign]))
+                if type(report) is ReportView and field_name == "runtime":  # maybe the base's list: leave it be
+                    gone = set(foreign)
+                    report.runtime = [e for k, e in enumerate(entries) if k not in gone]
+                    continue
                 for k in reversed(foreign):
                     del entries[k]
         return dropped

@@ -21,7 +21,6 @@ import logging
 import signal
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -136,7 +135,7 @@ class AgentService(agent_pb2_grpc.NodeAgentServicer):
         # is not read)
         stream = StreamState(allowed_names=peer_names(context) if self.check_identity else None, peer=context.peer())
         decoder = codec.ReportDecoder()
-        read, write, receive, key_of = context.read, context.write, self.intake.receive, decoder.capacity_key
+        read, write, receive = context.read, context.write, self.intake.receive_message
         received = 0
         try:
             while True:
@@ -150,10 +149,9 @@ class AgentService(agent_pb2_grpc.NodeAgentServicer):
                     log.debug("undecodable message %d from %s: %s", received, stream.peer, message.error)
                     await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                                         bounded(f"message {received} is not a scoria.v1.NodeReport: {message.error}"))
-                key = key_of(message)
                 try:
                     # validated as received; the dataclasses are built only if something needs them
-                    directive = receive(stream, message, partial(decoder.decode, message, key), key)
+                    directive = receive(stream, message, decoder)
                 except CloseStream as closed:
                     await context.abort(closed.code, closed.message)
                 if directive is not None:

@@ -75,6 +75,7 @@ def test_the_web_view_shows_nodes_pods_queues_and_live_plots(stack, chromium) ->
     shown = chromium.wait("""
         const node = document.querySelector('#nodes .node[data-name="e2e-node"]');
         if (!node || !node.querySelector('.pod[data-name="e2e/web"]')) return null;
+        if (!document.querySelector('.chart[data-title="offline CPU (millicores)"]')) return null;
         return {
           node: node.querySelector('.name').textContent,
           status: node.querySelector('h3 .tag').textContent,

@@ -250,9 +250,9 @@ def test_an_ack_covers_every_earlier_report() -> None:
     # three reports went out, each carrying every eviction pending when it left
     client._in_flight = {1: 1, 2: 2, 3: 3}
     client._sent_at = {1: 0.0, 2: 0.0, 3: 0.0}
-    client._acknowledge(2, 0, "")
+    client._acknowledge(Ack(2))
     assert client.pending_evictions == 1 and client._in_flight == {3: 1} and set(client._sent_at) == {3}
-    client._acknowledge(3, 0, "")
+    client._acknowledge(Ack(3))
     assert client.pending_evictions == 0 and not client._in_flight
 
 
@@ -261,7 +261,7 @@ def test_a_refusal_keeps_the_evictions() -> None:
     report = full_report(sequence=0)
     client.publish(report)
     client._in_flight = {1: 1}
-    client._acknowledge(1, 3, "bad report")
+    client._acknowledge(Ack(1, 3, "bad report"))
     assert client.pending_evictions == 1 and client.stats["refused"] == 1 and client.last_refusal == "bad report"
 
 

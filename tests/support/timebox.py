@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import signal
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -35,13 +36,18 @@ def timeboxed(seconds: float = EXAMPLE_SECONDS) -> Callable[[F], F]:
             def expired(signum: int, frame: Any) -> None:
                 raise Hang(f"{fn.__name__}: one example ran past {seconds:g} s (a hang)")
 
+            # an outer bound on the same signal (pytest-timeout's, for the whole test) is put back afterwards,
+            # less the time this call took
             previous = signal.signal(signal.SIGALRM, expired)
-            signal.setitimer(signal.ITIMER_REAL, seconds)
+            outer, _ = signal.setitimer(signal.ITIMER_REAL, seconds)
+            started = time.monotonic()
             try:
                 return fn(*args, **kwargs)
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
                 signal.signal(signal.SIGALRM, previous)
+                if outer:
+                    signal.setitimer(signal.ITIMER_REAL, max(outer - (time.monotonic() - started), 0.001))
 
         return bounded  # type: ignore[return-value]
 

@@ -47,20 +47,36 @@ QOS_LS: QosLevel
 QOS_BE: QosLevel
 
 class NodeReport(_message.Message):
-    __slots__ = ("identity", "capacity", "devices", "load", "colocation", "runtime")
+    __slots__ = ("identity", "capacity", "devices", "load", "colocation", "runtime", "delta")
     IDENTITY_FIELD_NUMBER: _ClassVar[int]
     CAPACITY_FIELD_NUMBER: _ClassVar[int]
     DEVICES_FIELD_NUMBER: _ClassVar[int]
     LOAD_FIELD_NUMBER: _ClassVar[int]
     COLOCATION_FIELD_NUMBER: _ClassVar[int]
     RUNTIME_FIELD_NUMBER: _ClassVar[int]
+    DELTA_FIELD_NUMBER: _ClassVar[int]
     identity: Identity
     capacity: Capacity
     devices: Devices
     load: Load
     colocation: Colocation
     runtime: _containers.RepeatedCompositeFieldContainer[PodRuntime]
-    def __init__(self, identity: _Optional[_Union[Identity, _Mapping]] = ..., capacity: _Optional[_Union[Capacity, _Mapping]] = ..., devices: _Optional[_Union[Devices, _Mapping]] = ..., load: _Optional[_Union[Load, _Mapping]] = ..., colocation: _Optional[_Union[Colocation, _Mapping]] = ..., runtime: _Optional[_Iterable[_Union[PodRuntime, _Mapping]]] = ...) -> None: ...
+    delta: ReportDelta
+    def __init__(self, identity: _Optional[_Union[Identity, _Mapping]] = ..., capacity: _Optional[_Union[Capacity, _Mapping]] = ..., devices: _Optional[_Union[Devices, _Mapping]] = ..., load: _Optional[_Union[Load, _Mapping]] = ..., colocation: _Optional[_Union[Colocation, _Mapping]] = ..., runtime: _Optional[_Iterable[_Union[PodRuntime, _Mapping]]] = ..., delta: _Optional[_Union[ReportDelta, _Mapping]] = ...) -> None: ...
+
+class ReportDelta(_message.Message):
+    __slots__ = ("base_sequence", "same_capacity", "same_devices", "same_pods", "same_runtime")
+    BASE_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    SAME_CAPACITY_FIELD_NUMBER: _ClassVar[int]
+    SAME_DEVICES_FIELD_NUMBER: _ClassVar[int]
+    SAME_PODS_FIELD_NUMBER: _ClassVar[int]
+    SAME_RUNTIME_FIELD_NUMBER: _ClassVar[int]
+    base_sequence: int
+    same_capacity: bool
+    same_devices: bool
+    same_pods: bool
+    same_runtime: bool
+    def __init__(self, base_sequence: _Optional[int] = ..., same_capacity: _Optional[bool] = ..., same_devices: _Optional[bool] = ..., same_pods: _Optional[bool] = ..., same_runtime: _Optional[bool] = ...) -> None: ...
 
 class PodRuntime(_message.Message):
     __slots__ = ("uid", "namespace", "name", "phase", "reason", "message", "restarts", "started_ns", "log_dir", "containers")
@@ -389,14 +405,16 @@ class Directive(_message.Message):
     def __init__(self, ack: _Optional[_Union[Ack, _Mapping]] = ..., qos_profile: _Optional[_Union[QosProfile, _Mapping]] = ..., pod_actions: _Optional[_Iterable[_Union[PodAction, _Mapping]]] = ...) -> None: ...
 
 class Ack(_message.Message):
-    __slots__ = ("sequence", "code", "message")
+    __slots__ = ("sequence", "code", "message", "deltas")
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     CODE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    DELTAS_FIELD_NUMBER: _ClassVar[int]
     sequence: int
     code: int
     message: str
-    def __init__(self, sequence: _Optional[int] = ..., code: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
+    deltas: bool
+    def __init__(self, sequence: _Optional[int] = ..., code: _Optional[int] = ..., message: _Optional[str] = ..., deltas: _Optional[bool] = ...) -> None: ...
 
 class QosProfile(_message.Message):
     __slots__ = ("name", "digest", "yaml")

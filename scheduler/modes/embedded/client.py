@@ -66,7 +66,8 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     p.add_argument("-f", "--filename", action="append", required=True, metavar="FILE",
                    help="YAML/JSON file or folder (repeatable)")
     server(p)
-    p = sub.add_parser("get", help="list pods, podgroups, queues, nodes, priorityclasses or events (embedded mode)")
+    p = sub.add_parser("get", help="list pods, podgroups, queues, nodes, priorityclasses, namespaces or events "
+                                   "(embedded mode)")
     p.add_argument("kind")
     p.add_argument("name", nargs="?")
     namespaces(p)
@@ -188,7 +189,8 @@ def _unreachable(server: str, sock: Path, exc: OSError) -> CtlError:
 def _kind(text: str) -> str:
     plural = KINDS.get(text.lower())
     if plural is None:
-        raise CtlError(f"unknown kind {text!r}; one of pods, podgroups, queues, nodes, priorityclasses, events", 2)
+        raise CtlError(f"unknown kind {text!r}; one of pods, podgroups, queues, nodes, priorityclasses, namespaces, "
+                       "events", 2)
     return plural
 
 
@@ -285,6 +287,7 @@ def get(args: argparse.Namespace) -> int:
     if not args.watch:
         return 0
     seen = {_identity(plural, i): _signature(plural, i) for i in items}
+    last = {_identity(plural, i): i for i in items}
     while True:  # until Ctrl-C
         version = request(args.server, "GET", f"/watch/{version}")["version"]
         try:
@@ -295,7 +298,8 @@ def get(args: argparse.Namespace) -> int:
             raise
         now = {_identity(plural, i): i for i in items}
         changed = [i for key, i in now.items() if seen.get(key) != _signature(plural, i)]
-        seen = {key: _signature(plural, i) for key, i in now.items()}
+        changed += [i for key, i in last.items() if key not in now]  # gone: its last state, as kubectl prints it
+        seen, last = {key: _signature(plural, i) for key, i in now.items()}, now
         if changed:
             widths = _print(args, plural, changed, header=False, widths=widths)
 

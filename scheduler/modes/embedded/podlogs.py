@@ -39,7 +39,9 @@ class LogsError(InputError):
 
 
 def logs(args: argparse.Namespace, fetch: Callable[[], dict]) -> int:
-    """Print the log ``args`` ask for; ``fetch()`` is the pod as the control API has it."""
+    """Print the log ``args`` ask for (``name``, ``namespace``, ``container``, ``tail``, and ``previous`` and
+    ``follow`` where given); ``fetch()`` is the pod as the control API has it."""
+    previous, following = bool(getattr(args, "previous", False)), bool(getattr(args, "follow", False))
     item = fetch()
     key = f"{args.namespace}/{args.name}"
     name = container_of(item, args.container, key)
@@ -49,7 +51,7 @@ def logs(args: argparse.Namespace, fetch: Callable[[], dict]) -> int:
         raise LogsError(f"container {name!r} in pod {key} is waiting to start: {_why_not_started(item)}")
     meta = item["manifest"].get("metadata") or {}
     folder = pod_folder(Path(log_dir), f"{meta.get('namespace')}_{meta.get('name')}_{meta.get('uid')}")
-    if args.previous:
+    if previous:
         path = log_file(folder, f"{name}{PREVIOUS}")
         if path is None:
             raise LogsError(f"previous terminated container {name!r} in pod {key} not found (it has not restarted)")
@@ -64,7 +66,7 @@ def logs(args: argparse.Namespace, fetch: Callable[[], dict]) -> int:
         reason = why.get("reason") or "ContainerCreating"
         detail = f": {why['message']}" if why.get("message") else ""
         raise LogsError(f"container {name!r} in pod {key} has not written a log: it never started ({reason}{detail})")
-    if not args.follow:
+    if not following:
         _write(_tail(_read(path), args.tail))
         return 0
     return follow(path, args.tail, lambda: _still_running(fetch, name, state))

@@ -461,8 +461,11 @@ def _handler(server: ControlServer) -> type[BaseHTTPRequestHandler]:
             if close:
                 self.send_header("Connection", "close")
                 self.close_connection = True
-            self.end_headers()
-            self.wfile.write(data)
+            try:
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):  # the client left (a watch ended by Ctrl-C): nobody to tell
+                self.close_connection = True
 
         def _answer(self, work: Any) -> None:
             """Run ``work() -> (status, body)``; a refusal is its status and message, a bug a logged 500."""

@@ -135,11 +135,13 @@ class WebView:
 
     # -- the scheduler's own series -------------------------------------------------------------------------
     def _sample_loop(self) -> None:
-        while not self._stop.wait(self.sample_s):
+        while True:
             try:
                 self.sample()
             except Exception:  # a bug in one sample must not end the plots for good
                 log.exception("web view: sampling failed")
+            if self._stop.wait(self.sample_s):
+                return
 
     def sample(self) -> None:
         """One point of each of the scheduler's own charts."""
@@ -271,9 +273,12 @@ def _handler(view: WebView) -> type[BaseHTTPRequestHandler]:
                 self.send_header(name, value)
             self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(body)
+            try:
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+            except (BrokenPipeError, ConnectionResetError):  # the page was closed meanwhile
+                self.close_connection = True
 
         def _json(self, status: int, doc: Any) -> None:
             self._send(status, json.dumps(doc).encode(), "application/json")

@@ -364,6 +364,15 @@ class KubeEffects:
                 self.limiter.acquire()
                 send({"status": body})  # its own timeout is bound in
             except Exception as exc:
+                if getattr(exc, "status", None) == 404:  # the object is gone (a controller deleted a PodGroup,
+                    # say): there is nothing to write any more, and trying again would try for ever
+                    self.metrics.kube_write("status", "refused")
+                    with self._lock:
+                        self._failed.pop(key, None)
+                        self._not_before.pop(key, None)
+                        self._writing -= 1
+                    log.info("the status of %s %s was not written: it is gone", key[0], key[1])
+                    continue
                 self.metrics.kube_write("status", "failed")
                 with self._lock:
                     failures = self._failed[key] = self._failed.get(key, 0) + 1

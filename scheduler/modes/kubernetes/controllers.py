@@ -390,6 +390,16 @@ class KubeControllers:
         t.start()
         self.threads.append(t)
 
+    def stop_informers(self, wait: float = 0.5) -> None:
+        """Stop the controllers' informers, waiting at most ``wait`` seconds in all for those not inside a
+        request the server has not answered (as :meth:`KubeSource.stop`)."""
+        for inf in self.informers:
+            inf.stop()
+        deadline = time.monotonic() + wait
+        for inf, t in zip(self.informers, [t for t in self.threads if t.name.startswith("informer-")], strict=False):
+            if not inf.asking:
+                t.join(timeout=max(0.0, deadline - time.monotonic()))
+
     def synced(self) -> bool:
         """Every kind listed, or known not to be served here (a cluster without Volcano's Job CRDs)."""
         return all(inf.synced.is_set() or inf.missing for inf in (*self.informers, *self.shared))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -127,10 +128,14 @@ class KubeMode:
             t.join(timeout=5)
         if self.elector is not None:
             self.elector.release()
+        # every informer told at once, then at most 0.5 s in all for their threads (the scheduler's, then the
+        # controllers' with what is left)
+        deadline = time.monotonic() + 0.5
+        for inf in self.controllers.informers if self.controllers is not None else ():
+            inf.stop()
         self.source.stop()
         if self.controllers is not None:
-            for inf in self.controllers.informers:
-                inf.stop()
+            self.controllers.stop_informers(wait=max(0.0, deadline - time.monotonic()))
 
 
 def start(cache: ClusterCache, client: Any, stop: threading.Event, *, metrics: SchedulerMetrics | None = None,

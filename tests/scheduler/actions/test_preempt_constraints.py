@@ -143,7 +143,7 @@ def _violations(ssn: Session) -> list[str]:
                     if aff is None:
                         continue
                     for term in aff.anti_required:
-                        if term_matches(term, b.pod):
+                        if term_matches(term, b.pod, ssn.snapshot.namespace_labels):
                             out.append(f"{t.pod.name} on {ssn.nodes.names[t.node]} with {o.pod.name}")
     return out
 

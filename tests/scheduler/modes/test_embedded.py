@@ -112,13 +112,14 @@ def test_namespaces_are_applied_relabelled_kept_and_deleted(tmp_path: Path) -> N
     them), survive a restart, and go with a delete."""
     embedded, _ = cluster(tmp_path)
     team = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a", "labels": {"team": "a"}}}
-    assert [a.name for a in embedded.apply(docs(team))] == ["namespace/team-a"]
+    assert embedded.apply(docs(team)) == [("namespace/team-a", "created")]
     team["metadata"]["labels"] = {"team": "b"}
-    assert [a.name for a in embedded.apply(docs(team))] == ["namespace/team-a"]
+    assert embedded.apply(docs(team)) == [("namespace/team-a", "configured")]
+    assert embedded.apply(docs(team)) == [("namespace/team-a", "unchanged")]
     assert embedded.cache.namespaces["team-a"].labels == {"team": "b", "kubernetes.io/metadata.name": "team-a"}
     embedded.store.close()
     cache = ClusterCache()
-    assert Embedded(cache, Store(tmp_path / "store.sqlite")).load() == 2  # the namespace and the node
+    assert Embedded(cache, Store(tmp_path / "store.sqlite")).load() == 2  # the namespace and the registered node
     assert cache.namespaces["team-a"].labels["team"] == "b"
     reloaded = Embedded(cache, Store(tmp_path / "store.sqlite"))
     assert reloaded.delete("Namespace", "team-a") == "deleted"

@@ -175,6 +175,14 @@ def test_get_w_prints_each_change_until_ctrl_c(api, tmp_path: Path) -> None:
         while not any("Running" in line and "1/1" in line for line in lines) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert any("Running" in line and "1/1" in line for line in lines[2:]), lines
+        embedded.delete("Pod", "default/web")  # stopping, then gone: its last row again, as kubectl prints it
+        while not any("Terminating" in line for line in lines) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        count = len(lines)
+        embedded.pod_actions("n0", View())  # stopped on the node: the record goes
+        while len(lines) == count and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "Terminating" in lines[-1] and lines[-1].startswith("web "), lines
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=10)
@@ -425,3 +433,16 @@ def test_a_last_state_is_recorded_only_when_the_wire_report_carries_one(api) -> 
                                                     "startedAt": "2001-09-09T01:46:40Z",
                                                     "finishedAt": "2001-09-09T01:46:41Z"}, states
     assert "Last State" not in ctl(server, "describe", "pod", "web")[1]
+
+
+def test_namespaces_are_listed_and_described_as_kubectl_does(api) -> None:
+    embedded, _, server = api
+    embedded.apply(docs({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop", "labels": {"team": "a"}}}))
+    status, out, err = ctl(server, "get", "ns", "-o", "wide")
+    assert status == 0, err
+    header, *rows = out.splitlines()
+    assert header.split() == ["NAME", "STATUS", "AGE", "LABELS"] and rows[0].split()[:2] == ["shop", "Active"], out
+    assert "team=a" in rows[0]
+    assert ctl(server, "get", "namespaces", "-o", "name")[1] == "namespace/shop\n"
+    _, out, _ = ctl(server, "describe", "namespace", "shop")
+    assert "Name:             shop" in out and "team=a" in out and "Status:           Active" in out, out

@@ -217,6 +217,24 @@ def test_a_429_status_write_waits_out_its_retry_after(api, harness) -> None:
     assert h.kube.effects.backlog() == 0
 
 
+def test_a_status_write_for_an_object_gone_is_dropped_not_retried(api, harness) -> None:
+    """A PodGroup deleted while its status is on the way (the Job controller deletes a restarted Job's group):
+    the 404 ends the write; retrying it would retry it for ever."""
+    api.put(big_node("n1"))
+    api.put({"apiVersion": PG, "kind": "PodGroup", "metadata": {"name": "g", "namespace": "default"},
+             "spec": {"minMember": 1}})
+    h = harness(GANG_CONFIG)
+    assert h.kube.source.wait_synced(10)
+    api.fail("PATCH", "/apis/scheduling.volcano.sh/v1beta1/namespaces/default/podgroups/g", status=404, times=None)
+    h.cycle()
+    wait_until(lambda: h.kube.effects.backlog() == 0)
+    time.sleep(0.6)  # longer than the first retry's backoff
+    h.kube.effects.flush()
+    assert h.kube.effects.drain(5)
+    patches = [c.status for c in api.calls if c.plural == "podgroups" and c.verb == "patch"]
+    assert patches == [404] and h.kube.effects.backlog() == 0
+
+
 # -- leader election through API errors --------------------------------------------------------------------
 def test_a_leader_whose_renewals_fail_stops_binding_before_another_can_take_over(api, harness) -> None:
     api.put(node("n1", allocatable={"cpu": "4", "memory": "16Gi", "pods": "110"}))

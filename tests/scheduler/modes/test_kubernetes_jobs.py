@@ -107,7 +107,14 @@ class Cluster:
             time.sleep(0.05)
 
     def quiet_writes(self, seconds: float = 1.0) -> int:
-        """Writes to the server over ``seconds`` with nothing changing (leases aside)."""
+        """Writes to the server over ``seconds`` once the controllers have settled (no reconcile for 0.3 s, the
+        last change an informer brought handled), with nothing changing; the Lease's renewals aside."""
+        if self.kube.controllers is not None:
+            seen, since = -1, time.monotonic()
+            while time.monotonic() - since < 0.3:
+                if self.controllers.reconciles != seen:
+                    seen, since = self.controllers.reconciles, time.monotonic()
+                time.sleep(0.02)
         self.api.reset_requests()
         time.sleep(seconds)
         return sum(1 for c in self.api.calls if c.verb in WRITES and c.plural != "leases")
@@ -456,3 +463,28 @@ def test_without_the_controllers_jobs_are_left_to_volcano(api, cluster, tmp_path
     c.cycle()
     time.sleep(0.3)
     assert not api.objects("podgroups") and not [x for x in api.calls if x.group == "batch.volcano.sh"]
+
+
+def test_the_controllers_keep_only_what_a_job_owns_and_every_object_names_its_kind(api, cluster) -> None:
+    """The plugin kinds are watched cluster-wide, but only a Job's own objects are held (and handed to the
+    controllers): a ConfigMap of someone else's is never in their view; one that a Job comes to own enters it,
+    and one that stops being owned leaves it.  List items (which carry no kind) get theirs back."""
+    from scheduler.controllers.kinds import CONFIGMAP, POD
+
+    api.put({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "someone-elses", "namespace": "default"}})
+    api.put({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "listed", "namespace": "default"},
+             "spec": {"containers": [CONTAINER]}})
+    c = cluster()
+    wait_until(c.controllers.synced)
+    host = c.controllers.host
+    assert host.list(CONFIGMAP) == []
+    (pod,) = host.list(POD)
+    assert (pod["apiVersion"], pod["kind"]) == ("v1", "Pod")  # it came from a list, which drops them
+    job = c.custom.create_namespaced_custom_object(*VC_JOB, "default", "jobs", volcano_job())
+    owned = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "someone-elses", "namespace": "default",
+             "ownerReferences": [{"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": "train",
+                                  "uid": job["metadata"]["uid"], "controller": True}]}}
+    api.put(owned)
+    wait_until(lambda: [o["metadata"]["name"] for o in host.list(CONFIGMAP)] == ["someone-elses"])
+    api.put({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "someone-elses", "namespace": "default"}})
+    wait_until(lambda: host.list(CONFIGMAP) == [])
