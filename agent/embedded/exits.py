@@ -32,6 +32,7 @@ from agent.embedded.phase import (
     restarts,
     transition,
 )
+from agent.embedded.podns import SETUP_FAILED
 from agent.embedded.process import JOIN_FAILED, SIGKILL, Handle, signal_container
 from agent.embedded.records import SHUTDOWN, ContainerRecord
 from agent.embedded.spec import START_ERROR
@@ -92,6 +93,8 @@ def _exit_of(host: Host, pod: HeldPod, c: ContainerRecord, handle: Handle | None
     text = host.state.read_exit(pod.record.uid, c.name)
     if text == JOIN_FAILED:
         return START_ERROR_EXIT, START_ERROR, f"could not enter cgroup {c.cgroup}"
+    if text == SETUP_FAILED:
+        return START_ERROR_EXIT, START_ERROR, "could not set up the pod's namespaces (its log says why)"
     if handle is not None and handle.returncode is not None:
         code = handle.returncode
     elif text is not None and text.lstrip("-").isdigit():

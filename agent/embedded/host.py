@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from agent.cgroups.backend import Backend
 from agent.cgroups.executor import Executor
@@ -17,6 +18,9 @@ from agent.cgroups.layout import Layout
 from agent.embedded.phase import Backoff
 from agent.embedded.records import StateDir
 from agent.metrics import AgentMetrics
+
+if TYPE_CHECKING:
+    from agent.embedded.podnet import PodNetwork
 
 # The runtime's parts log under the runtime's name, as they did when they were one module.
 LOGGER = "agent.embedded.runtime"
@@ -44,3 +48,5 @@ class Host:
     workdir: str                    # a container's working directory when its spec names none
     proc: str                       # /proc, to tell a surviving wrapper from a process reusing its pid
     metrics: AgentMetrics | None = None
+    network: PodNetwork | None = None  # pods' own network namespaces (None: every pod on the host's network)
+    tools: dict[str, str] | str = ""   # nsenter, unshare, mount, hostname (podns.find_tools), or what is missing

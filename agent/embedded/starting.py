@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 
-from agent.embedded import exits, podcgroups, stopping
+from agent.embedded import exits, podcgroups, podsetup, stopping
 from agent.embedded.held import Held, HeldPod
 from agent.embedded.host import LOGGER, Host
 from agent.embedded.phase import ACTIVE, FAILED, START_ERROR_EXIT, WAITING
@@ -40,7 +40,8 @@ def start(host: Host, held: Held, pod_json: str, *, uid: str, namespace: str, na
     meta = raw_meta if isinstance(raw_meta, dict) else {}
     uid = str(meta.get("uid") or uid)
     namespace, name = str(meta.get("namespace") or namespace or "default"), str(meta.get("name") or name)
-    if uid in held:
+    if (held_pod := held.get(uid)) is not None:  # runs already: only what may change while it runs (its names)
+        podsetup.refresh_hosts(host, held_pod, pod_json)
         return
     if held.was_stopped(uid):
         log.warning("local runtime: pod %s/%s (%s) was stopped; ignoring a late START", namespace, name, uid)
@@ -65,6 +66,14 @@ def _run(host: Host, held: Held, doc: dict, spec: PodSpec) -> None:
         make_cgroups(host, pod, spec)
     except OSError as exc:
         exits.fail(pod, START_ERROR, f"cannot create cgroup {pod_path}: {exc}")
+        stopping.cleanup(host, pod)
+        held.save(pod)
+        return
+    try:
+        podsetup.prepare(host, pod, spec)
+    except podsetup.SetupError as exc:
+        log.error("local runtime: pod %s: %s: %s", spec.key, exc.reason, exc.message)
+        exits.fail(pod, exc.reason, exc.message)
         stopping.cleanup(host, pod)
         held.save(pod)
         return
@@ -114,12 +123,19 @@ def launch(host: Host, pod: HeldPod, spec: PodSpec, c: ContainerRecord, now: flo
         # made again if gone meanwhile (a reboot, someone's rmdir), and the limits written again if an agent
         # killed between making the cgroups and writing them left them without (both write only what differs)
         make_cgroups(host, pod, spec)
+        podsetup.prepare(host, pod, spec)  # again after the agent's shutdown released them (nothing if in place)
         if c.restarts:  # each run's output apart: the last one's becomes <container>.previous.log
             host.state.rotate_log(pod.record, c.name)
-        started = spawn(container.argv, env=container.env, cwd=container.working_dir or host.workdir,
-                        log_path=host.state.log_path(pod.record, c.name),
-                        exit_file=host.state.exit_file(pod.record.uid, c.name),
-                        procs_files=podcgroups.procs_files(host.backend, c.cgroup))
+        cwd = container.working_dir or host.workdir
+        exit_file = host.state.exit_file(pod.record.uid, c.name)
+        started = spawn(container.argv, env=container.env, cwd=cwd, log_path=host.state.log_path(pod.record, c.name),
+                        exit_file=exit_file, procs_files=podcgroups.procs_files(host.backend, c.cgroup),
+                        prefix=podsetup.entry(host, pod, spec, container, exit_file, cwd),
+                        mounted=[m.mount_path for m in container.mounts])
+    except podsetup.SetupError as exc:
+        log.error("local runtime: pod %s container %s did not start: %s", pod.record.key, c.name, exc.message)
+        exits.exited(host, pod, c, START_ERROR_EXIT, now, reason=exc.reason, message=exc.message)
+        return
     except (StartFailed, OSError) as exc:
         log.error("local runtime: pod %s container %s did not start: %s", pod.record.key, c.name, exc)
         exits.exited(host, pod, c, START_ERROR_EXIT, now, reason=START_ERROR, message=str(exc))

@@ -22,7 +22,7 @@ import logging
 import threading
 import time
 
-from agent.embedded import exits, podcgroups
+from agent.embedded import exits, podcgroups, podsetup
 from agent.embedded.held import Held, HeldPod
 from agent.embedded.host import LOGGER, Host
 from agent.embedded.phase import ACTIVE, EVICTED, TERMINATED, WAITING
@@ -129,10 +129,11 @@ def _finish(held: Held, pod: HeldPod, st: Stopping, now: float) -> None:
 
 
 def cleanup(host: Host, pod: HeldPod) -> bool:
-    """Remove the pod's cgroups (nothing of it runs); False while the kernel still counts tasks."""
+    """Remove the pod's cgroups, network namespace and files (nothing of it runs); False while the kernel still
+    counts tasks."""
     path = pod.record.cgroup
     if not path:
-        return True
+        return podsetup.release(host, pod)
     if any(podcgroups.members(host.backend, c.cgroup) for c in pod.record.containers):
         for c in pod.record.containers:
             signal_container(None, podcgroups.members(host.backend, c.cgroup), SIGKILL)
@@ -140,7 +141,7 @@ def cleanup(host: Host, pod: HeldPod) -> bool:
     if not podcgroups.remove(host.backend, path):
         return False
     pod.record.cgroup, pod.dirty = "", True
-    return True
+    return podsetup.release(host, pod)
 
 
 def shutdown(host: Host, held: Held, grace: float | None, hurry: threading.Event) -> None:
