@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.embedded.host import LOGGER
+from agent.embedded.context import LOGGER
 from proto.vocab.podcontext import DEFAULT_POD_CIDR
 
 log = logging.getLogger(LOGGER)

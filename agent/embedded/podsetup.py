@@ -21,8 +21,8 @@ import logging
 import shutil
 from pathlib import Path
 
+from agent.embedded.context import LOGGER, RuntimeContext
 from agent.embedded.held import HeldPod
-from agent.embedded.host import LOGGER, Host
 from agent.embedded.podnet import NetworkError
 from agent.embedded.podns import Bind, PlanError, entry_argv, hosts_text, plan, rewrite_in_place
 from agent.embedded.spec import ContainerSpec, PodSpec, SpecError, load_manifest, parse_pod
@@ -47,21 +47,21 @@ class SetupError(Exception):
         self.reason, self.message = reason, message
 
 
-def files_dir(host: Host, uid: str) -> Path:
+def files_dir(host: RuntimeContext, uid: str) -> Path:
     return host.state.root / "files" / uid
 
 
-def isolated(host: Host, spec: PodSpec) -> bool:
+def isolated(host: RuntimeContext, spec: PodSpec) -> bool:
     """Whether the pod gets a network namespace of its own."""
     return host.network is not None and not spec.network.host_network and spec.network.address is not None
 
 
-def needs_namespaces(host: Host, spec: PodSpec) -> bool:
+def needs_namespaces(host: RuntimeContext, spec: PodSpec) -> bool:
     return isolated(host, spec) or any(c.mounts for c in spec.containers) or bool(spec.network.hosts) \
         or bool(spec.network.aliases)
 
 
-def prepare(host: Host, pod: HeldPod, spec: PodSpec) -> None:
+def prepare(host: RuntimeContext, pod: HeldPod, spec: PodSpec) -> None:
     """Volumes, hosts file and network namespace, once per start of the pod (nothing again while prepared)."""
     record = pod.record
     if record.prepared and (not isolated(host, spec) or (host.network is not None and host.network.exists(spec.uid))):
@@ -87,7 +87,7 @@ def prepare(host: Host, pod: HeldPod, spec: PodSpec) -> None:
     record.prepared, pod.dirty = True, True
 
 
-def entry(host: Host, pod: HeldPod, spec: PodSpec, container: ContainerSpec, exit_file: Path,
+def entry(host: RuntimeContext, pod: HeldPod, spec: PodSpec, container: ContainerSpec, exit_file: Path,
           workdir: str) -> list[str]:
     """The command line before the container's wrapper ([] : none needed); SetupError when a mount cannot be
     planned or the tools are missing."""
@@ -112,7 +112,7 @@ def entry(host: Host, pod: HeldPod, spec: PodSpec, container: ContainerSpec, exi
     return entry_argv(exit_file=exit_file, steps=steps, netns=netns, own_uts=own, tools=host.tools)
 
 
-def refresh_hosts(host: Host, pod: HeldPod, pod_json: str) -> None:
+def refresh_hosts(host: RuntimeContext, pod: HeldPod, pod_json: str) -> None:
     """A START for a pod held: its hosts file rewritten if the names it resolves changed (nothing else)."""
     if pod.spec is None or pod.record.stopping is not None or pod.terminal:
         return
@@ -142,7 +142,7 @@ def _with_hosts(old: PodSpec, new: PodSpec) -> PodSpec:
     return replace(old, network=replace(old.network, hosts=new.network.hosts), manifest=new.manifest)
 
 
-def release(host: Host, pod: HeldPod) -> bool:
+def release(host: RuntimeContext, pod: HeldPod) -> bool:
     """Remove the pod's namespace and files (nothing of it runs any more); False if the namespace stays."""
     record = pod.record
     if record.netns and host.network is not None:
@@ -159,7 +159,7 @@ def release(host: Host, pod: HeldPod) -> bool:
     return True
 
 
-def _hosts(host: Host, spec: PodSpec) -> str:
+def _hosts(host: RuntimeContext, spec: PodSpec) -> str:
     net = spec.network
     table = [(ip, list(names)) for ip, names in net.hosts]
     aliases = [(ip, list(names)) for ip, names in net.aliases]

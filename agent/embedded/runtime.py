@@ -49,7 +49,7 @@ and hands each job to its module — :mod:`.starting` (START, launches and
 restarts), :mod:`.exits` (exits noticed, restarts decided, phases),
 :mod:`.stopping` (STOP, EVICT and shutdown: the grace state machine),
 :mod:`.adoption` (pods an earlier agent left) and :mod:`.held` (the pods held,
-their records saved) — all sharing one :class:`~agent.embedded.host.Host`.
+their records saved) — all sharing one :class:`~agent.embedded.context.RuntimeContext`.
 """
 
 from __future__ import annotations
@@ -64,8 +64,8 @@ from agent.cgroups.backend import Backend
 from agent.cgroups.executor import Executor
 from agent.cgroups.layout import FixedLayout, Layout
 from agent.embedded import adoption, exits, podcgroups, starting, stopping
+from agent.embedded.context import LOGGER, RuntimeContext, default_base_env
 from agent.embedded.held import Held, HeldPod
-from agent.embedded.host import LOGGER, Host, default_base_env
 from agent.embedded.phase import Backoff
 from agent.embedded.podnet import PodNetwork
 from agent.embedded.podns import find_tools
@@ -85,7 +85,7 @@ class LocalRuntime:
                  workdir: str | None = None, proc: str = "/proc", max_finished: int = 500,
                  metrics: AgentMetrics | None = None, network: PodNetwork | None = None):
         state = StateDir(state_dir)
-        self.host = Host(backend=backend, layout=layout, executor=executor or Executor(backend), state=state,
+        self.host = RuntimeContext(backend=backend, layout=layout, executor=executor or Executor(backend), state=state,
                          clock=clock, backoff=backoff or Backoff(), node_name=node_name,
                          base_env=dict(default_base_env() if base_env is None else base_env),
                          workdir=workdir or os.getcwd(), proc=proc, metrics=metrics, network=network,

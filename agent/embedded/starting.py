@@ -19,8 +19,8 @@ from __future__ import annotations
 import logging
 
 from agent.embedded import exits, podcgroups, podsetup, stopping
+from agent.embedded.context import LOGGER, RuntimeContext
 from agent.embedded.held import Held, HeldPod
-from agent.embedded.host import LOGGER, Host
 from agent.embedded.phase import ACTIVE, FAILED, START_ERROR_EXIT, WAITING
 from agent.embedded.process import Handle, StartFailed, spawn
 from agent.embedded.records import ContainerRecord, PodRecord
@@ -29,7 +29,7 @@ from agent.embedded.spec import START_ERROR, PodSpec, SpecError, load_manifest, 
 log = logging.getLogger(LOGGER)
 
 
-def start(host: Host, held: Held, pod_json: str, *, uid: str, namespace: str, name: str) -> None:
+def start(host: RuntimeContext, held: Held, pod_json: str, *, uid: str, namespace: str, name: str) -> None:
     """START: run the pod ``pod_json`` describes (the action's uid, namespace and name where it names none)."""
     try:
         doc = load_manifest(pod_json)
@@ -54,7 +54,7 @@ def start(host: Host, held: Held, pod_json: str, *, uid: str, namespace: str, na
     _run(host, held, doc, spec)
 
 
-def _run(host: Host, held: Held, doc: dict, spec: PodSpec) -> None:
+def _run(host: RuntimeContext, held: Held, doc: dict, spec: PodSpec) -> None:
     now = host.clock()
     pod_path = podcgroups.pod_cgroup(host.layout, spec)
     record = PodRecord(spec.uid, spec.namespace, spec.name, manifest=doc, started_at=now, cgroup=pod_path,
@@ -84,7 +84,7 @@ def _run(host: Host, held: Held, doc: dict, spec: PodSpec) -> None:
     held.save(pod)
 
 
-def refuse(host: Host, held: Held, uid: str, namespace: str, name: str, doc: dict | None, exc: SpecError) -> None:
+def refuse(host: RuntimeContext, held: Held, uid: str, namespace: str, name: str, doc: dict | None, exc: SpecError) -> None:
     """A pod that will not run: logged, and reported Failed with the reason if it has a usable uid."""
     key = f"{namespace or 'default'}/{name}" if name else (uid or "?")
     log.error("local runtime: not running pod %s (%s): %s: %s", key, uid or "no uid", exc.reason, exc.message)
@@ -95,7 +95,7 @@ def refuse(host: Host, held: Held, uid: str, namespace: str, name: str, doc: dic
     held.save(held.add(HeldPod(record, None)))
 
 
-def make_cgroups(host: Host, pod: HeldPod, spec: PodSpec) -> None:
+def make_cgroups(host: RuntimeContext, pod: HeldPod, spec: PodSpec) -> None:
     """The pod's container cgroups (and so the pod cgroup), and the kubelet's limits on them."""
     for c in pod.record.containers:
         podcgroups.make(host.backend, c.cgroup)
@@ -103,14 +103,14 @@ def make_cgroups(host: Host, pod: HeldPod, spec: PodSpec) -> None:
                                                 offline_parent=host.layout.offline_parent))
 
 
-def launch_due(host: Host, pod: HeldPod, spec: PodSpec, now: float) -> None:
+def launch_due(host: RuntimeContext, pod: HeldPod, spec: PodSpec, now: float) -> None:
     """Launch the containers not started yet and those whose back-off has ended."""
     for c in pod.record.containers:
         if c.state == WAITING and (not c.attempted or c.next_start_at <= now):
             launch(host, pod, spec, c, now)
 
 
-def launch(host: Host, pod: HeldPod, spec: PodSpec, c: ContainerRecord, now: float) -> None:
+def launch(host: RuntimeContext, pod: HeldPod, spec: PodSpec, c: ContainerRecord, now: float) -> None:
     """Start container ``c`` (again); one that cannot start ends at once with StartError."""
     container = next(s for s in spec.containers if s.name == c.name)
     if c.attempted:

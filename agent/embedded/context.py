@@ -1,6 +1,6 @@
 """What the local runtime's parts share: this machine's cgroups, the state directory, the clock and settings.
 
-One :class:`Host` is made by :class:`~agent.embedded.runtime.LocalRuntime` and
+One :class:`RuntimeContext` is made by :class:`~agent.embedded.runtime.LocalRuntime` and
 handed to the functions of :mod:`.starting`, :mod:`.exits`, :mod:`.stopping`
 and :mod:`.adoption`; none of them keeps anything of its own.
 """
@@ -36,7 +36,7 @@ def default_base_env() -> dict[str, str]:
 
 
 @dataclass
-class Host:
+class RuntimeContext:
     backend: Backend
     layout: Layout
     executor: Executor              # writes the pods' limits: the agent's one seam for cgroup writes
