@@ -96,6 +96,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--state", metavar="DIR", help="--embedded: the local runtime's pod records and logs")
     run.add_argument("--shutdown-grace", type=float, default=10.0, metavar="SECONDS",
                      help="--embedded: on SIGINT/SIGTERM each pod gets at most this long to stop (default 10)")
+    run.add_argument("--pod-network", choices=("isolated", "host"), default="isolated",
+                     help="--embedded: isolated (default): each pod not asking for hostNetwork gets a network "
+                          "namespace of its own with the address the scheduler gave it, on the bridge scoria0 "
+                          "(needs root and iproute2); host: every pod on this machine's network, its names "
+                          "meaning 127.0.0.1")
     return parser
 
 
@@ -120,7 +125,8 @@ def pick_mode(args: argparse.Namespace, *, enforce: bool) -> ModeChoice:
         _check_embedded(args, enforce)
         return ModeChoice("embedded", cgroup_parent or "scoria",
                           lambda context: EmbeddedMode(context, state_dir=args.state,
-                                                       shutdown_grace=args.shutdown_grace))
+                                                       shutdown_grace=args.shutdown_grace,
+                                                       pod_network=args.pod_network))
     if args.pods_from == "kubernetes":
         return ModeChoice("kubernetes", cgroup_parent,
                           lambda context: KubernetesMode(context, core_v1=connect(args.kubeconfig)))

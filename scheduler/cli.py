@@ -116,6 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "say otherwise (default 300, as kube-apiserver's)")
     emb.add_argument("--default-not-ready-toleration-seconds", type=int, default=300, metavar="SECONDS",
                      help="the same for a NotReady node (its agent reports but runs no pods) (default 300)")
+    emb.add_argument("--pod-cidr", default="10.213.0.0/16", metavar="CIDR",
+                     help="the pods' addresses: each pod gets one when bound (its agent gives it a network namespace "
+                          "on the bridge scoria0, which holds the range's first address) (default %(default)s)")
     kube = srv.add_argument_group("Kubernetes mode (the cluster's objects from the API server)")
     kube.add_argument("--kubernetes", action="store_true",
                       help="watch the API server and bind through it (else: nodes register by reporting)")
@@ -250,7 +253,8 @@ def select_mode(args: argparse.Namespace) -> Mode:
             check_address(args.web_address)
         return EmbeddedMode(Path(args.state_dir), api_socket=Path(args.api_socket) if args.api_socket else None,
                             api_group=group, agent_state=Path(args.agent_state) if args.agent_state else None,
-                            lifecycle=lifecycle, web_port=args.web_port, web_address=args.web_address)
+                            lifecycle=lifecycle, web_port=args.web_port, web_address=args.web_address,
+                            pod_cidr=args.pod_cidr)
     if args.web_port is not None:
         raise ServeError("--web-port is for --embedded (the web view shows its store)")
     if args.kubernetes:

@@ -13,8 +13,8 @@ from __future__ import annotations
 import logging
 
 from agent.embedded import exits, podcgroups
+from agent.embedded.context import LOGGER, RuntimeContext
 from agent.embedded.held import Held, HeldPod
-from agent.embedded.host import LOGGER, Host
 from agent.embedded.phase import ACTIVE, WAITING
 from agent.embedded.process import find_wrapper
 from agent.embedded.spec import PodSpec, SpecError, parse_pod
@@ -22,7 +22,7 @@ from agent.embedded.spec import PodSpec, SpecError, parse_pod
 log = logging.getLogger(LOGGER)
 
 
-def adopt(host: Host, held: Held) -> None:
+def adopt(host: RuntimeContext, held: Held) -> None:
     """Hold every pod recorded under the state directory, with the containers still running."""
     for record in host.state.load_all():
         spec: PodSpec | None = None

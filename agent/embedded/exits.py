@@ -14,8 +14,8 @@ from __future__ import annotations
 import logging
 
 from agent.embedded import podcgroups
+from agent.embedded.context import LOGGER, RuntimeContext
 from agent.embedded.held import HeldPod
-from agent.embedded.host import LOGGER, Host
 from agent.embedded.phase import (
     ACTIVE,
     BACK_OFF,
@@ -32,6 +32,7 @@ from agent.embedded.phase import (
     restarts,
     transition,
 )
+from agent.embedded.podns import SETUP_FAILED
 from agent.embedded.process import JOIN_FAILED, SIGKILL, Handle, signal_container
 from agent.embedded.records import SHUTDOWN, ContainerRecord
 from agent.embedded.spec import START_ERROR
@@ -41,7 +42,7 @@ log = logging.getLogger(LOGGER)
 UNKNOWN_EXIT = 137  # what the kubelet reports for a container whose end it did not see
 
 
-def poll(host: Host, pod: HeldPod, now: float) -> None:
+def poll(host: RuntimeContext, pod: HeldPod, now: float) -> None:
     """Notice the containers that ended since the last look."""
     for c in pod.record.containers:
         if c.state != ACTIVE:
@@ -60,7 +61,7 @@ def poll(host: Host, pod: HeldPod, now: float) -> None:
                  f" ({reason})" if reason else "")
 
 
-def exited(host: Host, pod: HeldPod, c: ContainerRecord, code: int, now: float, *, reason: str = "",
+def exited(host: RuntimeContext, pod: HeldPod, c: ContainerRecord, code: int, now: float, *, reason: str = "",
            message: str = "") -> None:
     """Record that container ``c`` ended with ``code``, and decide its restart."""
     ran_for = max(0.0, now - c.started_at) if c.started_at else 0.0
@@ -88,10 +89,12 @@ def exited(host: Host, pod: HeldPod, c: ContainerRecord, code: int, now: float, 
                 (f": {message})" if message else ")")
 
 
-def _exit_of(host: Host, pod: HeldPod, c: ContainerRecord, handle: Handle | None) -> tuple[int, str, str]:
+def _exit_of(host: RuntimeContext, pod: HeldPod, c: ContainerRecord, handle: Handle | None) -> tuple[int, str, str]:
     text = host.state.read_exit(pod.record.uid, c.name)
     if text == JOIN_FAILED:
         return START_ERROR_EXIT, START_ERROR, f"could not enter cgroup {c.cgroup}"
+    if text == SETUP_FAILED:
+        return START_ERROR_EXIT, START_ERROR, "could not set up the pod's namespaces (its log says why)"
     if handle is not None and handle.returncode is not None:
         code = handle.returncode
     elif text is not None and text.lstrip("-").isdigit():
@@ -106,7 +109,7 @@ def _exit_of(host: Host, pod: HeldPod, c: ContainerRecord, handle: Handle | None
     return code, "", ""
 
 
-def oom_kills(host: Host, pod: HeldPod, c: ContainerRecord) -> int:
+def oom_kills(host: RuntimeContext, pod: HeldPod, c: ContainerRecord) -> int:
     """OOM kills counted so far in the container's cgroup and its pod's."""
     return podcgroups.oom_kills(host.backend, c.cgroup) + podcgroups.oom_kills(host.backend, pod.record.cgroup)
 

@@ -15,7 +15,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from agent.embedded.host import LOGGER
+from agent.embedded.context import LOGGER
 from agent.embedded.phase import TERMINAL
 from agent.embedded.process import Handle
 from agent.embedded.records import PodRecord, StateDir

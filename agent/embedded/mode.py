@@ -12,26 +12,40 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Callable
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
 from agent.cgroups.executor import Executor
 from agent.embedded.evictor import LocalEvictor
+from agent.embedded.podnet import PodNetwork
 from agent.embedded.runtime import LocalRuntime
 from agent.evictor import Evictor
 from agent.loop import LocalPods
 from agent.mode import ModeContext, make_executor
 from agent.pods import PodSource
+from proto.errors import InputError
 from proto.model import Directive
 
 SignalHandler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
 
 
+def pod_network_for(state_dir: str) -> PodNetwork:
+    """Network namespaces for this agent's pods; InputError (exit 2) saying why when the machine cannot."""
+    network = PodNetwork(str(Path(state_dir).absolute()))
+    problem = network.problem()
+    if problem is not None:
+        raise InputError(f"--pod-network isolated: pods cannot have network namespaces of their own here ({problem}); "
+                         "run with --pod-network host to put every pod on this machine's network")
+    return network
+
+
 class EmbeddedMode:
-    def __init__(self, context: ModeContext, *, state_dir: str, shutdown_grace: float):
+    def __init__(self, context: ModeContext, *, state_dir: str, shutdown_grace: float, pod_network: str = "host"):
         self.executor: Executor = make_executor(context)
         self.local = LocalRuntime(state_dir, context.backend, context.layout, node_name=context.node_name,
-                                  metrics=context.metrics, proc=str(context.paths.proc), executor=self.executor)
+                                  metrics=context.metrics, proc=str(context.paths.proc), executor=self.executor,
+                                  network=pod_network_for(state_dir) if pod_network == "isolated" else None)
         self.shutdown_grace = shutdown_grace
         self.pods: PodSource = self.local
         self.evictor: Evictor = LocalEvictor(self.local)

@@ -94,12 +94,24 @@ class Started:
 
 
 def spawn(argv: Sequence[str], *, env: Mapping[str, str], cwd: str, log_path: Path, exit_file: Path,
-          procs_files: Sequence[str]) -> Started:
-    """Start ``argv`` through the wrapper; StartFailed if it cannot be."""
+          procs_files: Sequence[str], prefix: Sequence[str] = (), mounted: Sequence[str] = ()) -> Started:
+    """Start ``argv`` through the wrapper (after ``prefix``: entering the pod's namespaces, :mod:`.podns`);
+    StartFailed if it cannot be.  A command or working directory below one of the pod's own mount points
+    (``mounted``: a script in a ConfigMap volume, say) is left to the exec inside its mounts."""
     _check_exec(argv, env, cwd)
-    if not os.path.isdir(cwd):
+
+    def mine(path: str) -> bool:
+        return os.path.isabs(path) and any(path == m or path.startswith(m.rstrip("/") + "/") for m in mounted)
+    if not os.path.isdir(cwd) and not mine(cwd):
         raise StartFailed(f"working directory {cwd}: no such directory")
-    exe = resolve(argv[0], env, cwd)
+    try:
+        exe = resolve(argv[0], env, cwd)
+    except StartFailed:
+        if not mine(argv[0]):
+            raise
+        exe = argv[0]
+    if not os.path.isdir(cwd):  # a folder of the pod's own mounts: the prefix enters it once they are there
+        cwd = "/"
     exit_file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # like every folder of the state: 0700
     exit_file.unlink(missing_ok=True)
     log_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -109,7 +121,7 @@ def spawn(argv: Sequence[str], *, env: Mapping[str, str], cwd: str, log_path: Pa
     with open(fd, "ab") as out:
         try:
             popen = subprocess.Popen(
-                [SHELL, "-c", WRAPPER, "scoria-wrap", str(exit_file), str(len(procs_files)), *procs_files,
+                [*prefix, SHELL, "-c", WRAPPER, "scoria-wrap", str(exit_file), str(len(procs_files)), *procs_files,
                  exe, *argv[1:]],
                 env=dict(env), cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                 start_new_session=True, close_fds=True)
@@ -193,12 +205,16 @@ def find_wrapper(pid: int, create_time: float, *, cgroup: str, version: int, exi
 
 
 def is_wrapper(pid: int, exit_file: Path) -> bool:
-    """Whether ``pid`` is a wrapper started for ``exit_file`` (a session leader running our script)."""
+    """Whether ``pid`` is a wrapper started for ``exit_file`` (a session leader running our script, or still
+    entering the pod's namespaces on its way to it)."""
+    want = [SHELL, "-c", WRAPPER, "scoria-wrap", str(exit_file)]
     try:
         cmdline = psutil.Process(pid).cmdline()
-        return os.getsid(pid) == pid and cmdline[:5] == [SHELL, "-c", WRAPPER, "scoria-wrap", str(exit_file)]
+        if os.getsid(pid) != pid:
+            return False
     except (psutil.Error, OSError):
         return False
+    return any(cmdline[i:i + 5] == want for i in range(len(cmdline) - 4) if cmdline[i + 3] == "scoria-wrap")
 
 
 def in_cgroup(pid: int, cgroup: str, version: int, proc: str = "/proc") -> bool:

@@ -14,6 +14,8 @@ Under the state directory:
   becomes ``<container>.previous.log`` (replacing the one before), so each
   run's output stays apart, as the kubelet keeps the previous instance's log
   for ``kubectl logs --previous``.  Kept after the pod is gone.
+* ``files/<uid>/`` — the pod's volumes, hosts file and overlay layers
+  (:mod:`.podsetup`), while it runs; removed when it stops.
 
 The folder and the folders in it are ``0700``, records and logs ``0600``:
 pods run as root and their manifests and output may hold secrets.
@@ -90,6 +92,8 @@ class PodRecord:
     cgroup: str = ""              # the pod cgroup while it exists ("" : none)
     containers: list[ContainerRecord] = field(default_factory=list)
     stopping: Stopping | None = None
+    netns: str = ""               # its network namespace while it exists ("" : none, or the host's network)
+    prepared: bool = False        # its volumes, hosts file and network are in place (podsetup.prepare)
 
     @property
     def key(self) -> str:

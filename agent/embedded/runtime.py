@@ -7,6 +7,11 @@ carries them out:
   Each container's command runs through the wrapper of :mod:`.process` in its
   own container cgroup below the pod cgroup the agent's layout names, with
   the kubelet's limits (:mod:`.podcgroups`); logs go to files (:mod:`.records`).
+  Before its containers, the pod gets its surroundings (:mod:`.podsetup`): a
+  network namespace with the address the scheduler gave it (unless
+  ``hostNetwork``), its volumes' files and a private ``/etc/hosts`` naming its
+  namespace's pods and Services, entered by each container (:mod:`.podns`).
+  A START for a pod held already rewrites its hosts file when the names changed.
 * STOP (``pod_uid``, ``grace_period_seconds``: 0 means the pod's own
   ``terminationGracePeriodSeconds``) — the pod was deleted, or the scheduler
   has recorded its final phase: SIGTERM to each container's process group,
@@ -44,7 +49,7 @@ and hands each job to its module — :mod:`.starting` (START, launches and
 restarts), :mod:`.exits` (exits noticed, restarts decided, phases),
 :mod:`.stopping` (STOP, EVICT and shutdown: the grace state machine),
 :mod:`.adoption` (pods an earlier agent left) and :mod:`.held` (the pods held,
-their records saved) — all sharing one :class:`~agent.embedded.host.Host`.
+their records saved) — all sharing one :class:`~agent.embedded.context.RuntimeContext`.
 """
 
 from __future__ import annotations
@@ -59,9 +64,11 @@ from agent.cgroups.backend import Backend
 from agent.cgroups.executor import Executor
 from agent.cgroups.layout import FixedLayout, Layout
 from agent.embedded import adoption, exits, podcgroups, starting, stopping
+from agent.embedded.context import LOGGER, RuntimeContext, default_base_env
 from agent.embedded.held import Held, HeldPod
-from agent.embedded.host import LOGGER, Host, default_base_env
 from agent.embedded.phase import Backoff
+from agent.embedded.podnet import PodNetwork
+from agent.embedded.podns import find_tools
 from agent.embedded.records import StateDir, to_runtime
 from agent.metrics import AgentMetrics
 from agent.pods import PodInfo
@@ -76,12 +83,13 @@ class LocalRuntime:
                  clock: Callable[[], float] = time.time, *, executor: Executor | None = None,
                  backoff: Backoff | None = None, node_name: str = "", base_env: Mapping[str, str] | None = None,
                  workdir: str | None = None, proc: str = "/proc", max_finished: int = 500,
-                 metrics: AgentMetrics | None = None):
+                 metrics: AgentMetrics | None = None, network: PodNetwork | None = None):
         state = StateDir(state_dir)
-        self.host = Host(backend=backend, layout=layout, executor=executor or Executor(backend), state=state,
+        self.host = RuntimeContext(backend=backend, layout=layout, executor=executor or Executor(backend), state=state,
                          clock=clock, backoff=backoff or Backoff(), node_name=node_name,
                          base_env=dict(default_base_env() if base_env is None else base_env),
-                         workdir=workdir or os.getcwd(), proc=proc, metrics=metrics)
+                         workdir=workdir or os.getcwd(), proc=proc, metrics=metrics, network=network,
+                         tools=find_tools())
         self.held = Held(state)
         self.max_finished = max_finished
         self._lock = threading.RLock()
@@ -94,6 +102,11 @@ class LocalRuntime:
                 except OSError as exc:
                     raise InputError(f"local runtime: cannot create cgroup {parent}: {exc}") from None
         adoption.adopt(self.host, self.held)
+        if network is not None:  # what an agent killed on this state folder left and no pod owns
+            for name in network.sweep({p.record.uid for p in self.held if p.record.netns}):
+                log.info("local runtime: removed leftover network namespace %s", name)
+            network.bridges.update(network.bridge_of(p.spec.network.address.cidr) for p in self.held
+                                   if p.spec is not None and p.spec.network.address is not None)
 
     # -- what the runtime works with ---------------------------------------------------------------
     @property
@@ -218,7 +231,7 @@ class LocalRuntime:
             stopping.advance(self.host, self.held, pod, now)
             return
         if pod.terminal or pod.spec is None:
-            if pod.record.cgroup:
+            if pod.record.cgroup or pod.record.netns or pod.record.prepared:
                 stopping.cleanup(self.host, pod)  # retried until the kernel lets the cgroups go
             return
         exits.poll(self.host, pod, now)
@@ -245,3 +258,5 @@ class LocalRuntime:
             if isinstance(layout, FixedLayout):
                 for parent in (layout.online_parent, layout.offline_parent, layout.root):
                     podcgroups.remove_if_empty(self.backend, parent)
+            if self.host.network is not None:
+                self.host.network.close()

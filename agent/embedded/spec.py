@@ -18,14 +18,19 @@ are refused as Unsupported.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from agent.embedded.device_env import device_env
+from agent.embedded.podnet import PodAddress
+from agent.embedded.volumes import CONFIG_ERROR, Volume, VolumeError, VolumeMount, parse_mounts, parse_volumes
 from agent.pods import PodInfo, pod_info
 from proto.errors import InputError
+from proto.vocab.podcontext import CONFIGMAPS, HOSTS, NETWORK, SECRETS, context_of
 from proto.vocab.qos import BATCH_CPU, BATCH_MEMORY
 from proto.vocab.quantity import QuantityError, to_canonical
 
@@ -58,6 +63,22 @@ class ContainerSpec:
     memory_limit: int | None = None        # bytes; None: no limit
     batch_cpu: int | None = None           # kubernetes.io/batch-cpu (limit, else request), millicores
     batch_memory: int | None = None        # kubernetes.io/batch-memory (limit, else request), bytes
+    mounts: tuple[VolumeMount, ...] = ()
+
+
+Names = tuple[tuple[str, tuple[str, ...]], ...]  # (address, names), as /etc/hosts lists them
+
+
+@dataclass(frozen=True)
+class Network:
+    """The pod's network identity: on the host's network or its own, its names and the names it resolves."""
+
+    host_network: bool = True
+    hostname: str = ""                     # spec.hostname, else the pod name
+    subdomain: str = ""
+    address: PodAddress | None = None      # from the START's context (None: none given; host network)
+    hosts: Names = ()                      # the namespace's pods and Services
+    aliases: Names = ()                    # spec.hostAliases
 
 
 @dataclass(frozen=True)
@@ -70,6 +91,8 @@ class PodSpec:
     grace_seconds: float = DEFAULT_GRACE
     containers: tuple[ContainerSpec, ...] = ()
     manifest: dict = field(default_factory=dict, compare=False)
+    network: Network = field(default_factory=Network)
+    volumes: dict[str, Volume] = field(default_factory=dict, compare=False)
 
     @property
     def key(self) -> str:
@@ -123,7 +146,17 @@ def parse_pod(doc: dict, *, uid: str = "", node_name: str = "", base_env: Mappin
         raise SpecError(INVALID, str(exc)) from None
     info = replace(info, uid=uid)
     own = {"SCORIA_POD_NAME": name, "SCORIA_POD_NAMESPACE": namespace, "SCORIA_POD_UID": uid}
+    context = context_of(doc)
+    refs = _References(_objects(context, CONFIGMAPS), _objects(context, SECRETS))
+    network = _network(spec, name, context)
     fields = _fields(meta, spec, uid, namespace, name, node_name)
+    if network.address is not None:
+        ip = network.address.gateway if network.host_network else network.address.ip
+        fields.update({"status.podIP": ip, "status.podIPs": ip, "status.hostIP": network.address.gateway})
+    try:
+        volumes = parse_volumes(spec, refs.config_maps, refs.secrets)
+    except VolumeError as exc:
+        raise SpecError(exc.reason, exc.message) from None
     seen: set[str] = set()
     parsed = []
     for i, c in enumerate(containers):
@@ -134,8 +167,87 @@ def parse_pod(doc: dict, *, uid: str = "", node_name: str = "", base_env: Mappin
         if cname in seen:
             raise SpecError(INVALID, f"spec.containers[{i}].name: {cname!r} is used twice")
         seen.add(cname)
-        parsed.append(_container(c, cname, dict(base_env or {}), devices, own, fields))
-    return PodSpec(uid, namespace, name, info, policy, float(grace), tuple(parsed), doc)
+        try:
+            mounts = parse_mounts(c, volumes, f"container {cname}")
+        except VolumeError as exc:
+            raise SpecError(exc.reason, exc.message) from None
+        parsed.append(replace(_container(c, cname, dict(base_env or {}), devices, own, fields, refs), mounts=mounts))
+    return PodSpec(uid, namespace, name, info, policy, float(grace), tuple(parsed), doc, network, volumes)
+
+
+@dataclass(frozen=True)
+class _References:
+    config_maps: dict[str, dict]
+    secrets: dict[str, dict]
+
+
+def _objects(context: dict, section: str) -> dict[str, dict]:
+    value = context.get(section)
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): v for k, v in value.items() if isinstance(v, dict)}
+
+
+def _network(spec: dict, name: str, context: dict) -> Network:
+    """What the pod is on the network: ``hostNetwork``, its names, its address (context), what it resolves."""
+    host_network = spec.get("hostNetwork", False)
+    if not isinstance(host_network, bool):
+        raise SpecError(INVALID, f"spec.hostNetwork: must be true or false, got {host_network!r}")
+    hostname, subdomain = spec.get("hostname") or name, spec.get("subdomain") or ""
+    for what, value in (("spec.hostname", hostname), ("spec.subdomain", subdomain)):
+        if not isinstance(value, str) or (value and (not _LABEL.match(value) or len(value) > 63)):
+            raise SpecError(INVALID, f"{what}: {value!r} is not a DNS-1123 label")
+    address = None
+    if context.get(NETWORK) is not None:
+        try:
+            address = PodAddress.parse(context[NETWORK])
+        except ValueError as exc:
+            raise SpecError(INVALID, str(exc)) from None
+    return Network(host_network, hostname, subdomain, address, _names(context.get(HOSTS), "scoria.hosts"),
+                   _aliases(spec.get("hostAliases")))
+
+
+def _names(value: object, where: str) -> Names:
+    if value is None:
+        return ()
+    out = []
+    if isinstance(value, list):
+        for entry in value:
+            if (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str)
+                    and isinstance(entry[1], list) and all(isinstance(n, str) for n in entry[1])):
+                out.append((entry[0], tuple(entry[1])))
+                continue
+            break
+        else:
+            return _checked(tuple(out), where)
+    raise SpecError(INVALID, f"{where}: expected a list of [address, [names]]")
+
+
+def _aliases(value: object) -> Names:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise SpecError(INVALID, "spec.hostAliases: must be a list")
+    out = []
+    for k, entry in enumerate(value):
+        entry = _mapping(entry, f"spec.hostAliases[{k}]")
+        ip, names = entry.get("ip"), entry.get("hostnames") or []
+        if not isinstance(ip, str) or not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise SpecError(INVALID, f"spec.hostAliases[{k}]: needs an ip and a list of hostnames")
+        out.append((ip, tuple(names)))
+    return _checked(tuple(out), "spec.hostAliases")
+
+
+_HOSTS_WORD = re.compile(r"^[A-Za-z0-9:._-]{1,253}$")
+
+
+def _checked(names: Names, where: str) -> Names:
+    """Addresses and names a hosts file can hold (no spaces, newlines or comments smuggled in)."""
+    for ip, hosts in names:
+        for word in (ip, *hosts):
+            if not _HOSTS_WORD.match(word):
+                raise SpecError(INVALID, f"{where}: {word[:60]!r} cannot be written into a hosts file")
+    return names
 
 
 def _identity(meta: dict, uid: str) -> str:
@@ -149,18 +261,18 @@ def _identity(meta: dict, uid: str) -> str:
 
 
 def _container(c: dict, name: str, env: dict[str, str], devices: dict[str, str], own: dict[str, str],
-               fields: dict[str, str]) -> ContainerSpec:
+               fields: dict[str, str], refs: _References) -> ContainerSpec:
     where = f"container {name}"
     command = _strings(c.get("command"), f"{where}: command")
     args = _strings(c.get("args"), f"{where}: args")
-    if c.get("envFrom"):
-        raise SpecError(UNSUPPORTED, f"{where}: envFrom is not supported by the embedded runtime")
+    for k, source in enumerate(c.get("envFrom") or []):
+        env.update(_env_from(_mapping(source, f"{where}: envFrom[{k}]"), f"{where}: envFrom[{k}]", refs))
     for k, entry in enumerate(c.get("env") or []):
         entry = _mapping(entry, f"{where}: env[{k}]")
         var = entry.get("name")
         if not isinstance(var, str) or not var:
             raise SpecError(INVALID, f"{where}: env[{k}].name must be a non-empty string")
-        env[var] = _env_value(entry, f"{where}: env {var}", env, fields)
+        env[var] = _env_value(entry, f"{where}: env {var}", env, fields, refs)
     env.update(devices)
     env.update(own)
     if not command:
@@ -185,22 +297,73 @@ def _container(c: dict, name: str, env: dict[str, str], devices: dict[str, str],
         batch_memory=batch_memory if batch_memory is not None else _quantity(requests, BATCH_MEMORY, where))
 
 
-def _env_value(entry: dict, where: str, env: dict[str, str], fields: dict[str, str]) -> str:
+def _env_value(entry: dict, where: str, env: dict[str, str], fields: dict[str, str], refs: _References) -> str:
     if "valueFrom" not in entry or entry.get("valueFrom") is None:
         value = entry.get("value", "")
         if not isinstance(value, str):
             raise SpecError(INVALID, f"{where}: value must be a string, got {value!r}")
         return expand(value, env)
     source = entry["valueFrom"]
+    for kind, table, name_key, binary in (("configMapKeyRef", refs.config_maps, "name", False),
+                                          ("secretKeyRef", refs.secrets, "name", True)):
+        ref = source.get(kind) if isinstance(source, dict) else None
+        if isinstance(ref, dict):
+            value = _key_ref(ref, table, name_key, binary, f"{where}: valueFrom.{kind}")
+            return "" if value is None else value
     ref = source.get("fieldRef") if isinstance(source, dict) else None
     path = ref.get("fieldPath") if isinstance(ref, dict) else None
     if not isinstance(path, str):
         kinds = ", ".join(sorted(source)) if isinstance(source, dict) else repr(source)
         raise SpecError(UNSUPPORTED, f"{where}: valueFrom {kinds} is not supported by the embedded runtime "
-                                     "(plain values and fieldRef to the pod's metadata only)")
+                                     "(plain values, fieldRef, configMapKeyRef and secretKeyRef are)")
     if path not in fields:
         raise SpecError(UNSUPPORTED, f"{where}: fieldRef {path!r} is not supported by the embedded runtime")
     return fields[path]
+
+
+def _key_ref(ref: dict, table: dict[str, dict], name_key: str, binary: bool, where: str) -> str | None:
+    """One key of a ConfigMap (``data``, ``binaryData``) or Secret (``data``, base64); None when optional and
+    missing; SpecError (CreateContainerConfigError) when missing and required."""
+    name, key = str(ref.get(name_key) or ""), str(ref.get("key") or "")
+    values = _values(table.get(name), binary, where) if name in table else None
+    if values is None or key not in values:
+        if ref.get("optional"):
+            return None
+        what = "secret" if binary else "configmap"
+        raise SpecError(CONFIG_ERROR, f"{where}: {what} {name!r} not found" if values is None else
+                        f"{where}: key {key!r} not found in {what} {name!r}")
+    return values[key]
+
+
+def _values(obj: dict | None, binary: bool, where: str) -> dict[str, str]:
+    """A ConfigMap's or Secret's keys as text (base64 decoded); bytes that are not UTF-8 are refused."""
+    out: dict[str, str] = {}
+    if obj is None:
+        return out
+    sections = (("data", True),) if binary else (("data", False), ("binaryData", True))
+    for section, encoded in sections:
+        for key, value in (obj.get(section) or {}).items():
+            try:
+                out[str(key)] = base64.b64decode(str(value), validate=True).decode() if encoded else str(value)
+            except (binascii.Error, ValueError):
+                raise SpecError(INVALID, f"{where}: {section}.{key} is not base64 of UTF-8 text") from None
+    return out
+
+
+def _env_from(source: dict, where: str, refs: _References) -> dict[str, str]:
+    prefix = source.get("prefix") or ""
+    if not isinstance(prefix, str):
+        raise SpecError(INVALID, f"{where}: prefix must be a string")
+    for kind, table, binary in (("configMapRef", refs.config_maps, False), ("secretRef", refs.secrets, True)):
+        ref = source.get(kind)
+        if isinstance(ref, dict):
+            name = str(ref.get("name") or "")
+            if name not in table:
+                if ref.get("optional"):
+                    return {}
+                raise SpecError(CONFIG_ERROR, f"{where}: {kind} {name!r} not found")
+            return {prefix + k: v for k, v in _values(table[name], binary, f"{where}: {kind} {name}").items()}
+    raise SpecError(INVALID, f"{where}: needs configMapRef or secretRef")
 
 
 def _fields(meta: dict, spec: dict, uid: str, namespace: str, name: str, node_name: str) -> dict[str, str]:

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import logging
 
-from agent.embedded import exits, podcgroups, stopping
+from agent.embedded import exits, podcgroups, podsetup, stopping
+from agent.embedded.context import LOGGER, RuntimeContext
 from agent.embedded.held import Held, HeldPod
-from agent.embedded.host import LOGGER, Host
 from agent.embedded.phase import ACTIVE, FAILED, START_ERROR_EXIT, WAITING
 from agent.embedded.process import Handle, StartFailed, spawn
 from agent.embedded.records import ContainerRecord, PodRecord
@@ -29,7 +29,7 @@ from agent.embedded.spec import START_ERROR, PodSpec, SpecError, load_manifest, 
 log = logging.getLogger(LOGGER)
 
 
-def start(host: Host, held: Held, pod_json: str, *, uid: str, namespace: str, name: str) -> None:
+def start(host: RuntimeContext, held: Held, pod_json: str, *, uid: str, namespace: str, name: str) -> None:
     """START: run the pod ``pod_json`` describes (the action's uid, namespace and name where it names none)."""
     try:
         doc = load_manifest(pod_json)
@@ -40,7 +40,8 @@ def start(host: Host, held: Held, pod_json: str, *, uid: str, namespace: str, na
     meta = raw_meta if isinstance(raw_meta, dict) else {}
     uid = str(meta.get("uid") or uid)
     namespace, name = str(meta.get("namespace") or namespace or "default"), str(meta.get("name") or name)
-    if uid in held:
+    if (held_pod := held.get(uid)) is not None:  # runs already: only what may change while it runs (its names)
+        podsetup.refresh_hosts(host, held_pod, pod_json)
         return
     if held.was_stopped(uid):
         log.warning("local runtime: pod %s/%s (%s) was stopped; ignoring a late START", namespace, name, uid)
@@ -53,7 +54,7 @@ def start(host: Host, held: Held, pod_json: str, *, uid: str, namespace: str, na
     _run(host, held, doc, spec)
 
 
-def _run(host: Host, held: Held, doc: dict, spec: PodSpec) -> None:
+def _run(host: RuntimeContext, held: Held, doc: dict, spec: PodSpec) -> None:
     now = host.clock()
     pod_path = podcgroups.pod_cgroup(host.layout, spec)
     record = PodRecord(spec.uid, spec.namespace, spec.name, manifest=doc, started_at=now, cgroup=pod_path,
@@ -68,6 +69,14 @@ def _run(host: Host, held: Held, doc: dict, spec: PodSpec) -> None:
         stopping.cleanup(host, pod)
         held.save(pod)
         return
+    try:
+        podsetup.prepare(host, pod, spec)
+    except podsetup.SetupError as exc:
+        log.error("local runtime: pod %s: %s: %s", spec.key, exc.reason, exc.message)
+        exits.fail(pod, exc.reason, exc.message)
+        stopping.cleanup(host, pod)
+        held.save(pod)
+        return
     log.info("local runtime: starting pod %s (%s) in %s", spec.key, spec.uid, pod_path)
     for c in record.containers:
         launch(host, pod, spec, c, now)
@@ -75,7 +84,7 @@ def _run(host: Host, held: Held, doc: dict, spec: PodSpec) -> None:
     held.save(pod)
 
 
-def refuse(host: Host, held: Held, uid: str, namespace: str, name: str, doc: dict | None, exc: SpecError) -> None:
+def refuse(host: RuntimeContext, held: Held, uid: str, namespace: str, name: str, doc: dict | None, exc: SpecError) -> None:
     """A pod that will not run: logged, and reported Failed with the reason if it has a usable uid."""
     key = f"{namespace or 'default'}/{name}" if name else (uid or "?")
     log.error("local runtime: not running pod %s (%s): %s: %s", key, uid or "no uid", exc.reason, exc.message)
@@ -86,7 +95,7 @@ def refuse(host: Host, held: Held, uid: str, namespace: str, name: str, doc: dic
     held.save(held.add(HeldPod(record, None)))
 
 
-def make_cgroups(host: Host, pod: HeldPod, spec: PodSpec) -> None:
+def make_cgroups(host: RuntimeContext, pod: HeldPod, spec: PodSpec) -> None:
     """The pod's container cgroups (and so the pod cgroup), and the kubelet's limits on them."""
     for c in pod.record.containers:
         podcgroups.make(host.backend, c.cgroup)
@@ -94,14 +103,14 @@ def make_cgroups(host: Host, pod: HeldPod, spec: PodSpec) -> None:
                                                 offline_parent=host.layout.offline_parent))
 
 
-def launch_due(host: Host, pod: HeldPod, spec: PodSpec, now: float) -> None:
+def launch_due(host: RuntimeContext, pod: HeldPod, spec: PodSpec, now: float) -> None:
     """Launch the containers not started yet and those whose back-off has ended."""
     for c in pod.record.containers:
         if c.state == WAITING and (not c.attempted or c.next_start_at <= now):
             launch(host, pod, spec, c, now)
 
 
-def launch(host: Host, pod: HeldPod, spec: PodSpec, c: ContainerRecord, now: float) -> None:
+def launch(host: RuntimeContext, pod: HeldPod, spec: PodSpec, c: ContainerRecord, now: float) -> None:
     """Start container ``c`` (again); one that cannot start ends at once with StartError."""
     container = next(s for s in spec.containers if s.name == c.name)
     if c.attempted:
@@ -114,12 +123,19 @@ def launch(host: Host, pod: HeldPod, spec: PodSpec, c: ContainerRecord, now: flo
         # made again if gone meanwhile (a reboot, someone's rmdir), and the limits written again if an agent
         # killed between making the cgroups and writing them left them without (both write only what differs)
         make_cgroups(host, pod, spec)
+        podsetup.prepare(host, pod, spec)  # again after the agent's shutdown released them (nothing if in place)
         if c.restarts:  # each run's output apart: the last one's becomes <container>.previous.log
             host.state.rotate_log(pod.record, c.name)
-        started = spawn(container.argv, env=container.env, cwd=container.working_dir or host.workdir,
-                        log_path=host.state.log_path(pod.record, c.name),
-                        exit_file=host.state.exit_file(pod.record.uid, c.name),
-                        procs_files=podcgroups.procs_files(host.backend, c.cgroup))
+        cwd = container.working_dir or host.workdir
+        exit_file = host.state.exit_file(pod.record.uid, c.name)
+        started = spawn(container.argv, env=container.env, cwd=cwd, log_path=host.state.log_path(pod.record, c.name),
+                        exit_file=exit_file, procs_files=podcgroups.procs_files(host.backend, c.cgroup),
+                        prefix=podsetup.entry(host, pod, spec, container, exit_file, cwd),
+                        mounted=[m.mount_path for m in container.mounts])
+    except podsetup.SetupError as exc:
+        log.error("local runtime: pod %s container %s did not start: %s", pod.record.key, c.name, exc.message)
+        exits.exited(host, pod, c, START_ERROR_EXIT, now, reason=exc.reason, message=exc.message)
+        return
     except (StartFailed, OSError) as exc:
         log.error("local runtime: pod %s container %s did not start: %s", pod.record.key, c.name, exc)
         exits.exited(host, pod, c, START_ERROR_EXIT, now, reason=START_ERROR, message=str(exc))

@@ -22,9 +22,9 @@ import logging
 import threading
 import time
 
-from agent.embedded import exits, podcgroups
+from agent.embedded import exits, podcgroups, podsetup
+from agent.embedded.context import LOGGER, RuntimeContext
 from agent.embedded.held import Held, HeldPod
-from agent.embedded.host import LOGGER, Host
 from agent.embedded.phase import ACTIVE, EVICTED, TERMINATED, WAITING
 from agent.embedded.process import SIGKILL, SIGTERM, signal_container
 from agent.embedded.records import EVICT, SHUTDOWN, STOP, Stopping
@@ -41,7 +41,7 @@ def own_grace(pod: HeldPod) -> float:
     return pod.spec.grace_seconds if pod.spec is not None else DEFAULT_GRACE
 
 
-def stop(host: Host, held: Held, pod: HeldPod, grace: float | None, reason: str) -> None:
+def stop(host: RuntimeContext, held: Held, pod: HeldPod, grace: float | None, reason: str) -> None:
     """STOP: TERM, KILL after ``grace`` (None: the pod's own), then dropped once nothing of it runs."""
     st = pod.record.stopping
     if st is not None:  # already leaving (an eviction): now it is dropped when gone
@@ -56,7 +56,7 @@ def stop(host: Host, held: Held, pod: HeldPod, grace: float | None, reason: str)
     begin(host, held, pod, STOP, reason or "deleted", grace)
 
 
-def evict(host: Host, held: Held, pod: HeldPod, reason: str, grace: float | None, at_most: float | None) -> None:
+def evict(host: RuntimeContext, held: Held, pod: HeldPod, reason: str, grace: float | None, at_most: float | None) -> None:
     """EVICT: stopped as by STOP, then kept Failed/Evicted with ``reason``; a pod finished or leaving is left be."""
     if pod.terminal or pod.record.stopping is not None:
         return
@@ -68,7 +68,7 @@ def evict(host: Host, held: Held, pod: HeldPod, reason: str, grace: float | None
     begin(host, held, pod, EVICT, reason, grace)
 
 
-def begin(host: Host, held: Held, pod: HeldPod, kind: str, reason: str, grace: float | None) -> None:
+def begin(host: RuntimeContext, held: Held, pod: HeldPod, kind: str, reason: str, grace: float | None) -> None:
     """Start stopping the pod: SIGTERM now (SIGKILL too for a grace of 0), the deadline saved."""
     if grace is None:
         grace = own_grace(pod)
@@ -84,12 +84,12 @@ def begin(host: Host, held: Held, pod: HeldPod, kind: str, reason: str, grace: f
     held.save(pod)
 
 
-def _signal(host: Host, pod: HeldPod, sig: int) -> None:
+def _signal(host: RuntimeContext, pod: HeldPod, sig: int) -> None:
     for c in pod.record.containers:
         signal_container(pod.handles.get(c.name), podcgroups.members(host.backend, c.cgroup), sig)
 
 
-def advance(host: Host, held: Held, pod: HeldPod, now: float) -> bool:
+def advance(host: RuntimeContext, held: Held, pod: HeldPod, now: float) -> bool:
     """One step of a stop: notice exits, SIGKILL after the deadline, finish once nothing runs. True: done."""
     st = pod.record.stopping
     if st is None:  # not being stopped: nothing to advance
@@ -128,11 +128,12 @@ def _finish(held: Held, pod: HeldPod, st: Stopping, now: float) -> None:
     held.save(pod)
 
 
-def cleanup(host: Host, pod: HeldPod) -> bool:
-    """Remove the pod's cgroups (nothing of it runs); False while the kernel still counts tasks."""
+def cleanup(host: RuntimeContext, pod: HeldPod) -> bool:
+    """Remove the pod's cgroups, network namespace and files (nothing of it runs); False while the kernel still
+    counts tasks."""
     path = pod.record.cgroup
     if not path:
-        return True
+        return podsetup.release(host, pod)
     if any(podcgroups.members(host.backend, c.cgroup) for c in pod.record.containers):
         for c in pod.record.containers:
             signal_container(None, podcgroups.members(host.backend, c.cgroup), SIGKILL)
@@ -140,10 +141,10 @@ def cleanup(host: Host, pod: HeldPod) -> bool:
     if not podcgroups.remove(host.backend, path):
         return False
     pod.record.cgroup, pod.dirty = "", True
-    return True
+    return podsetup.release(host, pod)
 
 
-def shutdown(host: Host, held: Held, grace: float | None, hurry: threading.Event) -> None:
+def shutdown(host: RuntimeContext, held: Held, grace: float | None, hurry: threading.Event) -> None:
     """Stop every pod (at most ``grace`` seconds each, else its own) and wait until nothing runs.
 
     ``hurry`` set meanwhile (a second Ctrl-C) makes every deadline now.  Gives up

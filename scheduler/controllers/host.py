@@ -5,7 +5,7 @@ A host holds manifests (dicts shaped as the Kubernetes API returns them).  It as
 server assigns on create (``uid``, ``resourceVersion``, ``creationTimestamp``, a Pod's ``Pending``
 phase), deletes what an owner owns when the owner goes (garbage collection through
 ``ownerReferences``), and records events.  Controllers never call a host directly: they return
-effects (:mod:`scheduler.controllers.effects`) and the loop applies them.
+effects (:mod:`scheduler.controllers.writes`) and the loop applies them.
 """
 
 from __future__ import annotations

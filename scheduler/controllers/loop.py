@@ -14,7 +14,6 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from scheduler.controllers.effects import Delete, apply_effects
 from scheduler.controllers.host import Host
 from scheduler.controllers.jobs.controller import Observed, Settings, decide
 from scheduler.controllers.jobs.observe import JobMemory
@@ -35,6 +34,7 @@ from scheduler.controllers.kinds import (
     uid_of,
 )
 from scheduler.controllers.podgroups import PodGroupSettings, plain_pod_effects
+from scheduler.controllers.writes import Delete, apply_effects
 
 log = logging.getLogger(__name__)
 

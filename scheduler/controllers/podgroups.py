@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from scheduler.controllers.effects import Annotate, Create, Delete, Effect
 from scheduler.controllers.jobs import keys
 from scheduler.controllers.jobs.quota import format_resources, pod_usage
 from scheduler.controllers.kinds import (
@@ -38,6 +37,7 @@ from scheduler.controllers.kinds import (
     new_controller_ref,
     uid_of,
 )
+from scheduler.controllers.writes import Annotate, Create, Delete, Effect
 
 
 @dataclass(frozen=True)

@@ -129,6 +129,7 @@ def test_a_node_certificate_cannot_speak_for_another_nodes_pods(certs: Path, tmp
     emb.apply(list(iter_text(yaml.safe_dump(pod("web")), "web.yaml")))
     web = next(iter(cache.pods.values()))
     emb.effects.bind(web, "node-b", {})
+    emb.effects.flush()  # embedded binds land at the cycle's end, with its statuses
 
     def report(node: str, phase: str, log_dir: str, message: str = ""):
         r = full_report(node)

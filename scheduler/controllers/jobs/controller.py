@@ -25,20 +25,20 @@ from datetime import datetime
 
 from proto.errors import InputError
 from scheduler.api.manifests import ManifestError
-from scheduler.controllers.effects import Annotate, Create, Delete, Effect, Emit, Update, WriteStatus
 from scheduler.controllers.host import rfc3339
 from scheduler.controllers.jobplugins.base import JobPlugin, pod_name
 from scheduler.controllers.jobplugins.registry import build
 from scheduler.controllers.jobs import keys, state
 from scheduler.controllers.jobs.admission import AdmissionContext, admit_job
 from scheduler.controllers.jobs.inputs import Observed, Outcome, Settings, Target
+from scheduler.controllers.jobs.jobstatus import JobStatus
 from scheduler.controllers.jobs.observe import JobMemory, PodMemo, requests_since, scale_of, spec_json
 from scheduler.controllers.jobs.podgroup import desired_podgroup, podgroup_update
 from scheduler.controllers.jobs.pods import PodView, job_ref, new_pod, volume_claim_name
 from scheduler.controllers.jobs.policies import Delayed, Request, apply_policies, cancels, superseded
 from scheduler.controllers.jobs.spec import Job, Task, format_duration, parse_job, parse_time
-from scheduler.controllers.jobs.status import JobStatus
 from scheduler.controllers.kinds import COMMAND, JOB, POD, PODGROUP, PVC, Kind, kind_of, name_of, object_ref
+from scheduler.controllers.writes import Annotate, Create, Delete, Effect, Emit, Update, WriteStatus
 
 log = logging.getLogger(__name__)
 MAX_PASSES = 8  # syncs following phase changes within one reconcile

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from scheduler.controllers.effects import Effect
 from scheduler.controllers.jobs.observe import JobMemory
 from scheduler.controllers.kinds import Kind
 from scheduler.controllers.sshkeys import ssh_keygen
+from scheduler.controllers.writes import Effect
 
 
 @dataclass

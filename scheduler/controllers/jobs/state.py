@@ -12,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from scheduler.controllers.jobs import keys
+from scheduler.controllers.jobs.jobstatus import JobStatus
 from scheduler.controllers.jobs.spec import JobSpec
-from scheduler.controllers.jobs.status import JobStatus
 
 RETAIN_NONE: frozenset[str] = frozenset()
 RETAIN_SOFT = frozenset({"Succeeded", "Failed"})  # finished pods stay (PodRetainPhaseSoft)

@@ -46,9 +46,10 @@ GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 class CtlError(Exception):
     """Something to tell the user, and the exit status."""
 
-    def __init__(self, message: str, status: int = 1):
+    def __init__(self, message: str, status: int = 1, *, http_status: int | None = None):
         super().__init__(message)
         self.status = status
+        self.http_status = http_status  # the server's answer (404, 409, ...), None when there was none
 
 
 def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -170,7 +171,7 @@ def request(server: str, method: str, path: str, body: bytes | None = None, head
             message = json.loads(data).get("error") or resp.reason
         except (ValueError, AttributeError):
             message = f"{resp.status} {resp.reason}"
-        raise CtlError(message, 2 if resp.status in (400, 413) else 1)
+        raise CtlError(message, 2 if resp.status in (400, 413) else 1, http_status=resp.status)
     try:
         return json.loads(data or b"null")
     except ValueError:

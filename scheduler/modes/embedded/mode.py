@@ -30,6 +30,7 @@ it, and a difference is logged.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import logging
 import threading
@@ -41,6 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from proto.model import PodAction, PodActionKind
+from proto.vocab.podcontext import CONTEXT, DEFAULT_POD_CIDR
 from scheduler.api.fields import refuse_unknown_fields
 from scheduler.api.loader import Workload, check_references
 from scheduler.api.manifests import ManifestError, object_id, object_json, parse_object
@@ -51,8 +53,11 @@ from scheduler.cluster.cache import ClusterCache
 from scheduler.cluster.effects import CacheEffects
 from scheduler.modes.base import Mode, PodActions
 from scheduler.modes.embedded.changes import Changes
+from scheduler.modes.embedded.controllers import EmbeddedControllers, is_controller_kind
 from scheduler.modes.embedded.events import KUBELET, NORMAL, WARNING, Events, Ref
+from scheduler.modes.embedded.jobhost import CONTROLLER_ONLY
 from scheduler.modes.embedded.lifecycle import LifecycleConfig
+from scheduler.modes.embedded.network import PodNetworking
 from scheduler.modes.embedded.nodes import NodeLifecycle
 from scheduler.modes.embedded.store import Store, Stored, StoreError
 
@@ -68,8 +73,9 @@ log = logging.getLogger(__name__)
 RESEND_START_S = 5.0  # a START not reflected in the node's runtime yet is sent again after this
 # The manifests of the STARTs in one directive, at most: with one object at most MAX_OBJECT_BYTES, a
 # directive stays well under gRPC's 4 MiB message limit however many pods a node is given at once (the
-# rest go with the answers to its next reports: pod actions are level-triggered).
-START_BUDGET_BYTES = 3 * 2**20
+# rest go with the answers to its next reports: pod actions are level-triggered).  A quarter MiB more than three
+# objects at the limit: room for each START's context (address, names, the ConfigMaps and Secrets it reads).
+START_BUDGET_BYTES = 3 * 2**20 + 2**18
 FINISHED = ("Succeeded", "Failed")
 AGENT_STATE = "agent"  # the agent's --state under the scheduler's, unless serve --agent-state says otherwise
 MAX_RUNTIME_TEXT = 1024  # a runtime reason or message is kept up to this many characters
@@ -91,8 +97,13 @@ class Applied(NamedTuple):
 
 class Embedded:
     def __init__(self, cache: ClusterCache, store: Store, *, clock: Callable[[], float] = time.time,
-                 agent_state: Path | None = None, lifecycle: LifecycleConfig | None = None):
+                 agent_state: Path | None = None, lifecycle: LifecycleConfig | None = None,
+                 pod_cidr: str = DEFAULT_POD_CIDR):
         self.cache, self.store, self.clock = cache, store, clock
+        #: pods' addresses and names (a START's context); the Volcano Job controllers
+        self.network = PodNetworking(pod_cidr, self._stored_manifest)
+        self.controllers = EmbeddedControllers(self)
+        self._runtime: dict[str, dict] = {}  # pod uid -> what its node's runtime last said (containers, phase)
         cache.register_ready = False  # a node takes pods once node lifecycle finds its agent reporting and running them
         #: the agent's pod log folder (its --state DIR/logs): logs are read here, never where a report says
         self.log_root = (Path(agent_state) if agent_state is not None else store.path.parent / AGENT_STATE).absolute() / "logs"
@@ -112,7 +123,13 @@ class Embedded:
         """Fill the cache from the store (and the events it kept); how many objects."""
         self.events.load()
         n = 0
-        for stored in self.store.load():
+        everything = self.store.load()
+        self.controllers.host.load(everything)
+        for stored in everything:
+            if stored.kind in CONTROLLER_ONLY:  # the controllers' alone (their host read them above)
+                self._restore_controller_object(stored)
+                n += 1
+                continue
             try:
                 obj = self._object(stored)
                 if isinstance(obj, Node):  # registered by reports: not Ready until its agent is heard again
@@ -122,7 +139,23 @@ class Embedded:
                 n += 1
             except ManifestError as exc:  # stored by an older version, say: keep it stored, say so
                 log.error("stored %s %s cannot be used: %s", stored.kind, stored.key, exc)
+                continue
+            if isinstance(obj, Pod):
+                self._restore_pod(obj, stored)
         return n
+
+    def _restore_controller_object(self, stored: Stored) -> None:
+        if stored.kind == "Service":
+            namespace, _, name = stored.key.partition("/")
+            self.network.service(namespace, name, stored.manifest)
+
+    def _restore_pod(self, pod: Pod, stored: Stored) -> None:
+        """What a pod had beyond its manifest: its address (if it may still run), its runtime's last word."""
+        if isinstance(stored.status.get("runtime"), dict):
+            self._runtime[pod.uid] = stored.status["runtime"]
+        ip = stored.status.get("podIP")
+        if isinstance(ip, str) and pod.node_name and pod.phase not in FINISHED and not pod.evicted:
+            self.network.restore(pod.uid, pod.namespace, stored.manifest, ip)
 
     def _object(self, stored: Stored) -> Node | Pod | PodGroup | Queue | PriorityClass | Namespace:
         doc = copy.deepcopy(stored.manifest)
@@ -137,6 +170,8 @@ class Embedded:
                 meta["deletionTimestamp"] = status.get("deleting") or status.get("evicting")
         elif stored.kind == "PodGroup" and status.get("phase"):
             doc["status"] = {"phase": status["phase"]}
+        elif stored.kind == "Queue" and status.get("state"):  # opened or closed (vcctl queue operate)
+            doc["status"] = {"state": status["state"]}
         obj = parse_object(doc, f"store {stored.kind} {stored.key}")
         if isinstance(obj, Pod):
             obj.reason = status.get("reason")
@@ -153,7 +188,7 @@ class Embedded:
         from one file or several: one apply is one transaction.  As ``kubectl
         apply``: an object that does not exist is *created*, one that does is
         *configured* (replaced by the manifest) or left *unchanged* when the
-        manifest is what is stored.  A pod may change only what kube-apiserver
+        manifest is what is stored (Namespaces too).  A pod may change only what kube-apiserver
         lets a pod change (:mod:`scheduler.api.updates`); any other change is
         refused naming the field.  Every field must be one its kind has
         (:mod:`scheduler.api.fields`), every object fit in
@@ -163,12 +198,19 @@ class Embedded:
         """
         work = Workload()
         parsed: list[tuple[Any, dict]] = []
+        others: list[tuple[dict, str]] = []  # Volcano Jobs, Commands, ConfigMaps, Secrets: the controllers'
         for doc, source in docs:
             if not isinstance(doc, dict):
                 raise ManifestError(source, "", "expected a Kubernetes object (a mapping)")
             if doc.get("kind") == "Node":
                 raise ManifestError(source, object_id(doc), "nodes join by running an agent, not by apply")
             refuse_unknown_fields(doc, source)
+            if is_controller_kind(doc):
+                object_json(doc, source, object_id(doc))
+                doc = copy.deepcopy(doc)
+                doc.pop("status", None)
+                others.append((doc, source))
+                continue
             obj = parse_object(doc, source)
             object_json(doc, source, object_id(doc))  # too large or not JSON: refused before any lock is taken
             doc = copy.deepcopy(doc)
@@ -195,15 +237,59 @@ class Embedded:
                 if old is not None and old.manifest == doc:
                     out.append((None, Applied(name, UNCHANGED)))
                     continue
+                if isinstance(obj, Queue) and old is not None and old.status.get("state"):
+                    obj.state = old.status["state"]  # opened or closed apart from its manifest (queue operate)
                 if old is not None and (problem := update_problem(kind, old.manifest, doc)):
                     raise ManifestError(source, f"{kind} {key}", problem)
                 stored.append(Stored(kind, key, doc, old.status if old else {}))
                 out.append((obj, Applied(name, CREATED if old is None else CONFIGURED)))
+            jobs = {f"{(d.get('metadata') or {}).get('namespace') or 'default'}/{(d.get('metadata') or {}).get('name')}"
+                    for d, _ in others if d.get("kind") == "Job"}
+            for doc, source in others:
+                admitted = self.controllers.admit(doc, source, queues=work.queues,
+                                                  priority_classes=work.priority_classes, jobs=jobs)
+                old = self.store.get(admitted.kind, admitted.key)
+                name = f"{admitted.kind.lower()}/{admitted.key}"
+                if old is not None and old.manifest == admitted.manifest:
+                    out.append((None, Applied(name, UNCHANGED)))
+                    continue
+                stored.append(admitted)
+                out.append((None, Applied(name, CREATED if old is None else CONFIGURED)))
             self.store.put(stored)  # one transaction: every file of the request, or nothing
             for changed, _ in out:
                 if changed is not None:
                     self.cache.upsert(changed)
+        for s in stored:  # the controllers' view follows (reconciled on their thread)
+            self.controllers.host.note(s.kind, s.key, s)
         return [applied for _, applied in out]
+
+    def create(self, doc: dict, source: str) -> dict:
+        """Create one object (``job run``, ``queue create``): Conflict when it exists; the object as stored."""
+        kind, key = _kind_key(doc)
+        if self.store.get(kind, key) is not None or (kind, key) == ("Queue", DEFAULT_QUEUE):
+            raise Conflict(f"{kind.lower()} {key} already exists")
+        state = (doc.get("status") or {}).get("state") if kind == "Queue" and isinstance(doc.get("status"), dict) \
+            else None
+        self.apply([(doc, source)])
+        if state in ("Open", "Closed") and state != "Open":
+            self.set_queue_state(key, state)
+        stored = self.store.get(kind, key)
+        return {**stored.manifest, "status": stored.status} if stored is not None else doc
+
+    def set_queue_state(self, name: str, state: str) -> None:
+        """Open or close a Queue (Volcano keeps it in ``status.state``); KeyError when there is none."""
+        with self._lock, self.cache.lock:
+            stored = self.store.get("Queue", name)
+            if stored is None and name == DEFAULT_QUEUE:
+                stored = Stored("Queue", name, {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+                                                "metadata": {"name": name}, "spec": {"weight": 1,
+                                                                                     "reclaimable": True}}, {})
+            if stored is None:
+                raise KeyError(f"queue {name} not found")
+            self.store.put([Stored("Queue", name, stored.manifest, {**stored.status, "state": state})])
+            queue = self.cache.queues.get(name)
+            if queue is not None:
+                self.cache.upsert(dataclasses.replace(queue, state=state, implicit=False))
 
     def _new_pod(self, pod: Pod, doc: dict, source: str) -> tuple[dict, Pod]:
         """A pod as it is stored: namespace, uid and creation time filled in; one of an existing uid refused."""
@@ -285,10 +371,13 @@ class Embedded:
                     return "deleting"
                 self.store.delete(kind, key)
                 if pod is not None:
-                    self.cache.remove_pod(pod.uid)
+                    self.pod_gone(pod.uid)
+                self.controllers.host.note(kind, key, None)
                 return "deleted"
             self.store.delete(kind, key)
-            self.cache.remove(kind, key)
+            if kind not in CONTROLLER_ONLY:
+                self.cache.remove(kind, key)
+            self.controllers.host.note(kind, key, None)  # what it owned goes too (the controllers collect it)
             return "deleted"
 
     def _delete_node(self, name: str) -> str:
@@ -307,8 +396,50 @@ class Embedded:
     def forget_pod(self, pod: Pod) -> None:
         """The pod's record is gone, from the store and the cache (a node that still runs it is told to stop it)."""
         self.store.delete("Pod", pod.key)
-        self.cache.remove_pod(pod.uid)
-        self._started.pop(pod.uid, None)
+        self.pod_gone(pod.uid)
+        self.controllers.host.note("Pod", pod.key, None)
+
+    # -- what the controllers' host asks of the cluster ------------------------------------------------------
+    def pod_gone(self, uid: str) -> None:
+        """A pod's record is gone (the caller deleted it from the store): out of the cache, its address freed."""
+        pod = self.cache.pods.get(uid)
+        self.cache.remove_pod(uid)
+        self._started.pop(uid, None)
+        self._killing.discard(uid)
+        self._runtime.pop(uid, None)
+        if pod is not None:
+            self.network.released(uid, pod.namespace)
+
+    def pod_may_run(self, uid: str) -> bool:
+        """Whether a pod may be running on a node that can still confirm it stopped (a deletion waits for it)."""
+        pod = self.cache.pods.get(uid)
+        return pod is not None and bool(pod.node_name) and pod.phase not in FINISHED and not pod.evicted \
+            and not self.nodes.gone(pod.node_name)
+
+    def pod_deleting(self, uid: str) -> None:
+        """A controller deleted a running pod: it is stopped by its node, then its record goes."""
+        pod = self.cache.pods.get(uid)
+        if pod is not None:
+            pod.terminating = True
+            self.cache.generation += 1
+
+    def controller_wrote(self, kind: str, key: str, manifest: dict | None) -> None:
+        """The controllers stored (or deleted: None) an object; a Service changes what names resolve."""
+        if kind == "Service":
+            namespace, _, name = key.partition("/")
+            self.network.service(namespace, name, manifest)
+
+    def record_event(self, regarding: dict, type: str, reason: str, message: str) -> None:
+        """An event of the controllers about ``regarding`` (an object reference)."""
+        self.events.emit(regarding, type, reason, message)
+
+    def runtime_of(self, uid: str) -> dict | None:
+        """What the pod's node last said of it (phase, containers), None before it said anything."""
+        return self._runtime.get(uid)
+
+    def _stored_manifest(self, kind: str, key: str) -> dict | None:
+        stored = self.store.get(kind, key)
+        return stored.manifest if stored is not None else None
 
     def evicted(self, pod: Pod, reason: str) -> None:
         self._evicted(pod, reason)
@@ -354,32 +485,42 @@ class Embedded:
                 elif r.phase in FINISHED and pod.phase in FINISHED and not status.get("evicting"):
                     # its end is recorded: the runtime may let it go (it keeps finished pods until told)
                     actions.append(PodAction(PodActionKind.STOP, pod.uid, pod.namespace, pod.name, "finished"))
+                elif r.phase not in FINISHED and self.network.names_changed(pod.uid, pod.namespace) and budget > 0:
+                    # the names its namespace resolves changed: START again carries them (nothing else changes)
+                    start = self._start(pod)
+                    budget -= len(start.pod_json)
+                    actions.append(start)
             for pod in by_uid.values():
                 if pod.node_name != node or pod.uid in runtime:
                     continue
                 stored = self.store.get("Pod", pod.key)
                 status = stored.status if stored else {}
-                if status.get("deleting"):
-                    gone.append(pod)  # stopped on the node: the record goes
+                if status.get("deleting") or (status.get("evicting") and _owned(stored)):
+                    gone.append(pod)  # stopped on the node: the record goes (an owned pod's eviction deletes it,
+                    # as Kubernetes' eviction does: its controller makes another)
                 elif status.get("evicting"):
                     changes.append(("Pod", pod.key, {"evicting": None, "evicted": True, "phase": "Failed"}))
                     self._evicted(pod, status.get("reason") or "Evicted")
                 elif pod.phase not in FINISHED and now - self._started.get(pod.uid, 0.0) >= RESEND_START_S:
-                    manifest = json.dumps(self._manifest(pod))
-                    size = len(manifest.encode())
+                    start = self._start(pod)
+                    size = len(start.pod_json.encode())
                     if size > budget and budget < START_BUDGET_BYTES:
                         continue  # this directive is full: with the answer to the node's next report
                     budget -= size
                     self._started[pod.uid] = now
-                    actions.append(PodAction(PodActionKind.START, pod.uid, pod.namespace, pod.name,
-                                             pod_json=manifest))
+                    actions.append(start)
             self.store.update_status(changes)
             for pod in gone:
                 self.store.delete("Pod", pod.key)
-                self.cache.remove_pod(pod.uid)
-                self._started.pop(pod.uid, None)
-                self._killing.discard(pod.uid)
+                self.pod_gone(pod.uid)
+                self.controllers.host.note("Pod", pod.key, None)
         return actions
+
+    def _start(self, pod: Pod) -> PodAction:
+        """START with the pod's manifest and its context: address, names, the ConfigMaps and Secrets it reads."""
+        manifest = self._manifest(pod)
+        manifest[CONTEXT] = self.network.context(pod.uid, pod.namespace, manifest)
+        return PodAction(PodActionKind.START, pod.uid, pod.namespace, pod.name, pod_json=json.dumps(manifest))
 
     def _observe(self, node: str, pod: Pod, r: Any, status: dict) -> list[tuple[str, str, dict]]:
         """Record what ``node``'s runtime says of a pod bound to it: phase, reason, restarts, containers (each
@@ -407,6 +548,11 @@ class Embedded:
             fields.update(phase=r.phase, reason=reason or None)
             pod.phase, pod.reason = r.phase, reason or None
             self.cache.generation += 1
+            self.network.released(pod.uid, pod.namespace)
+        summary = {"phase": r.phase, "containers": containers}
+        if self._runtime.get(pod.uid) != summary:  # a container started, ended or restarted: the controllers look
+            self._runtime[pod.uid] = summary
+            self.controllers.kick()
         return [("Pod", pod.key, fields)]
 
     def _container_events(self, node: str, pod: Pod, now: list[dict], before: list[dict]) -> None:
@@ -454,6 +600,7 @@ class Embedded:
         pod.evicted, pod.phase, pod.node_name, pod.terminating = True, "Failed", "", False
         pod.reason = reason
         self.cache.generation += 1
+        self.network.released(pod.uid, pod.namespace)
 
     def _manifest(self, pod: Pod) -> dict:
         stored = self.store.get("Pod", pod.key)
@@ -462,6 +609,21 @@ class Embedded:
             (stored.status.get("annotations") or {}) if stored else {})
         doc.setdefault("spec", {})["nodeName"] = pod.node_name
         return doc
+
+
+def _kind_key(doc: dict) -> tuple[str, str]:
+    """The store's kind and key of a manifest."""
+    meta = doc["metadata"] if isinstance(doc.get("metadata"), dict) else {}
+    kind, name = str(doc.get("kind") or ""), str(meta.get("name") or "")
+    if kind in ("Queue", "PriorityClass", "Node", "Namespace"):
+        return kind, name
+    return kind, f"{meta.get('namespace') or 'default'}/{name}"
+
+
+def _owned(stored: Stored | None) -> bool:
+    """Whether a stored pod has a controller (a Volcano Job, say) that makes it again when it is gone."""
+    refs = ((stored.manifest.get("metadata") or {}).get("ownerReferences") or ()) if stored is not None else ()
+    return any(isinstance(r, dict) and r.get("controller") is True for r in refs)
 
 
 BACKING_OFF = ("CrashLoopBackOff", "BackOff", "StartError")  # a container waiting to start again (the runtime's words)
@@ -518,13 +680,15 @@ class EmbeddedEffects(CacheEffects):
         self.embedded = embedded
         self._changes: dict[tuple[str, str], dict] = {}
         self._lock = threading.Lock()
+        self._binds: list[tuple[Pod, str, dict[str, str]]] = []
+        self._seen_generation = -1
 
     def bind(self, pod: Pod, node: str, annotations: dict[str, str]) -> bool:
-        # stored first: once bound in the cache an agent may start it, and a crash must not forget it
-        self.embedded.store.update_status([("Pod", pod.key, {"nodeName": node, "phase": "Running", "reason": None,
-                                                             "annotations": dict(annotations)})])
-        self.embedded.events.record(_ref(pod), NORMAL, "Scheduled", f"Successfully assigned {pod.key} to {node}")
-        return super().bind(pod, node, annotations)
+        """Kept until the cycle's end (:meth:`flush`): stored with the cycle's statuses in one transaction, and
+        only then in the cache — once bound in the cache an agent may start it, and a crash must not forget it."""
+        with self._lock:
+            self._binds.append((pod, node, dict(annotations)))
+        return True
 
     def evict(self, pod: Pod, reason: str) -> None:
         """The agent stops it (EVICT); until it has, it counts as leaving."""
@@ -565,11 +729,37 @@ class EmbeddedEffects(CacheEffects):
             self._changes.setdefault(key, {}).update(fields)
 
     def flush(self) -> int:
+        """Write the cycle's binds and statuses, all in one transaction (a store that fails them fails the cycle:
+        nothing of it is kept, its pods are placed again), then bind in the cache; a cycle that bound, evicted or
+        changed a phase has the controllers look at once."""
         with self._lock:
             changes, self._changes = self._changes, {}
-        self.embedded.store.update_status([(kind, key, fields) for (kind, key), fields in changes.items()])
+            binds, self._binds = self._binds, []
+        writes: list[Any] = [(kind, key, fields) for (kind, key), fields in changes.items()]
+        placed = []
+        network = self.embedded.network
+        for pod, node, notes in binds:
+            stored = self.embedded.store.get("Pod", pod.key)
+            if stored is None:  # deleted while the cycle ran
+                continue
+            ip = network.bound(pod.uid, pod.namespace, stored.manifest)
+            writes.append(("Pod", pod.key, {"nodeName": node, "phase": "Running", "reason": None,
+                                            "annotations": notes, "podIP": ip}))
+            placed.append((pod, node, notes))
+        try:
+            self.embedded.store.commit(writes)
+        except Exception:
+            for pod, _, _ in placed:
+                network.released(pod.uid, pod.namespace)
+            raise
+        for pod, node, notes in placed:
+            super().bind(pod, node, notes)
+            self.embedded.events.record(_ref(pod), NORMAL, "Scheduled", f"Successfully assigned {pod.key} to {node}")
         self.embedded.events.flush()
-        return len(changes)
+        if self.cache.generation != self._seen_generation:
+            self._seen_generation = self.cache.generation
+            self.embedded.controllers.kick()
+        return len(writes)
 
 
 class EmbeddedMode(Mode):
@@ -587,8 +777,9 @@ class EmbeddedMode(Mode):
 
     def __init__(self, state_dir: Path, *, api_socket: Path | None = None, api_group: int | None = None,
                  agent_state: Path | None = None, lifecycle: LifecycleConfig | None = None,
-                 web_port: int | None = None, web_address: str = "127.0.0.1") -> None:
+                 web_port: int | None = None, web_address: str = "127.0.0.1", pod_cidr: str = DEFAULT_POD_CIDR) -> None:
         super().__init__(register_nodes=True)  # an agent that reports is a node
+        self.pod_cidr = pod_cidr
         self.state_dir, self.api_group = state_dir, api_group
         self.lifecycle = lifecycle or LifecycleConfig()
         self._stop: threading.Event | None = None
@@ -612,7 +803,8 @@ class EmbeddedMode(Mode):
             raise StoreError(str(exc)) from None
         for path in files:  # and new ones too (serve's umask already makes them so)
             private_file(path)
-        self.embedded = Embedded(cache, store, agent_state=self.agent_state, lifecycle=self.lifecycle)
+        self.embedded = Embedded(cache, store, agent_state=self.agent_state, lifecycle=self.lifecycle,
+                                 pod_cidr=self.pod_cidr)
         log.info("embedded store %s: %d object(s) loaded", store.path, self.embedded.load())
         self._stop = stop
         return self.embedded.effects
@@ -631,6 +823,10 @@ class EmbeddedMode(Mode):
                                url_file=self.state_dir / self.WEB_URL)
             self.web.start()
         self.embedded.nodes.start(self._stop or threading.Event())
+        # Volcano Jobs: a Job naming no scheduler is this one's; pods wait for enqueue when it is configured
+        self.embedded.controllers.configure(scheduler_names=scheduler.scheduler_names,
+                                            wait_for_admission="enqueue" in scheduler.config.actions)
+        self.embedded.controllers.start(self._stop or threading.Event())
 
     def pod_actions(self) -> PodActions | None:
         return self.embedded.pod_actions if self.embedded is not None else None
@@ -642,5 +838,6 @@ class EmbeddedMode(Mode):
             self.control.stop()
         if self.embedded is not None:
             self.embedded.nodes.join()  # the loop ends with serve's stop event
+            self.embedded.controllers.join()
             scheduler.effects.flush()
             self.embedded.store.close()

@@ -98,7 +98,7 @@ def as_object(plural: str, item: dict) -> dict:
                          **{k: status[k] for k in ("running", "succeeded", "failed") if status.get(k)},
                          **({"conditions": status["conditions"]} if status.get("conditions") else {})}
     elif plural == "queues":
-        doc["status"] = {"state": "Open", "allocated": _quantities(status.get("allocated") or {})}
+        doc["status"] = {"state": status.get("state") or "Open", "allocated": _quantities(status.get("allocated") or {})}
     return doc
 
 
@@ -132,6 +132,9 @@ def _pod_object(doc: dict, status: dict) -> dict:
         "containers") or []]
     if statuses:
         out["containerStatuses"] = statuses
+    if status.get("podIP") and status.get("nodeName") and phase not in ("Succeeded", "Failed"):
+        out["podIP"] = status["podIP"]  # the pod's own address (its network namespace's), given at bind
+        out["podIPs"] = [{"ip": status["podIP"]}]
     doc["status"] = out
     return doc
 

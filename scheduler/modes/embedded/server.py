@@ -28,7 +28,14 @@ HTTP/1.1:
   it is answered.  At most :data:`MAX_WATCHES` wait at once (more are
   answered 503), so watchers never take every connection;
 * ``POST /series`` — ``{"chart": {"line": number}}``, a point for each line of
-  the web view's plots (:mod:`.series`), for figures only a workload knows.
+  the web view's plots (:mod:`.series`), for figures only a workload knows;
+* for ``python -m scheduler job|queue`` (vcctl's words): ``POST /objects/KIND`` creates one object from a
+  JSON manifest (201; 409 when it exists; 400 when refused), ``PUT /objects/queues/-/NAME/status`` with
+  ``{"state": "Open"|"Closed"}`` opens or closes a Queue.
+
+KIND is pods, podgroups, queues, priorityclasses, nodes, namespaces, or what Volcano Jobs bring: jobs,
+commands (the ``batch.volcano.sh`` and ``bus.volcano.sh`` ones), configmaps, secrets, and — made by the Jobs'
+plugins — services, networkpolicies, persistentvolumeclaims.
 
 Names in paths are percent-encoded path segments and must be Kubernetes names
 (DNS-1123), else 400; a query string is refused, so ``DELETE
@@ -68,8 +75,11 @@ from scheduler.modes.embedded.store import Stored
 log = logging.getLogger(__name__)
 
 PLURALS = {"pods": "Pod", "podgroups": "PodGroup", "queues": "Queue", "priorityclasses": "PriorityClass",
-           "nodes": "Node", "namespaces": "Namespace"}
-NAMESPACED = {"Pod", "PodGroup"}
+           "nodes": "Node", "namespaces": "Namespace", "jobs": "Job", "commands": "Command", "configmaps": "ConfigMap",
+           "secrets": "Secret", "services": "Service", "networkpolicies": "NetworkPolicy",
+           "persistentvolumeclaims": "PersistentVolumeClaim"}
+NAMESPACED = {"Pod", "PodGroup", "Job", "Command", "ConfigMap", "Secret", "Service", "NetworkPolicy",
+              "PersistentVolumeClaim"}
 MAX_BODY = 4 * 2**20          # bytes of one apply (a manifest file)
 MAX_CONNECTIONS = 32          # served at once; more are answered 503
 MAX_WATCHES = 8               # GET /watch waiting at once; more are answered 503
@@ -168,7 +178,7 @@ class ControlServer:
                 return 404, {"error": f"{kind.lower()} {key} not found"}
             return 200, self._view(stored, self._pods_by_key() if kind == "Pod" else {})
         pods = self._pods_by_key() if kind == "Pod" else {}
-        items = [self._view(s, pods) for s in store.load() if s.kind == kind]
+        items = [self._view(s, pods) for s in store.of_kind(kind)]
         if kind == "Queue" and not any(i["key"] == DEFAULT_QUEUE for i in items):
             items.insert(0, self._default_queue())
         return 200, items
@@ -214,6 +224,7 @@ class ControlServer:
             queue = cache.queues.get(stored.key)
             if queue is not None:
                 out["status"]["allocated"] = dict(queue.allocated)
+                out["status"]["state"] = queue.state
             deserved = cache.queue_deserved.get(stored.key)
             if deserved is not None:
                 out["status"]["deserved"] = dict(deserved)
@@ -256,6 +267,35 @@ class ControlServer:
             row["pods"] = sum(1 for p in pods if p.node_name == name and p.active)
             out.append(row)
         return out
+
+    def create(self, kind: str, body: bytes, source: str) -> tuple[int, Any]:
+        """Create one object (a JSON manifest of ``kind``): 409 when it exists, 400 when refused."""
+        try:
+            doc = json.loads(body)
+        except (UnicodeDecodeError, ValueError) as exc:
+            return 400, {"error": f"{source}: not JSON ({exc})"}
+        if not isinstance(doc, dict) or doc.get("kind") != kind:
+            return 400, {"error": f"{source}: expected a {kind} manifest"}
+        with self._parsing:
+            try:
+                return 201, self.embedded.create(doc, source)
+            except InputError as exc:
+                return 400, {"error": str(exc)}
+            except Conflict as exc:
+                return 409, {"error": str(exc)}
+
+    def queue_state(self, name: str, body: bytes) -> tuple[int, Any]:
+        try:
+            state = json.loads(body).get("state")
+        except (UnicodeDecodeError, ValueError, AttributeError):
+            state = None
+        if state not in ("Open", "Closed"):
+            return 400, {"error": 'expected {"state": "Open"} or {"state": "Closed"}'}
+        try:
+            self.embedded.set_queue_state(name, state)
+        except KeyError as exc:
+            return 404, {"error": str(exc.args[0])}
+        return 200, {"result": state}
 
     def top_pods(self) -> list[dict]:
         """Each pod's real usage as its node's last report measured it (pods no report speaks of are left out)."""
@@ -476,11 +516,29 @@ def _handler(server: ControlServer) -> type[BaseHTTPRequestHandler]:
                 return server.objects(*route)
             self._answer(work)
 
+        def do_PUT(self) -> None:  # noqa: N802
+            def work() -> tuple[int, Any]:
+                path = self._target().rstrip("/")
+                if not path.startswith("/objects/queues/-/") or not path.endswith("/status"):
+                    raise Refused(404, f"no such path {self.path[:200]}", close=True)
+                route = _route(path[: -len("/status")])
+                if route is None or route[1] is None:
+                    raise Refused(404, f"no such path {self.path[:200]}", close=True)
+                return server.queue_state(route[1], self._body())
+            self._answer(work)
+
         def do_POST(self) -> None:  # noqa: N802
             def work() -> tuple[int, Any]:
-                if self._target().rstrip("/") == "/series":
+                target = self._target().rstrip("/")
+                if target == "/series":
                     return server.push_series(self._body(limit=MAX_SERIES_BODY))
-                if self._target().rstrip("/") != "/apply":
+                if target.startswith("/objects/"):
+                    route = _route(target)
+                    if route is None or route[1] is not None or route[0] == "Node":
+                        raise Refused(404, f"no such path {self.path[:200]}", close=True)
+                    return server.create(route[0], self._body(),
+                                         unquote(self.headers.get("X-Source") or "(request)")[:1024])
+                if target != "/apply":
                     raise Refused(404, f"no such path {self.path[:200]}", close=True)
                 source = unquote(self.headers.get("X-Source") or "(request)")[:1024]  # the CLI quotes it
                 body = self._body()

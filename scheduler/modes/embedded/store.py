@@ -37,7 +37,8 @@ SCHEMA_VERSION = 2
 EVENTS_TABLE = "CREATE TABLE events (id INTEGER PRIMARY KEY, event TEXT NOT NULL)"
 UPGRADES = {1: [EVENTS_TABLE]}  # schema 1 had no events
 MAX_EVENTS = 1000  # events kept; the oldest go first
-KINDS = ("Namespace", "PriorityClass", "Queue", "Node", "PodGroup", "Pod")  # the order objects are loaded in
+KINDS = ("Namespace", "PriorityClass", "Queue", "Node", "PodGroup", "Pod")  # the order objects are loaded in (then
+# the rest: the Volcano Jobs and Commands and the objects their controller makes, read by the controllers' host)
 
 
 class StoreError(InputError):
@@ -118,6 +119,13 @@ class Store:
         out = [self._row(*row) for row in rows]
         return sorted(out, key=lambda s: (order.get(s.kind, 99), s.key))
 
+    def of_kind(self, kind: str) -> list[Stored]:
+        """Every object of one kind, by key."""
+        with self._lock, self._faults("be read"):
+            rows = self._db.execute("SELECT CAST(kind AS BLOB), CAST(key AS BLOB), CAST(manifest AS BLOB), "
+                                    "CAST(status AS BLOB) FROM objects WHERE kind=? ORDER BY key", (kind,)).fetchall()
+        return [self._row(*row) for row in rows]
+
     def get(self, kind: str, key: str) -> Stored | None:
         with self._lock, self._faults("be read"):
             row = self._db.execute("SELECT CAST(manifest AS BLOB), CAST(status AS BLOB) FROM objects "
@@ -166,6 +174,27 @@ class Store:
                 text = json.dumps(status, sort_keys=True)
                 if text != row[0]:  # most reports change nothing: nothing written, no watcher woken
                     db.execute("UPDATE objects SET status=? WHERE kind=? AND key=?", (text, kind, key))
+
+    def commit(self, writes: list[Stored | tuple[str, str] | tuple[str, str, dict]]) -> None:
+        """Several changes in one transaction, in order: a :class:`Stored` is put (manifest and status replaced),
+        ``(kind, key)`` deleted, ``(kind, key, fields)`` merged into a status (as :meth:`update_status`)."""
+        if not writes:
+            return
+        with self._tx() as db:
+            for w in writes:
+                if isinstance(w, Stored):
+                    db.execute("INSERT OR REPLACE INTO objects (kind, key, manifest, status) VALUES (?, ?, ?, ?)",
+                               (w.kind, w.key, json.dumps(w.manifest, sort_keys=True),
+                                json.dumps(w.status, sort_keys=True)))
+                elif len(w) == 2:
+                    db.execute("DELETE FROM objects WHERE kind=? AND key=?", w)
+                else:
+                    row = db.execute("SELECT status FROM objects WHERE kind=? AND key=?", w[:2]).fetchone()
+                    if row is not None:
+                        status = json.loads(row[0])
+                        status.update(w[2])
+                        db.execute("UPDATE objects SET status=? WHERE kind=? AND key=?",
+                                   (json.dumps(status, sort_keys=True), *w[:2]))
 
     def delete(self, kind: str, key: str) -> bool:
         with self._tx() as db:

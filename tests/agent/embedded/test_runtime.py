@@ -77,11 +77,19 @@ def test_resources_are_read_per_container() -> None:
 @pytest.mark.parametrize("doc,reason,words", [
     ({"metadata": {"uid": UID, "name": "x"}, "spec": {}}, INVALID, "at least one container"),
     (pod({"name": "main", "args": ["x"]}), START_ERROR, "no command"),
-    (pod({"name": "main", "command": ["true"], "env": [{"name": "K", "valueFrom": {"secretKeyRef": {}}}]}),
-     UNSUPPORTED, "valueFrom secretKeyRef"),
+    (pod({"name": "main", "command": ["true"], "env": [{"name": "K", "valueFrom": {"secretKeyRef": {"name": "s",
+                                                                                                      "key": "k"}}}]}),
+     "CreateContainerConfigError", "secret 's' not found"),
+    (pod({"name": "main", "command": ["true"], "env": [{"name": "K", "valueFrom": {"resourceFieldRef": {}}}]}),
+     UNSUPPORTED, "valueFrom resourceFieldRef"),
     (pod({"name": "main", "command": ["true"], "env": [{"name": "K", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]}),
      UNSUPPORTED, "status.podIP"),
-    (pod({"name": "main", "command": ["true"], "envFrom": [{"configMapRef": {"name": "c"}}]}), UNSUPPORTED, "envFrom"),
+    (pod({"name": "main", "command": ["true"], "envFrom": [{"configMapRef": {"name": "c"}}]}),
+     "CreateContainerConfigError", "configMapRef 'c' not found"),
+    (pod({"name": "main", "command": ["true"], "volumeMounts": [{"name": "v", "mountPath": "/data"}]},
+         volumes=[{"name": "v", "persistentVolumeClaim": {"claimName": "c"}}]), UNSUPPORTED, "persistentVolumeClaim"),
+    (pod({"name": "main", "command": ["true"], "volumeMounts": [{"name": "nope", "mountPath": "/data"}]}),
+     INVALID, "not declared"),
     (pod({"name": "main", "command": ["true"]}, initContainers=[{"name": "i"}]), UNSUPPORTED, "initContainers"),
     (pod({"name": "a", "command": ["true"]}, {"name": "a", "command": ["true"]}), INVALID, "used twice"),
     (pod({"name": "Bad_Name", "command": ["true"]}), INVALID, "not a valid container name"),
@@ -90,7 +98,8 @@ def test_resources_are_read_per_container() -> None:
     (pod(policy="Sometimes"), INVALID, "restartPolicy"),
     (pod(terminationGracePeriodSeconds=-1), INVALID, "terminationGracePeriodSeconds"),
     (pod(uid="../etc"), INVALID, "not a valid uid"),
-], ids=["no-containers", "no-command", "secret", "unknown-field", "envFrom", "init-containers", "duplicate",
+], ids=["no-containers", "no-command", "secret-missing", "resource-field", "unknown-field", "envFrom-missing",
+        "claim-volume", "undeclared-volume", "init-containers", "duplicate",
         "bad-name", "command-not-list", "bad-quantity", "bad-restart-policy", "negative-grace", "unsafe-uid"])
 def test_pods_the_runtime_will_not_run_say_why(doc: dict, reason: str, words: str) -> None:
     with pytest.raises(SpecError) as err:

@@ -7,14 +7,14 @@ from datetime import UTC, datetime
 
 import pytest
 
-from scheduler.controllers.effects import Create
 from scheduler.controllers.jobs import keys, state
 from scheduler.controllers.jobs.controller import Observed, run_action
+from scheduler.controllers.jobs.jobstatus import JobStatus
 from scheduler.controllers.jobs.podgroup import desired_podgroup, podgroup_update
 from scheduler.controllers.jobs.pods import PodView, new_pod
 from scheduler.controllers.jobs.quota import format_resources, pod_usage
 from scheduler.controllers.jobs.spec import JobSpec, format_duration, parse_duration, parse_job
-from scheduler.controllers.jobs.status import JobStatus
+from scheduler.controllers.writes import Create
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 TEMPLATE = {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from scheduler.controllers.effects import Annotate, Create
 from scheduler.controllers.host import MemoryHost
 from scheduler.controllers.jobs.quota import parse_resources
 from scheduler.controllers.kinds import POD, PODGROUP, REPLICASET, annotations_of
 from scheduler.controllers.loop import ControllerLoop
 from scheduler.controllers.podgroups import PodGroupSettings, build_podgroup, group_name, plain_pod_effects
+from scheduler.controllers.writes import Annotate, Create
 
 FIXTURE = yaml.safe_load((Path(__file__).resolve().parents[2] / "fixtures" / "volcano-jobs" / "pg_controller_test.yaml")
                          .read_text())

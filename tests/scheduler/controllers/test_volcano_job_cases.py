@@ -101,8 +101,8 @@ def test_first_count_takes_the_highest_priority_task_first() -> None:
 
 @pytest.mark.parametrize("case", FIXTURE["actions"], ids=lambda c: c["case"])
 def test_kill_and_sync_case(case: dict) -> None:
-    from scheduler.controllers.effects import Create, Delete
     from scheduler.controllers.kinds import CONFIGMAP, SECRET, SERVICE
+    from scheduler.controllers.writes import Create, Delete
 
     raw = case["job"]
     tasks = [dict(t, template=TEMPLATE) for t in raw.get("tasks", [{"name": "task1", "replicas": 2}])]

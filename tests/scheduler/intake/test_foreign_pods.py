@@ -59,6 +59,7 @@ def test_a_node_cannot_finish_or_relocate_another_nodes_pod(tmp_path: Path) -> N
     emb = embedded(tmp_path, "web")
     web = by_name(emb, "web")
     emb.effects.bind(web, "node-b", {})
+    emb.effects.flush()  # embedded binds land at the cycle's end, with its statuses
     intake = ReportIntake(emb.cache, SchedulerMetrics(), register_nodes=True, pod_actions=emb.pod_actions)
     b, a = StreamState(), StreamState()
     assert intake.receive(b, node_report("node-b", 1, runtime(web))).ack.code == 0
@@ -83,6 +84,7 @@ def test_what_a_node_says_of_a_pod_not_bound_to_it_is_not_recorded(tmp_path: Pat
     emb = embedded(tmp_path, "pending", "elsewhere")
     pending, elsewhere = by_name(emb, "pending"), by_name(emb, "elsewhere")
     emb.effects.bind(elsewhere, "node-b", {})
+    emb.effects.flush()  # embedded binds land at the cycle's end, with its statuses
     before = {key: emb.store.get("Pod", key).status for key in ("default/pending", "default/elsewhere")}
     actions = emb.pod_actions("node-a", View(runtime(pending, "Succeeded", FORGED_LOGS),
                                              runtime(elsewhere, "Failed", FORGED_LOGS)))
@@ -98,6 +100,7 @@ def test_a_runtime_reason_is_kept_short(tmp_path: Path) -> None:
     emb = embedded(tmp_path, "web")
     web = by_name(emb, "web")
     emb.effects.bind(web, "node-a", {})
+    emb.effects.flush()  # embedded binds land at the cycle's end, with its statuses
     emb.pod_actions("node-a", View(runtime(web, "Failed", reason="Error", message="m" * 3_000_000)))
     status = emb.store.get("Pod", "default/web").status
     assert len(status["runtime"]["message"]) == 1024 and len(status["reason"]) < 1100
@@ -118,6 +121,7 @@ def test_logs_come_from_the_agents_log_root_never_from_a_report(tmp_path: Path) 
     emb = embedded(tmp_path, "web")
     web = by_name(emb, "web")
     emb.effects.bind(web, "node-a", {})
+    emb.effects.flush()  # embedded binds land at the cycle's end, with its statuses
     real = tmp_path / "agent" / "logs" / f"default_web_{web.uid}"
     real.mkdir(parents=True)
     (real / "main.log").write_text("the pod's own output\n")

@@ -80,6 +80,7 @@ def setup(tmp_path_factory) -> Iterator[Setup]:
     emb.apply(list(iter_text(yaml.safe_dump(pod("victim")), "victim.yaml")))
     victim = next(iter(cache.pods.values()))
     emb.effects.bind(victim, "node-b", {})
+    emb.effects.flush()  # embedded binds land at the cycle's end, with its statuses
     intake = ReportIntake(cache, SchedulerMetrics(), register_nodes=True, pod_actions=emb.pod_actions)
     server = AgentServer(intake, listen="127.0.0.1:0",
                          tls=TlsFiles(certs / "server.pem", certs / "server-key.pem", certs / "ca.pem"))

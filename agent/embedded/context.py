@@ -1,6 +1,6 @@
 """What the local runtime's parts share: this machine's cgroups, the state directory, the clock and settings.
 
-One :class:`Host` is made by :class:`~agent.embedded.runtime.LocalRuntime` and
+One :class:`RuntimeContext` is made by :class:`~agent.embedded.runtime.LocalRuntime` and
 handed to the functions of :mod:`.starting`, :mod:`.exits`, :mod:`.stopping`
 and :mod:`.adoption`; none of them keeps anything of its own.
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from agent.cgroups.backend import Backend
 from agent.cgroups.executor import Executor
@@ -17,6 +18,9 @@ from agent.cgroups.layout import Layout
 from agent.embedded.phase import Backoff
 from agent.embedded.records import StateDir
 from agent.metrics import AgentMetrics
+
+if TYPE_CHECKING:
+    from agent.embedded.podnet import PodNetwork
 
 # The runtime's parts log under the runtime's name, as they did when they were one module.
 LOGGER = "agent.embedded.runtime"
@@ -32,7 +36,7 @@ def default_base_env() -> dict[str, str]:
 
 
 @dataclass
-class Host:
+class RuntimeContext:
     backend: Backend
     layout: Layout
     executor: Executor              # writes the pods' limits: the agent's one seam for cgroup writes
@@ -44,3 +48,5 @@ class Host:
     workdir: str                    # a container's working directory when its spec names none
     proc: str                       # /proc, to tell a surviving wrapper from a process reusing its pid
     metrics: AgentMetrics | None = None
+    network: PodNetwork | None = None  # pods' own network namespaces (None: every pod on the host's network)
+    tools: dict[str, str] | str = ""   # nsenter, unshare, mount, hostname (podns.find_tools), or what is missing
