@@ -97,7 +97,8 @@ class ChangeJournal:
     annotations), in the order the cache's ``pods`` dict now holds the new ones
     (a pod inserted again moves to the end, as in the dict); ``removed``: those
     that left the dict at some point; ``groups``: PodGroup keys upserted or
-    removed; ``namespaces``: a Namespace was added, removed or relabelled;
+    removed; ``namespaces``: a Namespace was added, removed or relabelled, or
+    whether namespaces are known changed (:meth:`ClusterCache.set_namespaces_known`);
     ``everything``: read the whole cache again (at first, and after a
     PriorityClass changed every pod's priority).  A pod's phase, node,
     nomination and termination are not journalled: readers read them live.
@@ -134,6 +135,10 @@ class ClusterCache:
         self.priority_classes: dict[str, PriorityClass] = dict(BUILTIN_PRIORITY_CLASSES)
         # Namespace objects by name: their labels are what pod affinity terms' namespaceSelectors match
         self.namespaces: dict[str, Namespace] = {}
+        # Whether ``namespaces`` holds every Namespace of the cluster.  The simulator and embedded mode know them
+        # from the start; Kubernetes mode once its informer listed them (it does not wait for that to schedule:
+        # only pods whose affinity terms select namespaces by label need them, see set_namespaces_known).
+        self.namespaces_known = True
         self.generation = 0
         self.node_generation = 0  # changes when a Node is added or replaced
         self._facts: dict[str, PodFacts] = {}
@@ -209,6 +214,21 @@ class ClusterCache:
                         journal.namespaces = True
             else:
                 raise TypeError(f"cannot cache {type(obj).__name__}")
+            self.generation += 1
+
+    def set_namespaces_known(self, known: bool) -> None:
+        """Say whether ``namespaces`` holds every Namespace (Kubernetes mode: not before its first list).
+
+        While they are not known, a pod whose own affinity terms select namespaces by label
+        (``namespaceSelector``) waits, and placed pods' required anti-affinity terms that do are taken to
+        match every namespace (:mod:`scheduler.plugins.shared.podaffinity`).  Journalled with the labels.
+        """
+        with self.lock:
+            if self.namespaces_known == known:
+                return
+            self.namespaces_known = known
+            for journal in self._journals:
+                journal.namespaces = True
             self.generation += 1
 
     def accept_report(self, view: Any, received: float, *, register: bool,

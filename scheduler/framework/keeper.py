@@ -93,6 +93,7 @@ class SnapshotKeeper:
         self._nodes_at = -1  # the cache's node_generation it was built at
         self._node_names: set[str] = set()  # the resources nodes offer, at _nodes_at
         self._ns_labels: dict[str, dict[str, str]] = {}  # Namespace name -> labels, redone when one changes
+        self._ns_known = True  # whether those are every namespace (the cache's namespaces_known), redone with them
         self._not_ready: list[Node] = []  # nodes left out (not Ready), at _nodes_at
 
     def take(self, now: float | None = None) -> Snapshot:
@@ -102,6 +103,7 @@ class SnapshotKeeper:
             cache.ensure_default_queue()
             if self._journal.everything or self._journal.namespaces:  # (read before _catch_up clears them)
                 self._ns_labels = {name: ns.labels for name, ns in cache.namespaces.items()}
+                self._ns_known = cache.namespaces_known
             changed = self._catch_up()
             index = self._columns(changed)
             table = self._table(index)
@@ -119,6 +121,7 @@ class SnapshotKeeper:
                                 node_index=self._node_index, not_ready=list(self._not_ready))
             snapshot.pod_affinity = bool(cache.affinity_pods)
             snapshot.namespace_labels = self._ns_labels
+            snapshot.namespaces_known = self._ns_known
             if self.verify:
                 scratch = SnapshotKeeper(cache, self.scheduler_names)
                 scratch.verify = False
@@ -446,7 +449,7 @@ def snapshot_differences(a: Snapshot, b: Snapshot) -> list[str]:
                 out.append(f"queue {name}.{field} differs")
     if [p.uid for p in a.foreign] != [p.uid for p in b.foreign]:
         out.append("foreign pods differ")
-    for name in ("total", "now", "node_generation", "pod_affinity", "namespace_labels"):
+    for name in ("total", "now", "node_generation", "pod_affinity", "namespace_labels", "namespaces_known"):
         if not _same(getattr(a, name), getattr(b, name)):
             out.append(f"snapshot.{name} differs")
     return out

@@ -404,6 +404,9 @@ class Snapshot:
         # Namespace name -> its labels, for pod affinity terms' namespaceSelectors (namespaces without a
         # Namespace object are not listed: they have only kubernetes.io/metadata.name)
         self.namespace_labels: Mapping[str, Mapping[str, str]] = {}
+        # whether those are every namespace (False: Kubernetes mode has not listed them yet; pods whose affinity
+        # terms select namespaces by label wait, see scheduler.plugins.shared.podaffinity)
+        self.namespaces_known = True
         self.not_ready = not_ready or []  # nodes left out because they are not Ready (reasons name their taints)
 
 

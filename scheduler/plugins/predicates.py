@@ -45,6 +45,7 @@ from scheduler.plugins.shared.podaffinity import (
     AFFINITY_REASON,
     ANTI_AFFINITY_REASON,
     EXISTING_ANTI_AFFINITY_REASON,
+    NAMESPACES_REASON,
     PodAffinityState,
     state_of,
 )
@@ -194,8 +195,8 @@ class Predicates(Plugin):
         if verdict is None:
             return
         left = left.copy()
-        for mask, reason in ((verdict.affinity, AFFINITY_REASON), (verdict.anti, ANTI_AFFINITY_REASON),
-                             (verdict.existing, EXISTING_ANTI_AFFINITY_REASON)):
+        for mask, reason in ((verdict.namespaces, NAMESPACES_REASON), (verdict.affinity, AFFINITY_REASON),
+                             (verdict.anti, ANTI_AFFINITY_REASON), (verdict.existing, EXISTING_ANTI_AFFINITY_REASON)):
             if mask is not None:
                 count_reason(reasons, reason, left & ~mask)
                 left &= mask

@@ -4,9 +4,11 @@ The real command line (``python -m scheduler serve --kubernetes --kubeconfig ...
 against ``kmock.KubernetesEmulator`` (PyPI ``kmock`` 0.8, by kopf's author) exactly as it ships: no reaction
 of ours is added to it and none of its handlers is patched (tests/support/kmock_support.py only serves it
 over HTTP, declares the resources, seeds objects and reads back what it stored and received).  The smoke
-scenario: two nodes, a queue, a PodGroup of three, a pod that cannot fit, another scheduler's pod, SIGTERM.
-The nodes, the queue and the group are there before the scheduler starts; the pods are POSTed while it
-runs, the third member of the gang a few cycles after the first two.
+scenario: two nodes, a queue, a PodGroup of three, a pod that cannot fit, another scheduler's pod, a pod
+whose anti-affinity selects namespaces by label, SIGTERM.  The nodes, the queue and the group are there
+before the scheduler starts; the pods are POSTed while it runs, the third member of the gang a few cycles
+after the first two.  The Job and PodGroup controllers run as shipped; their kinds are not declared to
+kmock (tests/support/kmock_support.py), so it answers 404 for them, as a cluster without them would.
 
 Checks that run here (CHECKS_RUN; one ``test_runs_<check>`` each, on one run of the scenario):
 
@@ -21,6 +23,9 @@ Checks that run here (CHECKS_RUN; one ``test_runs_<check>`` each, on one run of 
 - ``bind_404_reread``: a bind refused with 404 is followed by a read of the pod, not a silent retry.
 - ``lease_taken``: the leader creates the Lease, holding it.
 - ``sigterm_quiet``: SIGTERM while every watch is open and silent exits 0 within 2 s.
+- ``unserved_kinds``: kinds refused (Namespaces, 500; the controllers' kinds, 404) hold nothing else back.
+- ``namespaces_unlisted``: a pod whose terms select namespaces by label waits, saying namespaces are not
+  listed yet.
 
 Checks that cannot run against kmock 0.8 (CHECKS_NOT_RUN, with why; each reason is verified against kmock
 as shipped by a ``test_kmock_lacks_<check>`` probe, which fails the day kmock grows the call, so the check
@@ -33,6 +38,7 @@ can move up):
 - ``lease_renewal``: no PUT, so the Lease is never renewed nor handed back on SIGTERM.
 - ``event_objects``: ``generateName`` is ignored: only the first event is stored.
 - ``watch_expiry``: ``timeoutSeconds`` is ignored: a watch never ends, so re-watching is not exercised.
+- ``namespaces``: kmock 0.8 answers 500 to a namespaces list, so namespaceSelectors are never matched here.
 """
 
 from __future__ import annotations
@@ -67,6 +73,11 @@ CHECKS_RUN = {
     "bind_404_reread": "each 404 from binding is followed by a GET of that pod (issue 16, item 3)",
     "lease_taken": "--leader-elect creates the Lease with this replica as holder",
     "sigterm_quiet": "SIGTERM with kmock's watches open and silent (no bookmarks, no timeout): exit 0 within 2 s",
+    "unserved_kinds": "Namespaces (500) and the controllers' kinds (404) listed and refused, again and again, "
+                      "while the port was written, the Lease taken and the gang bound: none of them gates "
+                      "scheduling",
+    "namespaces_unlisted": "the pod whose anti-affinity term has a namespaceSelector gets no bind and a "
+                           "PodScheduled=False condition saying namespaces are not listed yet",
 }
 
 CHECKS_NOT_RUN = {
@@ -88,6 +99,10 @@ CHECKS_NOT_RUN = {
                      "was sent, not by what was stored.",
     "watch_expiry": "kmock ignores timeoutSeconds and never ends a watch nor sends a bookmark: the re-watch after "
                     "a server-side timeout cannot be exercised (SIGTERM on quiet watches can, and is).",
+    "namespaces": "kmock 0.8 answers 500 to a namespaces list (declared or not, with Namespaces stored or not: it "
+                  "reads /api/v1/namespaces as the prefix of a namespaced path and fails to split it), and 404 to "
+                  "a Namespace by name.  The Namespace informer never lists, so a namespaceSelector is never "
+                  "matched against labels here; only the wait while namespaces are not listed is checked.",
 }
 
 PG = "scheduling.volcano.sh/v1beta1"
@@ -98,6 +113,13 @@ KINDS = {  # informer -> the path it lists and watches
 }
 PODS = "/api/v1/namespaces/default/pods"
 GANG = ("g-0", "g-1", "g-2")
+NAMESPACES = "/api/v1/namespaces"
+#: the controllers' informers (scheduler/modes/kubernetes/controllers.py, WATCHED): kinds kmock is not told of
+CONTROLLER_KINDS = ("/apis/batch.volcano.sh/v1alpha1/jobs", "/apis/bus.volcano.sh/v1alpha1/commands",
+                    "/api/v1/services", "/api/v1/configmaps", "/api/v1/secrets",
+                    "/apis/networking.k8s.io/v1/networkpolicies", "/api/v1/persistentvolumeclaims",
+                    "/apis/apps/v1/replicasets", "/apis/apps/v1/statefulsets", "/apis/apps/v1/daemonsets",
+                    "/apis/batch/v1/jobs")
 
 
 WAIT = 20.0  # seconds: the longest the scenario waits for one thing
@@ -118,6 +140,20 @@ def pod(name: str, cpu: str, *, group: str | None = None, scheduler: str = "scor
             "spec": {"schedulerName": scheduler, "containers": [
                 {"name": "main", "image": "busybox", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]},
             "status": {"phase": "Pending"}}
+
+
+def picky(name: str) -> dict:
+    """A pod kept off nodes holding pods of app=db in namespaces labelled team=red (a namespaceSelector)."""
+    obj = pod(name, "1")
+    obj["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname",
+         "namespaceSelector": {"matchLabels": {"team": "red"}}}]}}
+    return obj
+
+
+def scheduled_condition(api: KmockApiServer, name: str) -> dict | None:
+    conditions = ((api.get("v1/pods", name, "default") or {}).get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c.get("type") == "PodScheduled"), None)
 
 
 @dataclass
@@ -160,7 +196,7 @@ def run(tmp_path_factory) -> Iterator[Run]:
             wait_until(lambda: _watching(api), WAIT, f"every kind watched: not reached in {WAIT:g} s", poll=0.05)
             wait_until(lambda: api.get("coordination.k8s.io/v1/leases", "scoria-scheduler", "kube-system"), WAIT,
                        f"the lease taken: not reached in {WAIT:g} s", poll=0.05)
-            for obj in (pod("other", "1", scheduler="default-scheduler"), pod("huge", "64"),
+            for obj in (pod("other", "1", scheduler="default-scheduler"), pod("huge", "64"), picky("picky"),
                         pod("g-0", "2", group="gang"), pod("g-1", "2", group="gang"), None, pod("g-2", "2", group="gang")):
                 if obj is None:
                     time.sleep(1.0)  # five cycles with two of three members: a gang must not move
@@ -174,6 +210,7 @@ def run(tmp_path_factory) -> Iterator[Run]:
                 return (len([r for r in seen if r.subresource == "binding"]) >= 3
                         and any(r.action == "FETCH" and r.name == "g-2" for r in seen)
                         and bool((huge.get("status") or {}).get("conditions"))
+                        and scheduled_condition(api, "picky") is not None
                         and any(r.path.endswith("/events") and r.data["involvedObject"]["name"] == "huge"
                                 for r in seen if r.method == "POST"))
             wait_until(done, WAIT, f"the gang's binds, their read-backs and the unfit pod's condition and event: not reached "
@@ -277,6 +314,28 @@ def test_runs_sigterm_quiet(run: Run) -> None:
     assert run.took < 2, f"SIGTERM took {run.took:.1f} s to exit"
 
 
+def test_runs_unserved_kinds(run: Run) -> None:
+    first_bind = min(r.id for r in run.binds())
+    for path in CONTROLLER_KINDS:
+        lists = [r for r in run.seen if r.path == path and r.action == "LIST"]
+        assert len(lists) >= 2 and lists[0].id < first_bind, f"{path}: asked {len(lists)} times"  # refused, retried
+        assert not [r for r in run.seen if r.path == path and r.action == "WATCH"], path  # never listed
+    # kmock keeps no record of a request it fails with 500: serve's log says it was asked, and refused, again
+    assert run.stderr.count("namespaces: API error 500") >= 2, run.stderr[-3000:]
+    assert "jobs.batch.volcano.sh: API error 404 Not Found" in run.stderr
+    # a kind not served is said once; its retries are not news
+    assert run.stderr.count("jobs.batch.volcano.sh: API error 404") == 1, run.stderr[-3000:]
+
+
+def test_runs_namespaces_unlisted(run: Run) -> None:
+    assert not [r for r in run.binds() if r.name == "picky"]
+    condition = scheduled_condition(run.api, "picky")
+    assert condition and condition["status"] == "False" and condition["reason"] == "Unschedulable", condition
+    assert "namespaces are not listed yet" in condition["message"], condition
+    events = run.events_sent("picky")
+    assert events and "namespaces are not listed yet" in events[0]["message"]
+
+
 # -- what cannot run, and kmock as shipped says why ---------------------------------------------------------
 @pytest.fixture(scope="module")
 def probe() -> Iterator[KmockApiServer]:
@@ -360,6 +419,15 @@ def test_kmock_lacks_event_objects(probe: KmockApiServer) -> None:
     second, _ = _ask(probe, "POST", "/api/v1/namespaces/default/events", event("B"))
     assert first in (200, 201) and second == 409
     assert probe.get("v1/events", None, "default")["reason"] == "A"
+
+
+def test_kmock_lacks_namespaces(probe: KmockApiServer) -> None:
+    probe.seed("v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
+    for path in (NAMESPACES, f"{NAMESPACES}?limit=500", f"{NAMESPACES}?watch=true"):
+        status, body = _ask(probe, "GET", path)
+        assert status == 500 and "not enough values to unpack" in body["message"], (path, status, body)
+    status, body = _ask(probe, "GET", f"{NAMESPACES}/default")
+    assert status == 404, (status, body)
 
 
 def test_kmock_lacks_watch_expiry(probe: KmockApiServer) -> None:

@@ -20,13 +20,18 @@ from scheduler.modes.kubernetes import mode
 
 
 class Harness:
-    """A fake API server, the informers and effects of Kubernetes mode, and a scheduler to cycle by hand."""
+    """A fake API server, the informers and effects of Kubernetes mode, and a scheduler to cycle by hand.
 
-    def __init__(self, api: FakeApiServer, config: str | None = None, **kwargs):
+    Kubernetes mode starts once the kinds scheduling needs are listed; the harness waits for the Namespaces
+    too (at most 10 s), so that a first cycle sees them, unless ``namespaces`` is False."""
+
+    def __init__(self, api: FakeApiServer, config: str | None = None, *, namespaces: bool = True, **kwargs):
         self.api = api
         self.cache = ClusterCache()
         self.stop = threading.Event()
         self.kube = mode.start(self.cache, api.client(), self.stop, resync=3600, **kwargs)
+        if namespaces:
+            self.kube.source.informer("namespaces").synced.wait(10)
         self.scheduler = Scheduler(self.cache, effects=self.kube.effects,
                                    config=parse_config(config, "test") if config else None,
                                    clock=lambda: datetime.now(UTC))

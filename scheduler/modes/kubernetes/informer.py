@@ -21,6 +21,7 @@ every object it holds names its kind.  ``keep`` narrows what it holds (an object
 that stops passing is handed on as deleted); ``listeners`` hear of every change
 handed on, after the handlers.  A kind the server does not serve, or does not
 let this client list (404, 403), sets ``missing`` until a list succeeds.
+``on_list`` hears of every list once its objects have been handed on.
 """
 
 from __future__ import annotations
@@ -85,11 +86,13 @@ class Informer:
         stop = stop or self._stop
         failures = 0
         listed_at = None
+        told_missing = False  # said once that the kind is not served: its retries are not news
         while not (stop.is_set() or self._stop.is_set()):
             try:
                 if listed_at is None or self.clock() - listed_at >= self.resync:
                     self.relist()
                     listed_at = self.clock()
+                    told_missing = False
                 self.watch_once(stop)
                 failures = 0
             except Gone:
@@ -100,7 +103,13 @@ class Informer:
                     break  # the stream was closed under us on the way out
                 failures += 1
                 delay = min(self.max_backoff, 0.2 * 2 ** min(failures, 10)) * random.uniform(0.5, 1.0)
-                log.warning("%s: %s; retrying in %.1fs", self.kind, _describe(exc), delay)
+                missing = self.missing and isinstance(exc, ApiException)  # 404/403 to a list
+                if missing and told_missing:
+                    log.debug("%s: %s; retrying in %.1fs", self.kind, _describe(exc), delay)
+                else:
+                    log.warning("%s: %s; retrying in %.1fs%s", self.kind, _describe(exc), delay,
+                                " (said once: the retries are logged at debug level)" if missing else "")
+                told_missing = missing
                 if stop.wait(delay) or self._stop.wait(0):
                     break
                 if isinstance(exc, ApiException) and exc.status == 410:
@@ -133,7 +142,6 @@ class Informer:
             return
         body = json.loads(data)
         self.lists += 1
-        self.on_list(self.kind)
         fresh = {key_of(obj): obj for obj in body.get("items") or []}
         for key in list(self.known):
             if key not in fresh:
@@ -141,6 +149,7 @@ class Informer:
         for obj in fresh.values():
             self._upsert(obj)
         self.resource_version = (body.get("metadata") or {}).get("resourceVersion") or ""
+        self.on_list(self.kind)  # after the list's objects are handed on: whoever hears it may count on them
         self.synced.set()
 
     def watch_once(self, stop: threading.Event) -> None:

@@ -5,7 +5,9 @@ replica runs the informers (so a follower's cache is warm when it takes
 over); only the leader schedules (``leading``) and runs the Volcano Job and
 PodGroup controllers (:mod:`scheduler.modes.kubernetes.controllers`, started by
 :meth:`KubeMode.start_controllers` once the scheduler exists).  ``ready`` is what the
-``/readyz`` probe answers: every kind listed.  The leader labels its own pod
+``/readyz`` probe answers: every kind scheduling needs listed (Namespaces are not among them:
+:mod:`scheduler.modes.kubernetes.source`; nor are the controllers' own kinds, which only the
+controllers wait for).  The leader labels its own pod
 ``scoria.io/leader: "true"`` (and takes the label off when it stops leading),
 so the Service that agents stream their reports to selects the leader while
 every replica stays ready and rolling updates work as usual.
@@ -108,12 +110,14 @@ class KubeMode:
             self.controllers.start(self.stop)
 
     def leading(self) -> bool:
-        """Schedule now: every kind listed (a partial cache would bind onto nodes it thinks empty), and leader."""
+        """Schedule now: every kind scheduling needs listed (a partial cache would bind onto nodes it thinks
+        empty), and leader."""
         return self.ready() and (self.elector is None or self.elector.is_leader)
 
     def ready(self) -> bool:
-        """Every kind listed: this replica could lead at once (the agents' Service picks the leader by label)."""
-        return all(inf.synced.is_set() for inf in self.source.informers)
+        """Every kind scheduling needs listed: this replica could lead at once (the agents' Service picks the
+        leader by label)."""
+        return self.source.ready()
 
     def close(self) -> None:
         """Graceful stop (the scheduling loop has stopped): writes finish, *then* the lease is handed back —
@@ -159,7 +163,7 @@ def start(cache: ClusterCache, client: Any, stop: threading.Event, *, metrics: S
     source.start()
     if runner is not None:
         runner.start_informers(stop)
-    if not source.wait_synced(sync_timeout):
+    if not source.wait_ready(sync_timeout):
         log.warning("not every kind listed within %gs; scheduling starts when they are", sync_timeout)
     threads: list[threading.Thread] = []
     elector = None

@@ -3,11 +3,23 @@
 Pods (all of them: pending ones this scheduler owns, and every bound pod,
 whichever scheduler placed it, for accounting), Nodes, Volcano PodGroups and
 Queues, PriorityClasses, Namespaces (their labels, for pod affinity terms'
-namespaceSelectors) and PodDisruptionBudgets.  Each object goes through
-the same parsing and checks as a manifest (:func:`scheduler.api.manifests.parse_object`);
-one that cannot be used is logged once, counted, and the last good version of
-it stays in force.  Pods keep what the scheduler itself knows of them (its
-pending reason, when it bound them) across updates from the watch.
+namespaceSelectors) and PodDisruptionBudgets.
+
+Scheduling starts once the kinds it cannot place pods correctly without are
+listed (:meth:`KubeSource.wait_ready`, :attr:`KubeSource.needed`): every kind
+but Namespaces.  Only pods whose affinity terms select namespaces by label need
+those, so the cache says whether they are known
+(:meth:`ClusterCache.set_namespaces_known`: not until the Namespace informer's
+first list has been handed on), and until then such pods wait with a reason
+saying so (:mod:`scheduler.plugins.shared.podaffinity`) while every other pod
+schedules — an API server that will not list namespaces (RBAC without them, an
+emulator that fails the list) holds back only those pods.
+
+Each object goes through the same parsing and checks as a manifest
+(:func:`scheduler.api.manifests.parse_object`); one that cannot be used is
+logged once, counted, and the last good version of it stays in force.  Pods
+keep what the scheduler itself knows of them (its pending reason, when it
+bound them) across updates from the watch.
 """
 
 from __future__ import annotations
@@ -38,6 +50,7 @@ class KubeSource:
         from kubernetes import client
 
         self.cache = cache
+        cache.set_namespaces_known(False)  # until the first list of them has been handed on (see listed below)
         self.on_refused = on_refused or (lambda kind: None)
         self.on_deleted = on_deleted or (lambda kind, key: None)  # (kind, cache key) gone: forget what was written
         self.pdbs: dict[str, dict] = {}
@@ -51,9 +64,16 @@ class KubeSource:
                 return custom.list_cluster_custom_object(*VOLCANO, plural, **kwargs)
             return list_fn
 
+        counted = on_list or (lambda kind: None)
+
+        def listed(kind: str) -> None:
+            counted(kind)
+            if kind == "namespaces":  # every Namespace handed on to the cache: selectors can be matched now
+                cache.set_namespaces_known(True)
+
         def informer(kind: str, list_fn: Callable[..., Any], on_upsert: Handler, on_delete: Handler) -> Informer:
             return Informer(kind, list_fn, on_upsert=on_upsert, on_delete=on_delete, resync=resync,
-                            watch_timeout=watch_timeout, on_list=on_list, type_meta=_TYPE_META[kind])
+                            watch_timeout=watch_timeout, on_list=listed, type_meta=_TYPE_META[kind])
 
         # order matters for the first sync: classes and queues before groups, groups and nodes before pods
         self.informers = [
@@ -67,6 +87,8 @@ class KubeSource:
             informer("poddisruptionbudgets", policy.list_pod_disruption_budget_for_all_namespaces,
                      self._upsert_pdb, self._delete_pdb),
         ]
+        # the kinds scheduling waits for (see the module's docstring)
+        self.needed = [inf for inf in self.informers if inf.kind not in OPTIONAL]
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
         self._warned: set[tuple[str, str, str]] = set()
@@ -82,8 +104,18 @@ class KubeSource:
             self._threads.append(t)
 
     def wait_synced(self, timeout: float) -> bool:
-        """Has every kind been listed once (so a first cycle sees the whole cluster)?"""
+        """Has every kind been listed once, Namespaces too (waiting at most ``timeout`` seconds for each)?"""
         return all(inf.synced.wait(timeout) for inf in self.informers)
+
+    def wait_ready(self, timeout: float) -> bool:
+        """Has every kind scheduling needs (:attr:`needed`) been listed once, so that a first cycle sees the
+        whole cluster?  Waits at most ``timeout`` seconds in all."""
+        deadline = time.monotonic() + timeout
+        return all(inf.synced.wait(max(0.0, deadline - time.monotonic())) for inf in self.needed)
+
+    def ready(self) -> bool:
+        """Every kind scheduling needs listed (:meth:`wait_ready` without waiting)."""
+        return all(inf.synced.is_set() for inf in self.needed)
 
     def stop(self, wait: float = 0.5) -> None:
         """Stop every informer, waiting at most ``wait`` seconds in all for their threads.
@@ -160,6 +192,9 @@ class KubeSource:
         self.pdbs.pop(key_of(obj), None)
 
 
+#: kinds scheduling does not wait for: Namespaces matter only to pods whose affinity terms select namespaces by
+#: label, and those wait for them on their own (ClusterCache.namespaces_known)
+OPTIONAL = frozenset({"namespaces"})
 _API_VERSIONS = {"Pod": "v1", "Node": "v1", "Namespace": "v1", "PriorityClass": "scheduling.k8s.io/v1",
                  "PodGroup": "scheduling.volcano.sh/v1beta1", "Queue": "scheduling.volcano.sh/v1beta1"}
 _TYPE_META = {"namespaces": ("v1", "Namespace"), "priorityclasses": ("scheduling.k8s.io/v1", "PriorityClass"),

@@ -23,6 +23,22 @@ terminating pod, until it is gone: :meth:`PodAffinityState.verdict` with
 pods being released out, subtracting them from the counts (few: the current
 evictions).  ``mode="reach"`` is an upper bound for preemption's search: any
 anti-affinity, the pod's own or placed pods', might be cleared by evictions.
+
+Namespaces not listed yet (``Snapshot.namespaces_known`` false: Kubernetes mode
+before its Namespace informer's first list): a term's non-empty
+``namespaceSelector`` cannot be matched, so, erring on the side of the rules,
+
+* a pod whose own terms (required or preferred, affinity or anti-affinity) use
+  one is not placed: every node is refused with :data:`NAMESPACES_REASON`
+  (preemption too), until the namespaces are listed;
+* a placed pod's *required* anti-affinity term that uses one is taken to select
+  every namespace: it keeps any pod its label selector matches out of its
+  domain (it blocks rather than allows);
+* a placed pod's *preferred* term that uses one counts only the namespaces it
+  names (scores alone: nothing is refused or allowed by it).
+
+Pods whose terms select namespaces by name only (or none: their own
+namespace, or ``namespaceSelector: {}`` for all) never wait for namespaces.
 """
 
 from __future__ import annotations
@@ -42,6 +58,7 @@ if TYPE_CHECKING:
 AFFINITY_REASON = "node(s) didn't match pod affinity rules"
 ANTI_AFFINITY_REASON = "node(s) didn't match pod anti-affinity rules"
 EXISTING_ANTI_AFFINITY_REASON = "node(s) didn't satisfy existing pods anti-affinity rules"
+NAMESPACES_REASON = "node(s) didn't match pod affinity rules: namespaces are not listed yet (namespaceSelector)"
 _PLACED = (TaskStatus.ALLOCATED, TaskStatus.PIPELINED, TaskStatus.RUNNING, TaskStatus.RELEASING)
 _STATES: weakref.WeakKeyDictionary[Session, PodAffinityState] = weakref.WeakKeyDictionary()
 
@@ -67,24 +84,38 @@ def selector_matches(selector: tuple[Requirement, ...] | None, labels: Mapping[s
     return True
 
 
-def term_matches(term: PodAffinityTerm, pod: Pod, ns_labels: Mapping[str, Mapping[str, str]]) -> bool:
+def term_matches(term: PodAffinityTerm, pod: Pod, ns_labels: Mapping[str, Mapping[str, str]] | None, *,
+                 unlisted: bool = False) -> bool:
     """Does ``pod`` fall under ``term`` (its namespaces, namespace selector and label selector)?
 
     ``ns_labels``: the labels of each Namespace object by name; a namespace
-    without one has only ``kubernetes.io/metadata.name``.
+    without one has only ``kubernetes.io/metadata.name``.  None: the namespaces
+    are not listed yet, and a namespace selector then matches every namespace
+    when ``unlisted`` (a filter that must not let a pod through by mistake),
+    none otherwise.
     """
     if term.namespaces is not None and pod.namespace not in term.namespaces:
         ns_selector = term.namespace_selector
-        if ns_selector is None:
+        if ns_selector is None or (ns_labels is None and not unlisted):
             return False
+        if ns_labels is None:
+            return selector_matches(term.selector, pod.labels)
         labels = ns_labels.get(pod.namespace)
         if not selector_matches(ns_selector, labels if labels is not None else namespace_labels(pod.namespace)):
             return False
     return selector_matches(term.selector, pod.labels)
 
 
-def all_match(terms: tuple[PodAffinityTerm, ...], pod: Pod, ns_labels: Mapping[str, Mapping[str, str]]) -> bool:
+def all_match(terms: tuple[PodAffinityTerm, ...], pod: Pod, ns_labels: Mapping[str, Mapping[str, str]] | None) -> bool:
     return all(term_matches(t, pod, ns_labels) for t in terms)
+
+
+def selects_namespaces(pod: Pod) -> bool:
+    """Does one of ``pod``'s own affinity or anti-affinity terms, required or preferred, select namespaces by
+    label (a non-empty ``namespaceSelector``)?"""
+    aff = pod.pod_affinity
+    return aff is not None and any(t.namespace_selector is not None for terms in (
+        aff.required, aff.preferred, aff.anti_required, aff.anti_preferred) for t in terms)
 
 
 def state_of(ssn: Session) -> PodAffinityState:
@@ -96,14 +127,17 @@ def state_of(ssn: Session) -> PodAffinityState:
 
 
 class InterPodVerdict:
-    """Where one pod may go: nodes failing its affinity, its anti-affinity, existing pods' anti-affinity."""
+    """Where one pod may go: nodes failing its affinity, its anti-affinity, existing pods' anti-affinity (and
+    ``namespaces``: no node, while its terms need namespaces not listed yet)."""
 
-    __slots__ = ("affinity", "anti", "existing", "ok")
+    __slots__ = ("affinity", "anti", "existing", "namespaces", "ok")
 
-    def __init__(self, affinity: np.ndarray | None, anti: np.ndarray | None, existing: np.ndarray | None):
-        self.affinity, self.anti, self.existing = affinity, anti, existing  # bool masks of nodes that pass (None: all)
+    def __init__(self, affinity: np.ndarray | None, anti: np.ndarray | None, existing: np.ndarray | None,
+                 namespaces: np.ndarray | None = None):
+        # bool masks of nodes that pass (None: all)
+        self.affinity, self.anti, self.existing, self.namespaces = affinity, anti, existing, namespaces
         ok = None
-        for mask in (affinity, anti, existing):
+        for mask in (namespaces, affinity, anti, existing):
             if mask is not None:
                 ok = mask.copy() if ok is None else ok & mask
         self.ok = ok
@@ -113,7 +147,8 @@ class PodAffinityState:
     def __init__(self, ssn: Session):
         self.count = ssn.nodes.count
         self.nodes = ssn.nodes.nodes
-        self.ns_labels = ssn.snapshot.namespace_labels
+        # None while the namespaces are not listed yet (see the module's docstring)
+        self.ns_labels = ssn.snapshot.namespace_labels if ssn.snapshot.namespaces_known else None
         self.version = 0  # changes whenever a placement this state counts changes
         self._domains: dict[str, tuple[np.ndarray, np.ndarray, int]] = {}
         self._matchers: dict[tuple[PodAffinityTerm, ...], np.ndarray] = {}
@@ -241,12 +276,15 @@ class PodAffinityState:
         if not self.active:
             return None
         aff = pod.pod_affinity
+        if self.ns_labels is None and selects_namespaces(pod):  # it waits for the namespaces, whatever the mode
+            return InterPodVerdict(None, None, None, np.zeros(self.count, dtype=bool))
         if mode == "reach":
             if aff is None or not aff.required:
                 return None
             existing_terms = []
         else:
-            existing_terms = [t for t in self._carried["anti_required"] if term_matches(t, pod, self.ns_labels)]
+            existing_terms = [t for t in self._carried["anti_required"]
+                              if term_matches(t, pod, self.ns_labels, unlisted=True)]
             if aff is None and not existing_terms:
                 return None
         future = mode == "future" and bool(self._leaving)

@@ -49,7 +49,7 @@ def changes(draw: Any) -> list[tuple[str, Any]]:
         kind = draw(st.sampled_from([
             "pod", "pod", "pod", "remove", "readd", "bind", "unbind", "evict", "nominate", "terminating", "finish",
             "group", "remove_group", "group_status", "node", "remove_node", "priority_class", "remove_class",
-            "queue", "foreign", "namespace", "remove_namespace", "cycle", "check", "check"]))
+            "queue", "foreign", "namespace", "remove_namespace", "namespaces_known", "cycle", "check", "check"]))
         name = draw(st.sampled_from(PODS))
         if kind in ("pod", "readd"):
             out.append((kind, _pod(name, draw)))
@@ -70,6 +70,8 @@ def changes(draw: Any) -> list[tuple[str, Any]]:
             out.append((kind, _obj(priority_class("high", draw(st.sampled_from([10, 1000]))))))
         elif kind in ("namespace", "remove_namespace"):
             out.append((kind, _obj(namespace("default", draw(st.sampled_from([{}, {"team": "a"}, {"team": "b"}]))))))
+        elif kind == "namespaces_known":
+            out.append((kind, draw(st.booleans())))
         elif kind == "queue":
             out.append((kind, _obj(queue("q", draw(st.integers(1, 3)),
                                          capability=draw(st.sampled_from([None, {"cpu": "4"}]))))))
@@ -98,6 +100,8 @@ def _apply(cache: ClusterCache, sched: Scheduler, kind: str, arg: Any) -> None:
         cache.remove("PriorityClass", arg.name)
     elif kind == "remove_namespace":
         cache.remove("Namespace", arg.name)
+    elif kind == "namespaces_known":
+        cache.set_namespaces_known(arg)
     elif kind == "group_status":
         current = cache.podgroups.get(arg.key)
         if current is not None:
@@ -217,6 +221,30 @@ def test_namespace_labels_are_journalled_and_terms_follow_them() -> None:
     assert cache.pods["default/web"].node_name == "n0"
     cache.remove("Namespace", "team-b")  # gone: the namespace has only its name label, which the term does not match
     assert "team-b" not in keeper.take(AT.timestamp()).namespace_labels
+
+
+def test_whether_namespaces_are_known_is_journalled_and_carried() -> None:
+    """Kubernetes mode lists namespaces after it starts scheduling: the cache says when they are known, the
+    kept snapshot carries it (without reading any pod again), and saying the same again journals nothing."""
+    cache = ClusterCache()
+    assert cache.namespaces_known  # the simulator and embedded mode know them from the start
+    cache.upsert(_obj(node("n0")))
+    cache.upsert(_obj(pod("a")))
+    keeper = SnapshotKeeper(cache)
+    assert keeper.take(AT.timestamp()).namespaces_known
+    seeds = dict(keeper._seeds)
+    generation = cache.generation
+    cache.set_namespaces_known(False)
+    assert keeper._journal.namespaces and cache.generation > generation  # a waiting pod gets a cycle
+    assert not keeper.take(AT.timestamp()).namespaces_known
+    cache.set_namespaces_known(False)
+    assert not keeper._journal.namespaces
+    cache.upsert(_obj(namespace("default", {"team": "a"})))  # listed: the labels, then the flag
+    cache.set_namespaces_known(True)
+    kept = keeper.take(AT.timestamp())
+    assert kept.namespaces_known and kept.namespace_labels["default"]["team"] == "a"
+    assert all(keeper._seeds[uid] is seed for uid, seed in seeds.items())
+    assert take_snapshot(cache).namespaces_known
 
 
 def test_a_pod_removed_and_added_again_comes_last_as_in_the_cache() -> None:

@@ -2,7 +2,8 @@
 
 The API server restarting (every watch broken at once, requests refused, then 410s), writes meeting
 5xx, timeouts and 429 with ``Retry-After``, and leader election through failed renewals: nothing is
-lost or doubled in the cache, no write is dropped, and no two replicas bind at once.
+lost or doubled in the cache, no write is dropped, and no two replicas bind at once.  Namespaces that
+cannot be listed hold back only the pods whose affinity terms select namespaces by label.
 """
 
 from __future__ import annotations
@@ -57,6 +58,62 @@ def restart(api: FakeApiServer) -> None:
         except OSError:
             pass
     api.close_watches()
+
+
+# -- namespaces that cannot be listed ------------------------------------------------------------------------
+def _zone_node(name: str, zone: str) -> dict:
+    return node(name, allocatable={"cpu": "8", "memory": "16Gi", "pods": "110"}, labels={"zone": zone})
+
+
+def _with_term(obj: dict, kind: str, app: str, namespace_selector: dict) -> dict:
+    obj["spec"]["affinity"] = {kind: {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": "zone",
+         "namespaceSelector": {"matchLabels": namespace_selector}}]}}
+    return obj
+
+
+def condition(api: FakeApiServer, name: str) -> dict:
+    """The PodScheduled condition of pod default/``name`` as the API server holds it."""
+    pod = api.get("pods", name, "default") or {}
+    return next(c for c in (pod.get("status") or {}).get("conditions") or [] if c["type"] == "PodScheduled")
+
+
+def test_namespaces_not_listed_hold_back_only_the_pods_that_select_them(api, harness) -> None:
+    """The namespaces list fails: scheduling starts anyway (ready at once, not after the sync timeout); a pod
+    whose term selects namespaces by label waits with the reason in its condition and event, a placed pod's
+    required anti-affinity doing so blocks, other pods bind; once the list succeeds, the waiting pods bind."""
+    api.put(_zone_node("n1", "a"))
+    api.put(_zone_node("n2", "b"))
+    api.put_namespace("team-b", {"team": "blue"})
+    db = running_pod("db", "n1", labels={"app": "db"})
+    db["metadata"]["namespace"] = "team-b"
+    api.put(db)
+    api.put(_with_term(running_pod("guard", "n1"), "podAntiAffinity", "lonely", {"team": "red"}))
+    api.put(_with_term(pending_pod("web"), "podAffinity", "db", {"team": "blue"}))
+    lonely = pending_pod("lonely")
+    lonely["metadata"]["labels"] = {"app": "lonely"}
+    lonely["spec"]["nodeSelector"] = {"zone": "a"}
+    api.put(lonely)
+    api.put(pending_pod("plain"))
+    # every list of namespaces fails (GETs under /api/v1/namespaces/... are not asked for here)
+    api.fail("GET", "/api/v1/namespaces", status=500, times=None, watch=False)
+    h = harness(namespaces=False, sync_timeout=30)
+    assert h.kube.ready() and not h.cache.namespaces_known  # started without them
+    h.cycle()
+    assert h.node_of("plain") in ("n1", "n2")
+    assert h.node_of("web") is None and h.node_of("lonely") is None
+    scheduled = condition(api, "web")
+    assert scheduled["status"] == "False" and "namespaces are not listed yet" in scheduled["message"], scheduled
+    assert any(e["reason"] == "FailedScheduling" and e["involvedObject"]["name"] == "web"
+               and "namespaces are not listed yet" in e["message"] for e in api.objects("events"))
+    assert "didn't satisfy existing pods anti-affinity rules" in condition(api, "lonely")["message"]
+    assert api.count(verb="list", plural="namespaces") >= 1
+    api.clear_failures()
+    wait_until(lambda: h.cache.namespaces_known, timeout=40)  # the informer's backoff, then its list
+    assert h.cache.namespaces["team-b"].labels["team"] == "blue"
+    h.cycle()
+    assert h.node_of("web") == "n1"  # with the db of a team=blue namespace
+    assert h.node_of("lonely") == "n1"  # default is not team=red: the guard's term does not select it
 
 
 # -- the API server restarting ------------------------------------------------------------------------------

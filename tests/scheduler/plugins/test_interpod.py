@@ -12,6 +12,11 @@ from hypothesis import strategies as st
 
 from scheduler.api.manifests import ManifestError, parse_object
 from scheduler.api.objects import Requirement
+from scheduler.cluster.cache import ClusterCache
+from scheduler.cycle import Scheduler
+from scheduler.framework.config import parse_config
+from scheduler.plugins.shared.podaffinity import NAMESPACES_REASON
+from tests.support import builders
 from tests.support.scenario import check, run_scenario
 
 ZONE = "topology.kubernetes.io/zone"
@@ -176,6 +181,121 @@ def test_namespaces_are_read_and_checked() -> None:
     assert ns.labels == {"team": "a", "kubernetes.io/metadata.name": "team-a"}
     with pytest.raises(ManifestError, match=r"Namespace team\.a: metadata\.name"):
         parse_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team.a"}}, "test")
+
+
+# -- namespaces not listed yet (Kubernetes mode before its Namespace informer's first list) ----------
+PREEMPT = '''actions: "enqueue, allocate, preempt"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+- plugins:
+  - name: predicates
+  - name: nodeorder
+'''
+
+
+def _unlisted(*docs: dict, config: str = DEFAULT) -> tuple[ClusterCache, Scheduler]:
+    """A cache that has not heard of its namespaces yet, holding two zones and ``docs``, and its scheduler."""
+    cache = ClusterCache()
+    cache.set_namespaces_known(False)
+    for i in range(2):
+        cache.upsert(parse_object(builders.node(f"n{i}", labels={ZONE: f"z{i}"}), "test"))
+    for doc in docs:
+        cache.upsert(parse_object(doc, "test"))
+    return cache, Scheduler(cache, config=parse_config(config, "test"))
+
+
+def _labelled(doc: dict, **labels: str) -> dict:
+    doc["metadata"]["labels"] = labels
+    return doc
+
+
+def _selecting(name: str, kind: str, selector: dict | None = None, **extra: Any) -> dict:
+    """A pod with one ``kind`` term (podAffinity/podAntiAffinity, required or preferred) on app=db pods."""
+    term = _term({"matchLabels": {"app": "db"}}, **extra)
+    aff, _, how = kind.partition(".")
+    terms = [term] if how == "required" else [{"weight": 50, "podAffinityTerm": term}]
+    field = f"{how}DuringSchedulingIgnoredDuringExecution"
+    return builders.pod(name, cpu=1, affinity={aff: {field: terms}}, **(selector or {}))
+
+
+def test_a_pod_selecting_namespaces_by_label_waits_until_they_are_listed() -> None:
+    """Its terms cannot be matched yet, required or preferred: no node, with the reason; pods whose terms name
+    their namespaces (or have none) schedule meanwhile; once the namespaces are listed it is placed."""
+    db = _labelled(builders.pod("db", namespace="team-b", nodeName="n1", phase="Running"), app="db")
+    blue = {"matchLabels": {"team": "blue"}}
+    cache, sched = _unlisted(
+        db, builders.pod("plain"),
+        _selecting("by-label", "podAffinity.required", namespaceSelector=blue),
+        _selecting("shy", "podAntiAffinity.preferred", namespaceSelector=blue),
+        _selecting("by-name", "podAffinity.required", namespaces=["team-b"]),
+        _selecting("anywhere", "podAffinity.required", namespaceSelector={}))
+    sched.run_once()
+    pods = cache.pods
+    assert pods["default/plain"].node_name and pods["default/by-name"].node_name == "n1"
+    assert pods["default/anywhere"].node_name == "n1"  # {} selects every namespace: nothing to list
+    for name in ("by-label", "shy"):
+        assert not pods[f"default/{name}"].node_name
+        assert pods[f"default/{name}"].reason == f"0/2 nodes are available: 2 {NAMESPACES_REASON}"
+    assert "namespaces are not listed yet" in NAMESPACES_REASON
+    sched.run_once()
+    assert not pods["default/by-label"].node_name  # still waiting: nothing changed
+    cache.upsert(parse_object({"apiVersion": "v1", "kind": "Namespace",
+                               "metadata": {"name": "team-b", "labels": {"team": "blue"}}}, "test"))
+    cache.set_namespaces_known(True)
+    sched.run_once()
+    assert pods["default/by-label"].node_name == "n1" and pods["default/shy"].node_name == "n0"
+
+
+def test_a_waiting_pod_does_not_preempt() -> None:
+    """Preemption cannot make room for a pod whose terms cannot be matched yet: it evicts nothing."""
+    low = [builders.pod(f"low-{i}", cpu=8, memory="1Gi", nodeName=f"n{i}", phase="Running", priority=1)
+           for i in range(2)]
+    high = _selecting("high", "podAntiAffinity.required", namespaceSelector={"matchLabels": {"team": "x"}})
+    high["spec"]["priority"] = 1000
+    cache, sched = _unlisted(*low, high, config=PREEMPT)
+    assert sched.run_once().evictions == 0 and not cache.pods["default/high"].node_name
+    assert NAMESPACES_REASON in (cache.pods["default/high"].reason or "")
+    cache.set_namespaces_known(True)
+    assert sched.run_once().evictions == 1  # listed: its term matches nothing, and it preempts as any pod
+
+
+def test_existing_required_anti_affinity_selecting_namespaces_blocks_until_they_are_listed() -> None:
+    """A placed pod's required anti-affinity term with a namespaceSelector is taken to select every namespace
+    while namespaces are not listed: pods it might repel stay out of its domain; others are not held back."""
+    guard = builders.pod("guard", nodeName="n0", phase="Running", affinity={"podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            _term({"matchLabels": {"app": "web"}}, namespaceSelector={"matchLabels": {"team": "red"}})]}})
+    web = _labelled(builders.pod("web", nodeSelector={ZONE: "z0"}), app="web")
+    other = _labelled(builders.pod("other", nodeSelector={ZONE: "z0"}), app="other")
+    cache, sched = _unlisted(guard, web, other)
+    sched.run_once()
+    assert cache.pods["default/other"].node_name == "n0"  # its labels are not selected, whatever the namespaces
+    assert not cache.pods["default/web"].node_name
+    assert cache.pods["default/web"].reason == (
+        "0/2 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, "
+        "1 node(s) didn't satisfy existing pods anti-affinity rules")
+    cache.set_namespaces_known(True)  # listed: default is not team=red
+    sched.run_once()
+    assert cache.pods["default/web"].node_name == "n0"
+
+
+def test_existing_preferred_terms_selecting_namespaces_count_only_once_listed() -> None:
+    """A placed pod's preferred term with a namespaceSelector scores nothing by its selector until the
+    namespaces are listed (it neither refuses nor allows a node)."""
+    def cycle(known: bool) -> str:
+        host = builders.pod("host", cpu=4, nodeName="n1", phase="Running", affinity={"podAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": _term(
+                {"matchLabels": {"app": "web"}},
+                namespaceSelector={"matchLabels": {"kubernetes.io/metadata.name": "default"}})}]}})
+        cache, sched = _unlisted(host, _labelled(builders.pod("web"), app="web"))
+        cache.set_namespaces_known(known)
+        sched.run_once()
+        return cache.pods["default/web"].node_name
+
+    assert cycle(True) == "n1"  # pulled to the host's zone
+    assert cycle(False) == "n0"  # the emptier node, as without the term
 
 
 # -- gangs: members constrain each other within one statement -------------------------------
