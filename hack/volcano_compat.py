@@ -75,6 +75,11 @@ def _status(kind: str, name: str, key: str, reason: str, acts: bool) -> str:
     return f"warned: {reason or 'not implemented'}"
 
 
+def _shown(key: str) -> str:
+    """A plugin argument as the table shows it: a prefix (``key.``, one argument per name) as ``key.<name>``."""
+    return f"`{key}<name>`" if key.endswith(".") else f"`{key}`"
+
+
 def rows() -> list[tuple[str, str, str]]:
     """(what, setting, status) for everything Volcano's scheduler configuration may say."""
     out: list[tuple[str, str, str]] = []
@@ -92,14 +97,13 @@ def rows() -> list[tuple[str, str, str]]:
             why = f"warned: loads as a no-op; {PLACEHOLDER_PLUGINS[name]}"
             out.append((f"plugin `{name}`", "", why))
             for key in sorted(VOLCANO_PLUGIN_ARGUMENTS[name]):  # accepted, each named in the warning, no effect
-                out.append((f"plugin `{name}`", f"`{key}<name>`" if key.endswith(".") else f"`{key}`", why))
+                out.append((f"plugin `{name}`", _shown(key), why))
             continue
         plugin = PLUGINS[name]
         out.append((f"plugin `{name}`", "", _status("plugin", name, "", "", True)))
         for key, reason in sorted(VOLCANO_PLUGIN_ARGUMENTS[name].items()):
-            shown = f"`{key}<name>`" if key.endswith(".") else f"`{key}`"
             reason = _declared_reason(plugin, key, reason)
-            out.append((f"plugin `{name}`", shown, _status("plugin", name, key, reason, plugin.implements(key))))
+            out.append((f"plugin `{name}`", _shown(key), _status("plugin", name, key, reason, plugin.implements(key))))
         for flag in sorted(f for f, readers in FLAG_READERS.items() if name in readers):
             out.append((f"plugin `{name}`", f"`{flag}: true`", _status("plugin", name, flag, "", True)))
     for flag, hook in sorted(HOOKLESS_FLAGS.items()):

@@ -49,12 +49,8 @@ def test_the_table_shows_zones_and_devices(capsys) -> None:
 def test_the_readme_volcano_compatibility_table_is_current() -> None:
     """README's "Volcano compatibility" table lists every Volcano action, plugin and argument with what Scoria does
     with it; it is made by hack/volcano_compat.py from the registries, so a key that changes status changes it."""
-    import importlib.util
+    from hack import volcano_compat as compat
 
-    spec = importlib.util.spec_from_file_location("volcano_compat", ROOT / "hack" / "volcano_compat.py")
-    assert spec and spec.loader
-    compat = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(compat)
     readme = (ROOT / "README.md").read_text()
     start, end = readme.index(compat.BEGIN), readme.index(compat.END) + len(compat.END)
     assert readme[start:end] == compat.table(), "README is stale: run python hack/volcano_compat.py --write"

@@ -294,6 +294,18 @@ def conflict(res: Resource, name: str, why: str, *, qualified: str | None = None
                     details=_details(res, name, qualified))
 
 
+def _check_preconditions(res: Resource, name: str, pre: dict, meta: dict) -> None:
+    """The storage layer's preconditions: ``pre``'s uid and resourceVersion (where given) against the stored
+    object's ``meta``; a Conflict naming the first that does not hold."""
+    if pre.get("uid") and pre["uid"] != meta.get("uid"):
+        raise conflict(res, name, f"Precondition failed: UID in precondition: {pre['uid']}, UID in object "
+                                  f"meta: {meta.get('uid')}")
+    if pre.get("resourceVersion") and pre["resourceVersion"] != meta.get("resourceVersion"):
+        raise conflict(res, name, f"Precondition failed: ResourceVersion in precondition: "
+                                  f"{pre['resourceVersion']}, ResourceVersion in object meta: "
+                                  f"{meta.get('resourceVersion')}")
+
+
 def invalid(res: Resource, name: str, causes: list[str]) -> ApiError:
     kind = res.kind + (f".{res.group}" if res.group else "")
     text = causes[0] if len(causes) == 1 else "[" + ", ".join(causes) + "]"
@@ -1606,9 +1618,7 @@ class FakeApiServer:
         elif rv_required:
             raise invalid(res, name, ["metadata.resourceVersion: Invalid value: 0x0: must be specified for an "
                                       "update"])
-        if meta.get("uid") and meta["uid"] != old_meta.get("uid"):
-            raise conflict(res, name, f"Precondition failed: UID in precondition: {meta['uid']}, UID in object "
-                                      f"meta: {old_meta.get('uid')}")
+        _check_preconditions(res, name, {"uid": meta.get("uid")}, old_meta)
         if sub == "status":
             result = _copy(old)
             if "status" in new:
@@ -1670,14 +1680,7 @@ class FakeApiServer:
     def _delete(self, res: Resource, ns: str | None, name: str, options: dict, dry: bool) -> dict:
         old = self._lookup(res, ns, name)
         meta = old["metadata"]
-        pre = options.get("preconditions") or {}
-        if pre.get("uid") and pre["uid"] != meta.get("uid"):
-            raise conflict(res, name, f"Precondition failed: UID in precondition: {pre['uid']}, UID in object "
-                                      f"meta: {meta.get('uid')}")
-        if pre.get("resourceVersion") and pre["resourceVersion"] != meta.get("resourceVersion"):
-            raise conflict(res, name, f"Precondition failed: ResourceVersion in precondition: "
-                                      f"{pre['resourceVersion']}, ResourceVersion in object meta: "
-                                      f"{meta.get('resourceVersion')}")
+        _check_preconditions(res, name, options.get("preconditions") or {}, meta)
         finalizer = GC_FINALIZERS.get(self._propagation(res, old, options))
         is_pod = res.store_key == ("", "pods")
         grace = options.get("gracePeriodSeconds")
@@ -1761,13 +1764,7 @@ class FakeApiServer:
         # under the name is not the one the scheduler placed (kube: pkg/registry/core/pod/storage/storage.go,
         # BindingREST.assignPod -> Conflict on "pods")
         have = old["metadata"]
-        if meta.get("uid") and meta["uid"] != have.get("uid"):
-            raise conflict(pods, name, f"Precondition failed: UID in precondition: {meta['uid']}, UID in object "
-                                       f"meta: {have.get('uid')}")
-        if meta.get("resourceVersion") and meta["resourceVersion"] != have.get("resourceVersion"):
-            raise conflict(pods, name, f"Precondition failed: ResourceVersion in precondition: "
-                                       f"{meta['resourceVersion']}, ResourceVersion in object meta: "
-                                       f"{have.get('resourceVersion')}")
+        _check_preconditions(pods, name, meta, have)
         if have.get("deletionTimestamp"):
             raise conflict(pods, name, f"pod {name} is being deleted, cannot be assigned to a host",
                            qualified="pods/binding")

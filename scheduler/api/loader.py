@@ -29,7 +29,7 @@ FILE_LIMITS = Limits(max_document_chars=64 * 2**20, max_text_chars=256 * 2**20, 
 SCORIA_API = "scoria.io/v1"
 # Scoria's own document kinds (apiVersion scoria.io/v1): kind -> parser(doc, source) -> (name, object).
 # A parser raises ManifestError (or ValueError, reported with the source) for a document it cannot use.
-def _node_report(doc: dict, source: str) -> tuple[str, Any]:
+def node_report_from_doc(doc: dict, source: str) -> tuple[str, Any]:
     """The protocol's NodeReport in its JSON form; its content is checked where the clock is known."""
     try:
         report = report_from_json(doc)
@@ -41,8 +41,8 @@ def _node_report(doc: dict, source: str) -> tuple[str, Any]:
     return name, report
 
 
-SCORIA_KINDS: dict[str, Callable[[dict, str], tuple[str, Any]]] = {"NodeReport": _node_report,
-                                                               "NodeLoadHistory": parse_node_load_history}
+SCORIA_KINDS: dict[str, Callable[[dict, str], tuple[str, Any]]] = {"NodeReport": node_report_from_doc,
+                                                                   "NodeLoadHistory": parse_node_load_history}
 BUILTIN_PRIORITY_CLASSES = {
     "system-cluster-critical": PriorityClass("system-cluster-critical", 2_000_000_000),
     "system-node-critical": PriorityClass("system-node-critical", 2_000_001_000),

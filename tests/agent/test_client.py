@@ -18,7 +18,7 @@ from agent.pods import PodInfo, StaticPodSource
 from agent.profile import ProfileWatcher
 from hack.lib.cgroup_fixtures import FakePod, make_proc, make_tree
 from proto.model import Capacity, QosLevel
-from tests.support.wire import full_report, running_server, wait_for
+from tests.support.wire import full_report, running_client, running_server, wait_for
 
 GI = 2**30
 WEB = "0000aaaa-0000-4000-8000-000000000001"
@@ -28,9 +28,7 @@ async def _a_report_is_resent_only_while_recent() -> None:
     async with running_server() as (_, intake, port):
         client = ReportClient(ClientOptions(f"127.0.0.1:{port}", interval=0.05, insecure=True, resend_for=0.3))
         client.publish(full_report())
-        stop = asyncio.Event()
-        task = asyncio.create_task(client.run(stop))
-        try:
+        async with running_client(client):
             await wait_for(lambda: client.stats["acked"] >= 1, 5)
             await asyncio.sleep(0.5)  # past resend_for: the client has gone quiet
             sent, received = client.stats["sent"], intake.cache.telemetry["node-a"].received
@@ -40,9 +38,6 @@ async def _a_report_is_resent_only_while_recent() -> None:
             client.publish(full_report(sample_ns=time.time_ns()))  # the agent reports again: sent at once
             await wait_for(lambda: client.stats["sent"] > sent, 2)
             await wait_for(lambda: intake.cache.telemetry["node-a"].received > received, 2)
-        finally:
-            stop.set()
-            await task
 
 
 def test_a_report_is_sent_again_only_while_it_is_recent() -> None:
@@ -78,24 +73,22 @@ async def _a_failing_loop_makes_the_node_stale(tmp_path: Path) -> None:
         client = ReportClient(ClientOptions(f"127.0.0.1:{port}", interval=0.1, insecure=True, resend_for=0.3))
         pods = FailingPods([PodInfo(WEB, "web", "web-0", "Burstable", QosLevel.LS, cpu_request=1000)])
         agent = _agent(tmp_path, pods, client.publish)
-        stop, halt = asyncio.Event(), threading.Event()
+        halt = threading.Event()
         loop = threading.Thread(target=agent.run, args=(halt,), daemon=True)
         loop.start()
-        task = asyncio.create_task(client.run(stop))
         try:
-            await wait_for(lambda: "node-a" in intake.cache.telemetry, 10)
-            await wait_for(lambda: pods.calls > 5, 10)  # the loop has failed a few times since
-            telemetry = intake.cache.telemetry["node-a"]
-            assert telemetry.interval == 0.1
-            # the scheduler stops hearing from the node: three of its intervals later it is stale (its
-            # figures read as unknown), not a healthy node with frozen figures
-            await wait_for(lambda: intake.cache.telemetry["node-a"].stale(time.time(), 3), 3)
-            await asyncio.sleep(0.5)
-            assert intake.cache.telemetry["node-a"].stale(time.time(), 3)
+            async with running_client(client):
+                await wait_for(lambda: "node-a" in intake.cache.telemetry, 10)
+                await wait_for(lambda: pods.calls > 5, 10)  # the loop has failed a few times since
+                telemetry = intake.cache.telemetry["node-a"]
+                assert telemetry.interval == 0.1
+                # the scheduler stops hearing from the node: three of its intervals later it is stale (its
+                # figures read as unknown), not a healthy node with frozen figures
+                await wait_for(lambda: intake.cache.telemetry["node-a"].stale(time.time(), 3), 3)
+                await asyncio.sleep(0.5)
+                assert intake.cache.telemetry["node-a"].stale(time.time(), 3)
         finally:
             halt.set()
-            stop.set()
-            await task
             loop.join(5)
 
 

@@ -60,6 +60,7 @@ pytest.importorskip("kmock", reason="kmock is not installed (a test extra: pip i
 from hack.lib.processes import sigterm_timed, wait_port  # noqa: E402
 from tests.support.kmock_support import KmockApiServer, Seen  # noqa: E402  (imports kmock: after the skip)
 from tests.support.kube_harness import serve_kubernetes  # noqa: E402
+from tests.support.waiting import wait_until  # noqa: E402
 
 CHECKS_RUN = {
     "informers": "pods, nodes, queues, podgroups, priorityclasses and PDBs each listed, then watched",
@@ -121,11 +122,7 @@ CONTROLLER_KINDS = ("/apis/batch.volcano.sh/v1alpha1/jobs", "/apis/bus.volcano.s
                     "/apis/batch/v1/jobs")
 
 
-def wait_until(predicate, timeout: float = 20.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"{what}: not reached in {timeout:g} s"
-        time.sleep(0.05)
+WAIT = 20.0  # seconds: the longest the scenario waits for one thing
 
 
 def node(name: str, cpu: str = "4") -> dict:
@@ -196,9 +193,9 @@ def run(tmp_path_factory) -> Iterator[Run]:
                                 "--retry-period", "5", name="kmock")
         try:
             wait_port(tmp / "port", proc, 30)
-            wait_until(lambda: _watching(api), what="every kind watched")
-            wait_until(lambda: api.get("coordination.k8s.io/v1/leases", "scoria-scheduler", "kube-system"),
-                       what="the lease taken")
+            wait_until(lambda: _watching(api), WAIT, f"every kind watched: not reached in {WAIT:g} s", poll=0.05)
+            wait_until(lambda: api.get("coordination.k8s.io/v1/leases", "scoria-scheduler", "kube-system"), WAIT,
+                       f"the lease taken: not reached in {WAIT:g} s", poll=0.05)
             for obj in (pod("other", "1", scheduler="default-scheduler"), pod("huge", "64"), picky("picky"),
                         pod("g-0", "2", group="gang"), pod("g-1", "2", group="gang"), None, pod("g-2", "2", group="gang")):
                 if obj is None:
@@ -216,7 +213,8 @@ def run(tmp_path_factory) -> Iterator[Run]:
                         and scheduled_condition(api, "picky") is not None
                         and any(r.path.endswith("/events") and r.data["involvedObject"]["name"] == "huge"
                                 for r in seen if r.method == "POST"))
-            wait_until(done, what="the gang's binds, their read-backs and the unfit pod's condition and event")
+            wait_until(done, WAIT, f"the gang's binds, their read-backs and the unfit pod's condition and event: not reached "
+                                 f"in {WAIT:g} s", poll=0.05)
             err, took = sigterm_timed(proc, 30)
         finally:
             if proc.poll() is None:

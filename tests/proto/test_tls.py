@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 import subprocess
 from pathlib import Path
@@ -14,7 +15,7 @@ from scheduler.cluster.cache import ClusterCache
 from scheduler.intake.reports import ReportIntake
 from scheduler.intake.server import AgentServer, ServeError, TlsFiles
 from scheduler.metrics import SchedulerMetrics
-from tests.support.wire import full_report, running_server, wait_for
+from tests.support.wire import full_report, running_client, running_server, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl is needed to make certificates")
@@ -39,14 +40,11 @@ async def attempt(certs: Path, *, tls: TlsFiles, cert_for: str | None, reports_a
     async with running_server(tls=tls) as (_, intake, port):
         client = ReportClient(options(certs, port, cert_for))
         client.publish(full_report(reports_as))
-        stop = asyncio.Event()
-        task = asyncio.create_task(client.run(stop))
-        try:
-            await wait_for(lambda: client.stats["acked"] >= 1, wait)
-        except TimeoutError:
-            pass
-        stop.set()
-        await task
+        async with running_client(client):
+            try:
+                await wait_for(lambda: client.stats["acked"] >= 1, wait)
+            except TimeoutError:
+                pass
         return client, intake
 
 
@@ -148,34 +146,32 @@ def test_a_node_certificate_cannot_speak_for_another_nodes_pods(certs: Path, tmp
         server = AgentServer(intake, listen="127.0.0.1:0", tls=mtls(certs))
         port = await server.start()
         stop = asyncio.Event()
-        tasks = []
         try:
-            b = ReportClient(options(certs, port, "node-b"))
-            b.publish(report("node-b", "Running", ""))
-            tasks.append(asyncio.create_task(b.run(stop)))
-            await wait_for(lambda: b.stats["acked"] >= 1 and "runtime" in status(), 5)
-            recorded = status()
-            a = ReportClient(options(certs, port, "node-a"))
-            a.publish(report("node-a", "Succeeded", "/root/.ssh", "forged by node-a"))
-            tasks.append(asyncio.create_task(a.run(stop)))
-            as_b = ReportClient(options(certs, port, "node-a"))  # node-a's certificate, node-b's name
-            as_b.publish(report("node-b", "Succeeded", "/root/.ssh", "forged by node-a"))
-            tasks.append(asyncio.create_task(as_b.run(stop)))
-            await wait_for(lambda: a.stats["acked"] >= 1 and as_b.stats["connects"] >= 2, 5)
-            acked_b = b.stats["acked"]
-            await asyncio.sleep(0.3)  # several more forged reports
-            assert (web.node_name, web.phase, web.reason) == ("node-b", "Running", None)
-            assert status() == recorded and status()["phase"] == "Running"
-            assert status()["runtime"]["logDir"] == str(tmp_path / "agent" / "logs" / f"default_web_{web.uid}")
-            assert intake.metrics.registry.get_sample_value("scoria_scheduler_report_entries_ignored_total",
-                                                            {"field": "runtime"}) >= 1
-            assert as_b.stats["acked"] == 0  # refused, and only on its own stream:
-            assert b.connected and b.stats["connects"] == 1 and b.stats["refused"] == 0
-            await wait_for(lambda: b.stats["acked"] > acked_b, 5)
-            assert intake.streams["node-b"] is not None and intake.streams["node-a"] is not None
+            async with contextlib.AsyncExitStack() as running:
+                b = ReportClient(options(certs, port, "node-b"))
+                b.publish(report("node-b", "Running", ""))
+                await running.enter_async_context(running_client(b, stop))
+                await wait_for(lambda: b.stats["acked"] >= 1 and "runtime" in status(), 5)
+                recorded = status()
+                a = ReportClient(options(certs, port, "node-a"))
+                a.publish(report("node-a", "Succeeded", "/root/.ssh", "forged by node-a"))
+                await running.enter_async_context(running_client(a, stop))
+                as_b = ReportClient(options(certs, port, "node-a"))  # node-a's certificate, node-b's name
+                as_b.publish(report("node-b", "Succeeded", "/root/.ssh", "forged by node-a"))
+                await running.enter_async_context(running_client(as_b, stop))
+                await wait_for(lambda: a.stats["acked"] >= 1 and as_b.stats["connects"] >= 2, 5)
+                acked_b = b.stats["acked"]
+                await asyncio.sleep(0.3)  # several more forged reports
+                assert (web.node_name, web.phase, web.reason) == ("node-b", "Running", None)
+                assert status() == recorded and status()["phase"] == "Running"
+                assert status()["runtime"]["logDir"] == str(tmp_path / "agent" / "logs" / f"default_web_{web.uid}")
+                assert intake.metrics.registry.get_sample_value("scoria_scheduler_report_entries_ignored_total",
+                                                                {"field": "runtime"}) >= 1
+                assert as_b.stats["acked"] == 0  # refused, and only on its own stream:
+                assert b.connected and b.stats["connects"] == 1 and b.stats["refused"] == 0
+                await wait_for(lambda: b.stats["acked"] > acked_b, 5)
+                assert intake.streams["node-b"] is not None and intake.streams["node-a"] is not None
         finally:
-            stop.set()
-            await asyncio.gather(*tasks)
             await server.stop(0.2)
 
     asyncio.run(scenario())

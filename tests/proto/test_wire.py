@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import filecmp
 import subprocess
@@ -16,7 +17,7 @@ from agent.client import ClientOptions, ReportClient, backoff_delay
 from proto import codec
 from proto.model import Ack, Directive, Eviction, PodAction, PodActionKind, QosProfile
 from scheduler.intake.reports import ProfileSource
-from tests.support.wire import full_report, running_server, wait_for
+from tests.support.wire import full_report, running_client, running_server, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -60,24 +61,21 @@ async def _round_trip(tmp_path: Path) -> None:
         client = ReportClient(ClientOptions(f"127.0.0.1:{port}", interval=30, insecure=True), directives.append)
         sent = full_report()
         client.publish(sent)
-        stop = asyncio.Event()
-        task = asyncio.create_task(client.run(stop))
-        await wait_for(lambda: client.stats["acked"] >= 1, 5)
-        kept = intake.cache.telemetry["node-a"].report
-        expected = dataclasses.replace(sent, identity=dataclasses.replace(sent.identity, sequence=1))
-        assert kept == expected  # every field crossed the wire intact
-        assert list(intake.cache.node_evictions) == [("node-a", sent.colocation.evictions[0])]
-        profiles = [d.qos_profile for d in directives if d.qos_profile]
-        assert len(profiles) == 1 and profiles[0].yaml == "thresholds: {cpu: 70}\n" and profiles[0].name == "night"
-        assert all(d.ack.code == 0 for d in directives)
-        assert client.pending_evictions == 0  # the eviction arrived, so the client let it go
-        node = intake.cache.nodes["node-a"]
-        # a node that registers by reporting offers the batch resources it reports, as its Node would
-        assert node.allocatable == {"cpu": 8000, "memory": 32 * 2**30, "pods": 110, "nvidia.com/gpu": 1,
-                                    "huawei.com/Ascend910": 1, "kubernetes.io/batch-cpu": 2500,
-                                    "kubernetes.io/batch-memory": 6 * 2**30}
-        stop.set()
-        await task
+        async with running_client(client):
+            await wait_for(lambda: client.stats["acked"] >= 1, 5)
+            kept = intake.cache.telemetry["node-a"].report
+            expected = dataclasses.replace(sent, identity=dataclasses.replace(sent.identity, sequence=1))
+            assert kept == expected  # every field crossed the wire intact
+            assert list(intake.cache.node_evictions) == [("node-a", sent.colocation.evictions[0])]
+            profiles = [d.qos_profile for d in directives if d.qos_profile]
+            assert len(profiles) == 1 and profiles[0].yaml == "thresholds: {cpu: 70}\n" and profiles[0].name == "night"
+            assert all(d.ack.code == 0 for d in directives)
+            assert client.pending_evictions == 0  # the eviction arrived, so the client let it go
+            node = intake.cache.nodes["node-a"]
+            # a node that registers by reporting offers the batch resources it reports, as its Node would
+            assert node.allocatable == {"cpu": 8000, "memory": 32 * 2**30, "pods": 110, "nvidia.com/gpu": 1,
+                                        "huawei.com/Ascend910": 1, "kubernetes.io/batch-cpu": 2500,
+                                        "kubernetes.io/batch-memory": 6 * 2**30}
 
 
 def test_round_trip_over_grpc(tmp_path: Path) -> None:
@@ -90,18 +88,15 @@ async def _refusals_keep_the_stream() -> None:
         bad = full_report()
         bad.load.cpu_used_cores = float("nan")
         client.publish(bad)
-        stop = asyncio.Event()
-        task = asyncio.create_task(client.run(stop))
-        await wait_for(lambda: client.stats["refused"] >= 2, 5)
-        assert "load.cpu_used_cores" in client.last_refusal and "node-a" not in intake.cache.telemetry
-        client.publish(full_report())
-        await wait_for(lambda: "node-a" in intake.cache.telemetry, 5)
-        assert client.stats["connects"] == 1  # the same stream carried the bad and the good reports
-        refused = intake.metrics.registry.get_sample_value("scoria_scheduler_reports_refused_total",
-                                                           {"reason": "content"})
-        assert refused >= 2
-        stop.set()
-        await task
+        async with running_client(client):
+            await wait_for(lambda: client.stats["refused"] >= 2, 5)
+            assert "load.cpu_used_cores" in client.last_refusal and "node-a" not in intake.cache.telemetry
+            client.publish(full_report())
+            await wait_for(lambda: "node-a" in intake.cache.telemetry, 5)
+            assert client.stats["connects"] == 1  # the same stream carried the bad and the good reports
+            refused = intake.metrics.registry.get_sample_value("scoria_scheduler_reports_refused_total",
+                                                               {"reason": "content"})
+            assert refused >= 2
 
 
 def test_refused_report_leaves_stream_and_cache_alone() -> None:
@@ -110,24 +105,21 @@ def test_refused_report_leaves_stream_and_cache_alone() -> None:
 
 async def _restart(tmp_path: Path) -> None:
     interval = 1.0
-    clients, tasks, stop = [], [], asyncio.Event()
-    async with running_server() as (_, _, port):
-        listen = f"127.0.0.1:{port}"
-        for i in range(50):
-            c = ReportClient(ClientOptions(listen, interval=interval, insecure=True), seed=i)
-            c.publish(full_report(f"node-{i}"))
-            clients.append(c)
-            tasks.append(asyncio.create_task(c.run(stop)))
-        await wait_for(lambda: all(c.stats["acked"] for c in clients), 10)
-    await asyncio.sleep(0.3)  # the scheduler is gone for a moment
-    try:
+    clients, stop = [], asyncio.Event()  # one stop: the first client told stops them all
+    async with contextlib.AsyncExitStack() as running:
+        async with running_server() as (_, _, port):
+            listen = f"127.0.0.1:{port}"
+            for i in range(50):
+                c = ReportClient(ClientOptions(listen, interval=interval, insecure=True), seed=i)
+                c.publish(full_report(f"node-{i}"))
+                clients.append(c)
+                await running.enter_async_context(running_client(c, stop))
+            await wait_for(lambda: all(c.stats["acked"] for c in clients), 10)
+        await asyncio.sleep(0.3)  # the scheduler is gone for a moment
         async with running_server(listen=listen) as (_, intake, _):
             elapsed = await wait_for(lambda: len(intake.cache.telemetry) == 50, 2 * interval + 1)
             assert elapsed <= 2 * interval, f"cache complete only after {elapsed:.2f}s"
             assert all(c.stats["connects"] >= 2 for c in clients)
-    finally:
-        stop.set()
-        await asyncio.gather(*tasks)
 
 
 def test_fifty_clients_reconnect_after_a_server_restart(tmp_path: Path) -> None:
@@ -143,14 +135,11 @@ async def _evictions_survive_disconnection() -> None:
     assert client.pending_evictions == 3 and client.stats["evictions_dropped"] == 2  # bounded, oldest first
     async with running_server() as (_, intake, port):
         client.options = dataclasses.replace(client.options, target=f"127.0.0.1:{port}")
-        stop = asyncio.Event()
-        task = asyncio.create_task(client.run(stop))
-        await wait_for(lambda: client.stats["acked"] >= 1, 5)
-        kept = intake.cache.telemetry["node-a"].report.colocation.evictions
-        assert [e.pod_uid for e in kept] == ["uid-2", "uid-3", "uid-4"]
-        await wait_for(lambda: client.pending_evictions == 0, 2)
-        stop.set()
-        await task
+        async with running_client(client):
+            await wait_for(lambda: client.stats["acked"] >= 1, 5)
+            kept = intake.cache.telemetry["node-a"].report.colocation.evictions
+            assert [e.pod_uid for e in kept] == ["uid-2", "uid-3", "uid-4"]
+            await wait_for(lambda: client.pending_evictions == 0, 2)
 
 
 def test_latest_state_and_pending_evictions_are_kept_bounded_while_disconnected() -> None:
@@ -170,12 +159,9 @@ async def _unknown_node() -> None:
     async with running_server(register=False) as (_, intake, port):
         client = ReportClient(ClientOptions(f"127.0.0.1:{port}", interval=0.05, insecure=True))
         client.publish(full_report("stranger"))
-        stop = asyncio.Event()
-        task = asyncio.create_task(client.run(stop))
-        await wait_for(lambda: client.stats["refused"] >= 1, 5)
-        assert "unknown to the scheduler" in client.last_refusal and not intake.cache.nodes
-        stop.set()
-        await task
+        async with running_client(client):
+            await wait_for(lambda: client.stats["refused"] >= 1, 5)
+            assert "unknown to the scheduler" in client.last_refusal and not intake.cache.nodes
 
 
 def test_unknown_node_is_refused_without_registration() -> None:
@@ -186,26 +172,16 @@ async def _superseded() -> None:
     async with running_server() as (_, intake, port):
         first = ReportClient(ClientOptions(f"127.0.0.1:{port}", interval=0.05, insecure=True, backoff_initial=5))
         first.publish(full_report())
-        stop = asyncio.Event()
-        t1 = asyncio.create_task(first.run(stop))
-        tasks = {t1}
-        try:
+        # each client stops at the end of its block, pass or fail, within 15 s of being told to, while the server is
+        # still up
+        async with running_client(first, bound=15):
             await wait_for(lambda: first.stats["acked"] >= 1, 5)
             second = ReportClient(ClientOptions(f"127.0.0.1:{port}", interval=0.05, insecure=True))
             second.publish(full_report())
-            t2 = asyncio.create_task(second.run(stop))
-            tasks.add(t2)
-            await wait_for(lambda: second.stats["acked"] >= 1, 5)
-            await wait_for(lambda: not first.connected, 15)  # the older stream was closed
-            assert intake.streams["node-a"] is not None and len(intake.streams) == 1
-        finally:
-            # both clients stop here, pass or fail, while the server is still up (a client left for asyncio.run's
-            # clean-up once hung the suite there under heavy load)
-            stop.set()
-            done, _ = await asyncio.wait(tasks, timeout=15)
-        assert done == tasks, "a client did not stop within 15 s of being told to"
-        for task in tasks:
-            task.result()
+            async with running_client(second, bound=15):
+                await wait_for(lambda: second.stats["acked"] >= 1, 5)
+                await wait_for(lambda: not first.connected, 15)  # the older stream was closed
+                assert intake.streams["node-a"] is not None and len(intake.streams) == 1
 
 
 def test_a_newer_stream_from_the_same_node_replaces_the_old_one() -> None:
@@ -270,12 +246,9 @@ def test_certificates_not_there_yet_are_retried_not_the_end_of_reporting(tmp_pat
         options = ClientOptions("127.0.0.1:1", interval=0.05, ca=tmp_path / "ca.pem", cert=tmp_path / "node.pem",
                                 key=tmp_path / "node-key.pem", backoff_initial=0.01, backoff_max=0.05)
         client = ReportClient(options)
-        stop = asyncio.Event()
-        task = asyncio.create_task(client.run(stop))
-        await asyncio.sleep(0.3)
-        assert not task.done(), task.exception()  # still trying (the Secret may be filled in later)
-        stop.set()
-        await asyncio.wait_for(task, 5)
+        async with running_client(client, bound=5) as task:
+            await asyncio.sleep(0.3)
+            assert not task.done(), task.exception()  # still trying (the Secret may be filled in later)
 
     asyncio.run(scenario())
 
@@ -306,16 +279,13 @@ async def _garbage() -> dict[str, tuple[grpc.StatusCode | None, str, list[Direct
     async with running_server() as (_, intake, port):
         real = ReportClient(ClientOptions(f"127.0.0.1:{port}", interval=0.05, insecure=True))
         real.publish(full_report())
-        stop = asyncio.Event()
-        task = asyncio.create_task(real.run(stop))
-        await wait_for(lambda: real.stats["acked"] >= 1, 5)
-        outcomes = {name: await asyncio.to_thread(_send_raw, port, [data] * 3) for name, data in GARBAGE}
-        assert set(intake.cache.telemetry) == {"node-a"}  # none of the garbage was kept
-        acked = real.stats["acked"]
-        await wait_for(lambda: real.stats["acked"] > acked, 5)
-        assert real.stats["connects"] == 1 and real.connected  # the real agent never noticed
-        stop.set()
-        await task
+        async with running_client(real):
+            await wait_for(lambda: real.stats["acked"] >= 1, 5)
+            outcomes = {name: await asyncio.to_thread(_send_raw, port, [data] * 3) for name, data in GARBAGE}
+            assert set(intake.cache.telemetry) == {"node-a"}  # none of the garbage was kept
+            acked = real.stats["acked"]
+            await wait_for(lambda: real.stats["acked"] > acked, 5)
+            assert real.stats["connects"] == 1 and real.connected  # the real agent never noticed
     return outcomes
 
 
@@ -341,11 +311,8 @@ async def _large_refusal() -> tuple[int, int]:
         bad = full_report()
         bad.capacity.numa_zones[0].distances = [10] * (3 * 2**20)  # a 3 MiB list on the wire
         client.publish(bad)
-        stop = asyncio.Event()
-        task = asyncio.create_task(client.run(stop))
-        await wait_for(lambda: client.stats["refused"] >= 2, 10)
-        stop.set()
-        await task
+        async with running_client(client):
+            await wait_for(lambda: client.stats["refused"] >= 2, 10)
         return len(client.last_refusal or ""), client.stats["connects"]
 
 

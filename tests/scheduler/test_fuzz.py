@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from proto.errors import InputError
-from scheduler.api.loader import _node_report, iter_text
+from scheduler.api.loader import iter_text, node_report_from_doc
 from scheduler.builtins import register_builtins
 from scheduler.cluster.cache import ClusterCache
 from scheduler.cycle import Scheduler
@@ -134,7 +134,7 @@ def test_apply_takes_any_manifest_whole_or_stores_nothing(tmp_path_factory, text
     cache = ClusterCache()
     embedded = Embedded(cache, Store(folder / "store.sqlite"), clock=lambda: AT.timestamp())
     try:
-        _, r = _node_report(report("n1", zones=[4, 4], batchCpu=4000, batchMemory="4Gi"), "test")
+        _, r = node_report_from_doc(report("n1", zones=[4, 4], batchCpu=4000, batchMemory="4Gi"), "test")
         r.identity.sample_time_ns = int(AT.timestamp() * 1e9)
         cache.accept_report(r, AT.timestamp(), register=True, capacity_key="n1")
         try:

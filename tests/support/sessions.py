@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from scheduler.api.loader import _node_report
+from scheduler.api.loader import node_report_from_doc
 from scheduler.api.manifests import parse_object
 from scheduler.cluster.cache import ClusterCache
 from scheduler.cluster.effects import CacheEffects
@@ -32,7 +32,7 @@ def add_doc(cache: ClusterCache, doc: dict, at: datetime = AT) -> None:
     """One manifest into ``cache``, or a NodeReport document (``builders.report``) as sampled at ``at``,
     registering its node."""
     if doc.get("kind") == "NodeReport":
-        _, r = _node_report(doc, "test")
+        _, r = node_report_from_doc(doc, "test")
         r.identity.sample_time_ns = int(at.timestamp() * 1e9)
         cache.accept_report(r, at.timestamp(), register=True, capacity_key=repr(r.capacity))
     else:

@@ -16,6 +16,7 @@ from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from hack.lib.fake_apiserver import CRD_DIR, SYSTEM_NAMESPACES, FakeApiServer, load_crds, pod
+from tests.support.waiting import wait_until
 
 VOLCANO = ("scheduling.volcano.sh", "v1beta1")
 CRDS = {r.plural: r for r in load_crds(CRD_DIR)}
@@ -46,13 +47,6 @@ def events_in_thread(stream_fn, *args, **kwargs) -> tuple[list, threading.Thread
     t = threading.Thread(target=run, daemon=True)
     t.start()
     return events, t
-
-
-def wait_until(predicate, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.01)
 
 
 # -- the registry ---------------------------------------------------------------------------------------
@@ -256,7 +250,7 @@ def test_a_selected_watch_sees_objects_enter_and_leave_its_selection() -> None:
                                            _preload_content=False)
         core.patch_namespaced_pod_status("p", "default", {"status": {"phase": "Running"}})
         core.delete_namespaced_pod("p", "default", grace_period_seconds=0)
-        wait_until(lambda: len(events) == 3)
+        wait_until(lambda: len(events) == 3, timeout=5.0, poll=0.01)
         assert [(k, o["spec"]["nodeName"]) for k, o in events] == [("ADDED", "node-a"), ("MODIFIED", "node-a"),
                                                                    ("DELETED", "node-a")]
         api.close_watches()
@@ -300,7 +294,7 @@ def test_closed_watches_end_at_once_and_expired_ones_come_back_with_410() -> Non
         events, t = events_in_thread(core.list_node, resource_version=rv, timeout_seconds=60)
         assert api.wait_watching("nodes")
         api.put_node("n1", {})
-        wait_until(lambda: len(events) == 1)
+        wait_until(lambda: len(events) == 1, timeout=5.0, poll=0.01)
         started = time.monotonic()
         api.expire_watches()
         t.join(5)

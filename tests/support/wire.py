@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import AsyncIterator
 
+from agent.client import ReportClient
 from proto.model import (
     Capacity,
     Colocation,
@@ -82,6 +84,28 @@ async def running_server(*, register: bool = True, tls=None, listen: str = "127.
         yield server, intake, port
     finally:
         await server.stop(grace=0.2)
+
+
+@contextlib.asynccontextmanager
+async def running_client(client: ReportClient, stop: asyncio.Event | None = None, *,
+                         bound: float = 15.0) -> AsyncIterator[asyncio.Task]:
+    """``client.run(stop)`` as a task for the length of the block (which gets the task).  At its end, pass or
+    fail, the client is told to stop and given ``bound`` seconds (then cancelled, and the test fails): a client
+    left running for asyncio.run's clean-up once hung the suite.  Nest it inside the server's block, so that the
+    client stops while the server is still up.  A ``stop`` shared by several clients stops them all.  What the
+    client's run raised is raised here, as ``await task`` would."""
+    stop = stop if stop is not None else asyncio.Event()
+    task = asyncio.create_task(client.run(stop))
+    try:
+        yield task
+    finally:
+        stop.set()
+        done, _ = await asyncio.wait({task}, timeout=bound)
+        if not done:
+            task.cancel()
+            await asyncio.wait({task}, timeout=1)
+    assert done, f"the client did not stop within {bound:g} s of being told to"
+    task.result()
 
 
 async def wait_for(predicate, timeout: float, step: float = 0.02) -> float:

@@ -181,6 +181,15 @@ class _Reader:
             raise self.fail(f"{path}.{key}", f"expected a list, got {type(value).__name__}")
         return value
 
+    def strings(self, data: dict, path: str, key: str, what: str) -> list[str]:
+        """The list of strings at ``key`` (none when absent); an item that is no string is ``what`` expected."""
+        out = []
+        for i, item in enumerate(self.items(data, path, key)):
+            if not isinstance(item, str):
+                raise self.fail(f"{path}.{key}[{i}]", f"expected {what}, got {item!r}")
+            out.append(item)
+        return out
+
     def text(self, data: dict, path: str, key: str, default: str = "") -> str:
         value = data.get(key)
         if value is None:
@@ -249,11 +258,7 @@ def _policies(r: _Reader, data: dict, path: str) -> tuple[Policy, ...]:
         if not isinstance(raw, dict):
             raise r.fail(where, f"expected a policy (a mapping), got {type(raw).__name__}")
         r.known(raw, where, _POLICY_FIELDS)
-        events = []
-        for j, event in enumerate(r.items(raw, where, "events")):
-            if not isinstance(event, str):
-                raise r.fail(f"{where}.events[{j}]", f"expected an event name, got {event!r}")
-            events.append(event)
+        events = r.strings(raw, where, "events", "an event name")
         event = r.text(raw, where, "event")
         if event:
             events.append(event)
@@ -295,11 +300,7 @@ def _task(r: _Reader, raw: Any, index: int) -> Task:
     deps = r.mapping(raw, where, "dependsOn", allowed={"name", "iteration"})
     if deps:
         dwhere = f"{where}.dependsOn"
-        names = []
-        for j, dep in enumerate(r.items(deps, dwhere, "name")):
-            if not isinstance(dep, str):
-                raise r.fail(f"{dwhere}.name[{j}]", f"expected a task name, got {dep!r}")
-            names.append(dep)
+        names = r.strings(deps, dwhere, "name", "a task name")
         iteration = r.text(deps, dwhere, "iteration")
         if iteration and iteration not in ITERATIONS:
             raise r.fail(f"{dwhere}.iteration", f"must be any or all, got {iteration!r}")

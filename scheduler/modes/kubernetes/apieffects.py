@@ -62,6 +62,7 @@ from scheduler.api.objects import Condition, Pod, PodGroup
 from scheduler.cluster.cache import ClusterCache
 from scheduler.cluster.effects import CacheEffects
 from scheduler.metrics import SchedulerMetrics
+from scheduler.modes.kubernetes.apistatus import status_body
 from scheduler.modes.kubernetes.ratelimit import RateLimiter
 
 log = logging.getLogger(__name__)
@@ -470,11 +471,7 @@ def _budget_refusal(exc: Exception) -> bool:
     disruption allowed, or the budget not yet processed)?  Trying again at once would only be refused again."""
     if getattr(exc, "status", None) != 429:
         return False
-    try:
-        body = json.loads(getattr(exc, "body", None) or "{}")
-    except (TypeError, ValueError):
-        return False
-    details = body.get("details") if isinstance(body, dict) else None
+    details = status_body(exc).get("details")
     causes = (details.get("causes") if isinstance(details, dict) else None) or []
     return any(isinstance(c, dict) and c.get("reason") == "DisruptionBudget" for c in causes)
 

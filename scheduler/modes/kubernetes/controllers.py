@@ -68,6 +68,7 @@ from scheduler.controllers.loop import ControllerLoop, ReconcileResult
 from scheduler.controllers.podgroups import PodGroupSettings
 from scheduler.metrics import SchedulerMetrics
 from scheduler.modes.kubernetes.apieffects import KubeEffects, NotLeading
+from scheduler.modes.kubernetes.apistatus import status_body
 from scheduler.modes.kubernetes.informer import Informer
 
 log = logging.getLogger(__name__)
@@ -319,7 +320,7 @@ class KubeHost:
             raise HostError(f"{what}: not sent, this replica is not leading") from None
         except ApiException as exc:
             self.metrics.kube_write("controller", "refused")
-            status = _status_body(exc)
+            status = status_body(exc)
             message = f"{what}: {exc.status} {status.get('message') or exc.reason}"
             if exc.status == 404:
                 raise NotFound(message) from None
@@ -337,14 +338,6 @@ class KubeHost:
 
 class _Conflict(HostError):
     """409 other than AlreadyExists: a precondition or resourceVersion that no longer holds."""
-
-
-def _status_body(exc: Exception) -> dict:
-    try:
-        body = json.loads(getattr(exc, "body", None) or "{}")
-    except (TypeError, ValueError):
-        return {}
-    return body if isinstance(body, dict) else {}
 
 
 @dataclass

@@ -21,6 +21,7 @@ from typing import Any
 from proto.errors import InputError
 from scheduler.controllers.kinds import COMMAND, JOB, QUEUE, name_of, namespace_of, part
 from scheduler.controllers.vcctl import AlreadyExists, NotFound, VcctlError
+from scheduler.modes.kubernetes.apistatus import status_body
 
 TIMEOUT = (10.0, 30.0)
 
@@ -118,7 +119,7 @@ class KubeBackend:
         try:
             resp = fn(*args, _preload_content=False, _request_timeout=TIMEOUT, **kwargs)
         except ApiException as exc:
-            status = _status(exc)
+            status = status_body(exc)
             message = str(status.get("message") or exc.reason or "")
             if exc.status == 404:
                 if "the server could not find the requested resource" in message:
@@ -138,11 +139,3 @@ class KubeBackend:
             raise VcctlError(f"{what}: cannot reach {self.host}: {exc}") from None
         data = resp.data
         return json.loads(data) if data else {}
-
-
-def _status(exc: Exception) -> dict:
-    try:
-        body = json.loads(getattr(exc, "body", None) or "{}")
-    except (TypeError, ValueError):
-        return {}
-    return body if isinstance(body, dict) else {}

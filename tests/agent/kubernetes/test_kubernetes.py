@@ -12,13 +12,7 @@ from agent.kubernetes.pods import KubernetesPodSource
 from agent.labels import NodeLabels
 from hack.lib.fake_apiserver import FakeApiServer, pod
 from proto.model import QosLevel
-
-
-def wait_until(predicate, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.02)
+from tests.support.waiting import wait_until
 
 
 def test_pod_source_lists_then_follows_the_watch_and_relists_after_410() -> None:

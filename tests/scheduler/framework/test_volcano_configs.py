@@ -203,13 +203,9 @@ def test_volcano_configuration_refused_on_purpose(name):
 
 
 def _compat_rows() -> list[tuple[str, str, str]]:
-    import importlib.util
+    from hack import volcano_compat
 
-    spec = importlib.util.spec_from_file_location("volcano_compat", FIXTURES.parents[2] / "hack" / "volcano_compat.py")
-    assert spec and spec.loader
-    compat = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(compat)
-    return compat.rows()
+    return volcano_compat.rows()
 
 
 def _row_for(rows: list[tuple[str, str, str]], kind: str, name: str, key: str) -> str | None:

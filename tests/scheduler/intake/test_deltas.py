@@ -18,7 +18,7 @@ from scheduler.api.objects import Pod
 from scheduler.cluster.cache import ClusterCache
 from scheduler.intake.reports import KEPT_BASES, ReportIntake, StreamState
 from scheduler.metrics import SchedulerMetrics
-from tests.support.wire import changed_report, full_report, running_server, wait_for
+from tests.support.wire import changed_report, full_report, running_client, running_server, wait_for
 
 NOW = 1_800_000_000.0
 GI = 2**30
@@ -197,9 +197,7 @@ async def _client_sends_deltas() -> None:
         published = full_report()
         published.colocation.evictions = []  # (evictions are the agent's news: sent until acked, then gone)
         client.publish(published)
-        stop = asyncio.Event()
-        task = asyncio.create_task(client.run(stop))
-        try:
+        async with running_client(client):
             await wait_for(lambda: client.stats["sent"] >= 60, 10)
             # the agent's next picture: usage changed, one GPU's memory too
             changed = dataclasses.replace(
@@ -214,9 +212,6 @@ async def _client_sends_deltas() -> None:
             kept = it.cache.telemetry["node-a"].report
             seq = kept.identity.sequence
             assert kept == dataclasses.replace(changed, identity=dataclasses.replace(changed.identity, sequence=seq))
-        finally:
-            stop.set()
-            await task
         bases = [base for _, _, base in recorder.seen]
         assert bases[0] == 0 and client.stats["refused"] == 0
         assert sum(1 for b in bases if b) == client.stats["deltas"] > 0.8 * len(bases)
@@ -235,13 +230,8 @@ async def _lost_acks() -> None:
         client = ReportClient(ClientOptions(f"127.0.0.1:{port}", interval=0.01, insecure=True, delta_span=5,
                                             full_every=1000))
         client.publish(full_report())
-        stop = asyncio.Event()
-        task = asyncio.create_task(client.run(stop))
-        try:
+        async with running_client(client):
             await wait_for(lambda: client.stats["sent"] >= 12, 10)
-        finally:
-            stop.set()
-            await task
         bases = [base for _, _, base in recorder.seen]
         # acked full report 1, deltas on it up to 6 (5 reports past the base), then whole reports, each acked
         # at once as the new base (the stream has sent deltas): a delta on it follows
@@ -257,18 +247,13 @@ async def _reconnect() -> None:
         recorder = Recorder(it)
         client = ReportClient(ClientOptions(f"127.0.0.1:{port}", interval=0.01, insecure=True, backoff_initial=0.01))
         client.publish(full_report())
-        stop = asyncio.Event()
-        task = asyncio.create_task(client.run(stop))
-        try:
+        async with running_client(client):
             await wait_for(lambda: client.stats["deltas"] >= 3, 10)
             it.accepting = lambda: False  # the next report ends the stream (as a replica that stops leading)
             await wait_for(lambda: client.stats["connects"] >= 2, 10)
             it.accepting = lambda: True
             await wait_for(lambda: len({s for s, _, _ in recorder.seen}) >= 3, 10)
             await wait_for(lambda: client.stats["deltas"] >= 6, 10)
-        finally:
-            stop.set()
-            await task
         firsts: dict[int, int] = {}
         for stream, _, base in recorder.seen:
             firsts.setdefault(stream, base)
@@ -360,17 +345,12 @@ async def _first_ack() -> None:
         recorder = Recorder(it)
         client = ReportClient(ClientOptions(f"127.0.0.1:{port}", interval=0.02, insecure=True))
         client.publish(full_report())
-        stop = asyncio.Event()
-        task = asyncio.create_task(client.run(stop))
-        try:
+        async with running_client(client):
             await asyncio.sleep(0.15)  # seven intervals
             assert client.stats["sent"] == 1  # one report until it is acknowledged
             await wait_for(lambda: client.stats["sent"] == 2, 2)  # ten intervals on: tried again
             holding[0] = False
             await wait_for(lambda: client.stats["sent"] >= 10, 5)  # acknowledged: every interval
-        finally:
-            stop.set()
-            await task
         assert [seq for _, seq, _ in recorder.seen][:2] == [1, 2]
 
 

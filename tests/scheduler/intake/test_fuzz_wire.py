@@ -11,6 +11,7 @@ node-b's stream.  Bounded in examples and time so the suite stays fast.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import shutil
 import subprocess
@@ -38,7 +39,7 @@ from scheduler.metrics import SchedulerMetrics
 from scheduler.modes.embedded.mode import Embedded
 from scheduler.modes.embedded.store import Store
 from tests.support.builders import pod
-from tests.support.wire import full_report
+from tests.support.wire import full_report, running_client
 
 ROOT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl is needed to make certificates")
@@ -101,12 +102,12 @@ def setup(tmp_path_factory) -> Iterator[Setup]:
     report.runtime = [PodRuntime(victim.uid, "default", "victim", "Running", containers=[
         ContainerRuntime("main", "running", pid=1)])]
     canary.publish(report)
-    stop = asyncio.Event()
+    canary_running = contextlib.AsyncExitStack()  # entered and left on the server's loop
 
-    async def start_canary() -> asyncio.Task:
-        return asyncio.create_task(canary.run(stop))
+    async def start_canary() -> None:
+        await canary_running.enter_async_context(running_client(canary))
 
-    task = run(start_canary())
+    run(start_canary())
     deadline = time.monotonic() + 10
     while not canary.stats["acked"] and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -118,10 +119,9 @@ def setup(tmp_path_factory) -> Iterator[Setup]:
         yield Setup(certs, port, intake, emb, victim, canary, channel, errors)
     finally:
         channel.close()
-        loop.call_soon_threadsafe(stop.set)
 
         async def finish() -> None:
-            await task
+            await canary_running.aclose()
             await server.stop(0.2)
 
         run(finish())

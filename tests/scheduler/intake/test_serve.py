@@ -12,7 +12,7 @@ import pytest
 
 from agent.client import ClientOptions, ReportClient
 from hack.lib.processes import free_port, scrape, start_serve, wait_port
-from tests.support.wire import full_report, wait_for
+from tests.support.wire import full_report, running_client, wait_for
 
 
 def start(*args: str, port_file: Path) -> subprocess.Popen:
@@ -30,11 +30,8 @@ def test_serve_end_to_end(tmp_path: Path) -> None:
         async def report() -> None:
             client = ReportClient(ClientOptions(f"127.0.0.1:{port}", interval=0.1, insecure=True))
             client.publish(full_report("node-a"))
-            stop = asyncio.Event()
-            task = asyncio.create_task(client.run(stop))
-            await wait_for(lambda: client.stats["acked"] >= 2, 10)
-            stop.set()
-            await task
+            async with running_client(client):
+                await wait_for(lambda: client.stats["acked"] >= 2, 10)
 
         asyncio.run(report())
         base = f"http://127.0.0.1:{metrics_port}"

@@ -32,14 +32,14 @@ def docs(*manifests: dict):
 
 
 def cluster(tmp_path: Path, *, nodes: int = 1, cpu: int = 8) -> tuple[Embedded, Scheduler]:
-    from scheduler.api.loader import _node_report
+    from scheduler.api.loader import node_report_from_doc
 
     cache = ClusterCache()
     tmp_path.mkdir(parents=True, exist_ok=True)
     embedded = Embedded(cache, Store(tmp_path / "store.sqlite"), clock=lambda: AT.timestamp())
     embedded.load()
     for i in range(nodes):
-        _, r = _node_report(report(f"n{i}", zones=[cpu]), "test")
+        _, r = node_report_from_doc(report(f"n{i}", zones=[cpu]), "test")
         r.identity.sample_time_ns = int(AT.timestamp() * 1e9)
         r.identity.runs_pods = True  # an embedded agent: it runs what is bound to its node
         cache.accept_report(r, AT.timestamp(), register=True, capacity_key=f"n{i}")

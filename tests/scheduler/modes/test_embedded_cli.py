@@ -328,14 +328,14 @@ def test_describe_keeps_the_last_crash_after_a_restart(api) -> None:
 
 # -- top -------------------------------------------------------------------------------------------------------
 def test_top_pods(api) -> None:
-    from scheduler.api.loader import _node_report
+    from scheduler.api.loader import node_report_from_doc
     from tests.support.builders import report
 
     embedded, sched, server = api
     embedded.apply(docs(pod("web", cpu=1), pod("api", cpu=1, namespace="shop")))
     sched.run_once()
     ids = {p.name: p.uid for p in embedded.cache.pods.values()}
-    _, r = _node_report(report("n0", pods=[{"uid": ids["web"], "cpu": 0.25, "memory": "64Mi"},
+    _, r = node_report_from_doc(report("n0", pods=[{"uid": ids["web"], "cpu": 0.25, "memory": "64Mi"},
                                            {"uid": ids["api"], "cpu": 1.5, "memory": "1Gi"}]), "test")
     embedded.cache.accept_report(r, time.time(), register=True, capacity_key="n0")
     status, out, _ = ctl(server, "top", "pods")

@@ -243,9 +243,9 @@ def test_queue_default_is_listed_and_cannot_be_deleted(tmp_path: Path) -> None:
 
 
 def _report(embedded: Embedded, node: str, at: float, *, runs_pods: bool = True) -> None:
-    from scheduler.api.loader import _node_report
+    from scheduler.api.loader import node_report_from_doc
 
-    _, r = _node_report(report(node, zones=[8]), "test")
+    _, r = node_report_from_doc(report(node, zones=[8]), "test")
     r.identity.sample_time_ns = int(at * 1e9)
     r.identity.runs_pods = runs_pods
     embedded.cache.accept_report(r, at, register=True, capacity_key=node)

@@ -374,7 +374,7 @@ def test_agents_report_over_a_unix_socket_only_its_owner_can_open(tmp_path: Path
 
     from agent.client import ClientOptions, ReportClient
     from proto.model import Directive
-    from tests.support.wire import full_report, running_server, wait_for
+    from tests.support.wire import full_report, running_client, running_server, wait_for
 
     sock = tmp_path / "agent.sock"
 
@@ -384,11 +384,8 @@ def test_agents_report_over_a_unix_socket_only_its_owner_can_open(tmp_path: Path
             directives: list[Directive] = []
             report = ReportClient(ClientOptions(f"unix:{sock}", interval=30), directives.append)  # no TLS, no --insecure
             report.publish(full_report(sample_ns=time.time_ns()))
-            stop = asyncio.Event()
-            task = asyncio.create_task(report.run(stop))
-            await wait_for(lambda: directives, 10)
-            stop.set()
-            await task
+            async with running_client(report):
+                await wait_for(lambda: directives, 10)
             other = as_user(lambda: connect(sock)) if os.geteuid() == 0 else ("error", "PermissionError")
         assert not sock.exists()  # removed on stop
         return directives, other[0]

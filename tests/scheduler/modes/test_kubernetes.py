@@ -17,6 +17,7 @@ import pytest
 from hack.lib.fake_apiserver import FakeApiServer, node
 from scheduler.modes.kubernetes.leader import LeaderElector
 from tests.support.kube_harness import Harness, serve_kubernetes
+from tests.support.waiting import wait_until
 
 PG = "scheduling.volcano.sh/v1beta1"
 GANG_CONFIG = """
@@ -25,13 +26,6 @@ tiers:
 - plugins: [{name: priority}, {name: gang}, {name: conformance}]
 - plugins: [{name: predicates}, {name: proportion}, {name: nodeorder}]
 """
-
-
-def wait_until(predicate, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.02)
 
 
 def pending_pod(name: str, *, cpu: str = "1", namespace: str = "default", group: str | None = None,
@@ -138,11 +132,11 @@ tiers:
 
 def numa_harness(harness) -> Harness:
     """NUMA-aware scheduling, with node n1 reporting two zones of 4 CPUs."""
-    from scheduler.api.loader import _node_report
+    from scheduler.api.loader import node_report_from_doc
     from tests.support.builders import report
 
     h = harness(NUMA_CONFIG)
-    _, r = _node_report(report("n1", zones=[4, 4]), "test")
+    _, r = node_report_from_doc(report("n1", zones=[4, 4]), "test")
     r.identity.sample_time_ns = time.time_ns()
     h.cache.accept_report(r, time.time(), register=False, capacity_key="n1")
     return h

@@ -16,8 +16,9 @@ from hack.lib.fake_apiserver import FakeApiServer, node
 from scheduler.modes.kubernetes import apieffects
 from scheduler.modes.kubernetes.leader import LeaderElector
 from scheduler.modes.kubernetes.ratelimit import RateLimiter
-from tests.scheduler.modes.test_kubernetes import GANG_CONFIG, PG, pending_pod, running_pod, wait_until
+from tests.scheduler.modes.test_kubernetes import GANG_CONFIG, PG, pending_pod, running_pod
 from tests.support.kube_harness import Harness
+from tests.support.waiting import wait_until
 
 BIND = "/api/v1/namespaces/default/pods/{}/binding"
 LEASE = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/scoria"

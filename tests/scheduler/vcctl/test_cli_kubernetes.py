@@ -7,12 +7,12 @@ import pytest
 import yaml
 
 from scheduler.cli import main
-from tests.scheduler.modes.test_kubernetes_jobs import api, cluster, volcano_job, wait_until  # noqa: F401  (fixtures)
 from tests.support.kube_harness import write_kubeconfig
+from tests.support.kube_jobs import volcano_job
 
 
 @pytest.fixture
-def vcctl(api, tmp_path, capsys):  # noqa: F811
+def vcctl(api, tmp_path, capsys):
     kubeconfig = str(write_kubeconfig(tmp_path / "kubeconfig", api.url))
 
     def run(*argv: str) -> tuple[int, str, str]:
@@ -23,7 +23,7 @@ def vcctl(api, tmp_path, capsys):  # noqa: F811
     return run
 
 
-def test_queues_are_created_listed_closed_and_deleted(api, vcctl) -> None:  # noqa: F811
+def test_queues_are_created_listed_closed_and_deleted(api, vcctl) -> None:
     assert vcctl("queue", "create", "-n", "research", "-w", "3")[0] == 0
     made = api.get("queues", "research")
     assert made["spec"]["weight"] == 3
@@ -55,7 +55,7 @@ def test_queues_are_created_listed_closed_and_deleted(api, vcctl) -> None:  # no
     assert code == 1 and "'default' can not be deleted" in err
 
 
-def test_a_job_is_run_listed_viewed_suspended_resumed_and_deleted(api, cluster, vcctl, tmp_path) -> None:  # noqa: F811
+def test_a_job_is_run_listed_viewed_suspended_resumed_and_deleted(api, cluster, vcctl, tmp_path) -> None:
     c = cluster()
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump(volcano_job()))
@@ -88,7 +88,7 @@ def test_a_job_is_run_listed_viewed_suspended_resumed_and_deleted(api, cluster, 
     assert code == 1 and "job default/train not found" in err
 
 
-def test_a_job_from_flags_is_vcctls(api, vcctl) -> None:  # noqa: F811
+def test_a_job_from_flags_is_vcctls(api, vcctl) -> None:
     code, out, _ = vcctl("job", "run", "-N", "quick", "-r", "3", "-m", "2", "-i", "python:3.11", "-R", "cpu=500m")
     assert code == 0 and out.strip() == "run job quick successfully"
     job = api.get("jobs.batch.volcano.sh", "quick", "default")
@@ -100,7 +100,7 @@ def test_a_job_from_flags_is_vcctls(api, vcctl) -> None:  # noqa: F811
     assert task["template"]["spec"]["restartPolicy"] == "Never" and job["spec"]["schedulerName"] == "scoria"
 
 
-def test_what_admission_refuses_is_refused_before_anything_is_sent(api, vcctl, tmp_path) -> None:  # noqa: F811
+def test_what_admission_refuses_is_refused_before_anything_is_sent(api, vcctl, tmp_path) -> None:
     doubled = volcano_job()
     doubled["spec"]["tasks"].append(dict(doubled["spec"]["tasks"][0]))
     path = tmp_path / "bad.yaml"
