@@ -717,19 +717,26 @@ INFORMED = ("/api/v1/pods", "/api/v1/nodes", "/api/v1/namespaces", "/apis/schedu
 
 def _stall(api: FakeApiServer, requests: str) -> None:
     """The API server stops answering the informers' ``requests`` ("watches" or "lists") and every informer
-    is made to ask again: each ends up inside a request that gets no answer for 10 s."""
+    is made to ask again: each ends up inside a request that gets no answer for 30 s (the last of them may be
+    slow to ask on a busy machine; the first must still be waiting then)."""
     for prefix in INFORMED:
-        api.fail("GET", prefix, status=503, times=None, watch=requests == "watches", delay=10)
+        api.fail("GET", prefix, status=503, times=None, watch=requests == "watches", delay=30)
     asked = len(api.calls)
     if requests == "watches":
         api.close_watches()  # every informer watches again
     else:
-        api.put_namespace("moved-on")  # a write none of them saw, then the history gone: 410, list again
+        # a write none of them sees (no scheduler informer watches ConfigMaps), then the history gone: 410, list again
+        api.put({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "moved-on", "namespace": "default"}})
         api.expire_watches()
     scheduler_kinds = {"namespaces", "pods", "nodes", "podgroups", "queues", "priorityclasses",
                        "poddisruptionbudgets"}  # one per scheduler informer (the controllers' have their own)
-    wait_until(lambda: scheduler_kinds <= {c.plural for c in api.calls[asked:] if c.method == "GET"
-                                           and c.verb == ("watch" if requests == "watches" else "list")})
+    def asked_again() -> set[str]:
+        return {c.plural for c in api.calls[asked:] if c.method == "GET"
+                and c.verb == ("watch" if requests == "watches" else "list")}
+    deadline = time.monotonic() + 25
+    while not scheduler_kinds <= asked_again():
+        assert time.monotonic() < deadline, f"not asked again: {sorted(scheduler_kinds - asked_again())}"
+        time.sleep(0.02)
 
 
 @pytest.mark.parametrize("requests", ["watches", "lists"])
@@ -738,7 +745,7 @@ def test_shutdown_does_not_wait_for_requests_the_server_does_not_answer(requests
     server does not answer, stopping takes under 2 s (it waited 2 s per informer: 12 s)."""
     with FakeApiServer() as slow:
         h = Harness(slow)
-        assert all(slow.wait_watching(plural) for plural in ("pods", "nodes", "priorityclasses"))
+        assert all(slow.wait_watching(plural) for plural in ("pods", "nodes", "priorityclasses", "namespaces"))
         _stall(slow, requests)
         time.sleep(0.2)
         t0 = time.monotonic()
@@ -750,7 +757,7 @@ def test_shutdown_does_not_wait_for_requests_the_server_does_not_answer(requests
 def test_sigterm_exits_at_once_while_the_server_does_not_answer_the_watches(tmp_path) -> None:
     """SIGTERM with every watch being opened and unanswered: exit 0 within 2 s, the lease handed back."""
     def unanswered_watches(slow: FakeApiServer) -> None:
-        assert all(slow.wait_watching(plural) for plural in ("pods", "nodes", "priorityclasses"))
+        assert all(slow.wait_watching(plural) for plural in ("pods", "nodes", "priorityclasses", "namespaces"))
         _stall(slow, "watches")
         time.sleep(0.2)
 
