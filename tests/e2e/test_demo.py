@@ -451,12 +451,16 @@ def _run_demo(tmp_path: Path) -> None:
     watchdog = threading.Timer(120, lambda: os.killpg(proc.pid, signal.SIGKILL))
     watchdog.start()
     lines: list[str] = []
+    errors: list[int] = []  # the probe's error count in each measured sample with the online pods and offline work
     try:
         for line in proc.stdout:
             lines.append(line)
             running = re.search(r"'Running': (\d+)", line)
-            measured = re.search(r"online p50/p99: [\d.]+ / [\d.]+ ms", line)  # a sample the summary can use
-            if running and int(running.group(1)) >= 3 and measured:  # the online pods and offline work
+            measured = re.search(r"online p50/p99: [\d.]+ / [\d.]+ ms, probe errors: ([\d,]+) of", line)
+            if running and int(running.group(1)) >= 3 and measured:
+                errors.append(int(measured.group(1).replace(",", "")))
+            # web answers on its port: the errors (refused while it was still starting) stop growing
+            if len(errors) >= 2 and errors[-1] == errors[-2]:
                 break
         else:
             raise AssertionError("".join(lines))
@@ -478,10 +482,6 @@ def _run_demo(tmp_path: Path) -> None:
     assert "summary over" in out and "cleaned up: no pod process or cgroup left behind" in out, out
     port = int(re.search(r"the online service listens on 127.0.0.1:(\d+)", out).group(1))
     assert port != 18080, out
-    # the web pod answers on its port: the probe's errors (refused while web was still starting) stop growing
-    live = re.findall(r"online p50/p99: [\d.]+ / [\d.]+ ms, probe errors: ([\d,]+) of", "".join(lines))
-    errors = [int(e.replace(",", "")) for e in live]
-    assert len(errors) >= 2 and errors[-1] == errors[-2], out
     assert "failing or evicted: shop/web" not in out, out
     alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
     assert not alive, alive
