@@ -11,7 +11,8 @@ import gc
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -43,6 +44,25 @@ def tune_gc(*thresholds: int) -> None:
     waiting.  Called by the scheduler's processes (serve, simulate, benchmarks).
     """
     gc.set_threshold(*(thresholds or (GC_THRESHOLD0, *gc.get_threshold()[1:])))
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """No automatic cycle collection inside (unless it was off already, when it stays off).
+
+    A cycle's tasks, jobs and node dicts live until the cycle ends and die by
+    reference counting then (:meth:`Session.release`), so a collection inside a
+    cycle finds almost nothing and only walks them: at 10,000 nodes the
+    young-generation passes a cycle triggers took a seventh of its time.  What
+    other threads leave for the collector meanwhile waits until the cycle ends.
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def system_clock() -> datetime:
@@ -91,7 +111,10 @@ class Scheduler:
     def run_once(self) -> CycleResult:
         if self.watcher:
             self.watcher.poll()
-        config = self.config
+        with collector_paused():
+            return self._cycle(self.config)
+
+    def _cycle(self, config: SchedulerConfig) -> CycleResult:
         start = time.perf_counter()
         now = self.clock()
         snapshot = self.snapshots.take(now=now.timestamp())

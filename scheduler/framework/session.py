@@ -170,6 +170,7 @@ class Session:
             job.tasks = {}
         self.tiers, self.plugins, self._hooks, self._flat = [], {}, {}, {}
         self.held.clear()
+        self.eviction_listeners.clear()  # action-side indexes (VictimIndex) refer back to the session
         self.job_key = self.task_key = self.queue_key = _released
 
     def has_action(self, name: str) -> bool:
