@@ -105,19 +105,22 @@ class JobInfo:
         self.task_min = task_min if task_min and self.min_member >= sum(task_min.values()) else {}
         self.role_counts: dict[str, list[int]] | None = {} if self.task_min else None
 
-    def fresh(self) -> JobInfo:
+    def fresh(self, vectors: bool = True) -> JobInfo:
         """A new job as ``__init__`` makes it from the same group, with this one's priority and no tasks;
         its phase read from the group now.  A snapshot keeper keeps one such template per job and hands
-        each cycle a fresh copy (the template itself is never scheduled)."""
+        each cycle a fresh copy (the template itself is never scheduled).  ``vectors=False`` leaves
+        ``allocated`` and ``reserved`` to the caller (the keeper sets them, summed, for all jobs at once)."""
         job = JobInfo.__new__(JobInfo)
         job.uid, job.group, job.namespace, job.name, job.queue = self.uid, self.group, self.namespace, self.name, self.queue
         job.priority, job.min_member, job.min_resources = self.priority, self.min_member, self.min_resources
         job.created = self.created
         job.tasks = {}
         job.counts = [0] * STATUS_COUNT
-        job.allocated = np.zeros(len(self.allocated))
-        job.reserved = np.zeros(len(self.reserved))
-        job.phase = self.group.phase if self.group else "Pending"
+        if vectors:
+            job.allocated = np.zeros(len(self.allocated))
+            job.reserved = np.zeros(len(self.reserved))
+        group = self.group
+        job.phase = group.phase if group else "Pending"
         job.enqueue_reason = job.fit_error = job.fit_count = None
         job.conditions = []
         job.task_min = self.task_min  # never changed after __init__
