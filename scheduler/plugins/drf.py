@@ -41,7 +41,7 @@ import numpy as np
 
 from scheduler.api.hierarchy import queue_hierarchy
 from scheduler.framework.plugin import Plugin
-from scheduler.framework.resources import EPS, dominant_share
+from scheduler.framework.resources import EPS, dominant_share, dominant_shares
 from scheduler.framework.snapshot import JobInfo, QueueInfo, TaskInfo
 from scheduler.plugins.shared.queueshare import share_mask
 
@@ -81,8 +81,10 @@ class DRF(Plugin):
     def open(self, ssn: Session) -> None:
         self.total = ssn.total
         self.mask = share_mask(ssn.index)
-        self.allocated = {uid: job.allocated.copy() for uid, job in ssn.jobs.items()}
-        self.shares = {uid: self._share(a) for uid, a in self.allocated.items()}
+        # the plugin's own copy of every job's allocation (rows of one array), and each job's share
+        held = np.array([job.allocated for job in ssn.jobs.values()]).reshape(len(ssn.jobs), len(self.mask))
+        self.allocated = dict(zip(ssn.jobs, held, strict=True))
+        self.shares = dict(zip(ssn.jobs, dominant_shares(held, self.total, self.mask), strict=True))
         self.namespaces: dict[str, np.ndarray] | None = None
         if self.flags.get("enableNamespaceOrder", False):
             self.namespaces = {}
