@@ -111,11 +111,16 @@ class Scheduler:
     def run_once(self) -> CycleResult:
         if self.watcher:
             self.watcher.poll()
-        with collector_paused():
-            return self._cycle(self.config)
-
-    def _cycle(self, config: SchedulerConfig) -> CycleResult:
+        config = self.config
         start = time.perf_counter()
+        with collector_paused():  # what it held back is collected as it ends: within the cycle's time
+            binds, evictions, phase_changes, pending = self._cycle(config)
+        result = CycleResult(binds, evictions, phase_changes, pending, time.perf_counter() - start)
+        self.metrics.cycle(seconds=result.seconds, binds=result.binds, evictions=result.evictions, pending=pending)
+        return result
+
+    def _cycle(self, config: SchedulerConfig) -> tuple[int, int, int, int]:
+        """Snapshot, session, actions, close: binds, evictions, phase changes and pods left pending."""
         now = self.clock()
         snapshot = self.snapshots.take(now=now.timestamp())
         ssn = Session(snapshot, config, now=now, effects=self.effects, state=self.plugin_state)
@@ -128,9 +133,7 @@ class Scheduler:
         self.effects.flush()
         pending = sum(job.counts[TaskStatus.PENDING] for job in ssn.jobs.values())
         ssn.release()
-        result = CycleResult(ssn.binds, len(ssn.evictions), ssn.phase_changes, pending, time.perf_counter() - start)
-        self.metrics.cycle(seconds=result.seconds, binds=result.binds, evictions=result.evictions, pending=pending)
-        return result
+        return ssn.binds, len(ssn.evictions), ssn.phase_changes, pending
 
     def run(self, *, interval: float = 1.0, stop: threading.Event | None = None, idle_every: float = 10.0,
             active: Callable[[], bool] = lambda: True) -> None:
