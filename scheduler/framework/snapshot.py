@@ -311,7 +311,10 @@ class NodeTable:
         self.changes.append(node)
 
     def future_idle(self, task: TaskInfo | None = None) -> np.ndarray:
-        """Free once what is being released is gone: ``free(task)`` plus releasing resources."""
+        """Free once what is being released is gone: ``free(task)`` plus releasing resources (read-only: it may
+        be ``free(task)`` itself, when nothing is being released)."""
+        if not self.releasing_count:  # (releasing then holds zeros: whole quantities add and subtract exactly)
+            return self.free(task)
         return self.free(task) + self.releasing
 
     def future_idle_at(self, node: int, task: TaskInfo | None = None) -> np.ndarray:
