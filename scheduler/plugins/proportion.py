@@ -23,7 +23,7 @@ import numpy as np
 from scheduler.framework.plugin import ABSTAIN, PERMIT, Plugin, Vote, reject
 from scheduler.framework.resources import EPS
 from scheduler.framework.snapshot import JobInfo, QueueInfo, TaskInfo, TaskStatus
-from scheduler.plugins.shared.queueshare import describe, limit_mask, over_limit, share, share_mask
+from scheduler.plugins.shared.queueshare import ShareOf, describe, limit_mask, over_limit, share, share_mask
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
@@ -140,6 +140,7 @@ class Proportion(Plugin):
                 for name, row in rows.items():
                     setattr(self.attrs[name], target, sums[row].copy())
         water_fill(list(self.attrs.values()), ssn.total, self.mask)
+        self._share = {name: ShareOf(attr.deserved, self.mask) for name, attr in self.attrs.items()}
         for attr in self.attrs.values():
             attr.share = share(attr.allocated, attr.deserved, self.mask)
 
@@ -231,4 +232,4 @@ class Proportion(Plugin):
         if attr is None or task.nominated >= 0:  # a nominated task was counted at open
             return
         attr.allocated += sign * task.req
-        attr.share = share(attr.allocated, attr.deserved, self.mask)
+        attr.share = self._share[attr.name](attr.allocated)  # share(attr.allocated, attr.deserved, self.mask)
