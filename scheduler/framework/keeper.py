@@ -272,7 +272,8 @@ class SnapshotKeeper:
         foreign: list[Pod] = []
         placed_nodes: list[int] = []
         placed_shapes: list[int] = []  # rows of self._shape_rows
-        pos, node_tasks = table.pos, table.tasks
+        pos = table.pos
+        seated: list[TaskInfo] = []  # the tasks on placed_nodes (the table makes each node's list when read)
         topology_tasks, recent_binds = table.topology_tasks, table.recent_binds
         succeeded, failed, releasing, running, pending = (TaskStatus.SUCCEEDED, TaskStatus.FAILED,
                                                           TaskStatus.RELEASING, TaskStatus.RUNNING, TaskStatus.PENDING)
@@ -327,7 +328,7 @@ class SnapshotKeeper:
                 node = pos.get(node_name, -1)
                 if node >= 0:
                     task.node = node
-                    node_tasks[node][task.uid] = task
+                    seated.append(task)
                     placed_nodes.append(node)
                     placed_shapes.append(seed.shape)
                     if status is releasing:
@@ -350,6 +351,7 @@ class SnapshotKeeper:
                 job.role_counts.setdefault(task.role, [0] * STATUS_COUNT)[status] += 1
             if job.priority < task.priority and (job.group is None or not job.group.priority_class_name):
                 job.priority = task.priority
+        table.seat(placed_nodes, seated)
         requests = self._shape_matrix
         if requests is None:
             requests = self._shape_matrix = np.array(self._shape_rows).reshape(len(self._shape_rows), index.size)
