@@ -11,7 +11,8 @@ import gc
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -43,6 +44,25 @@ def tune_gc(*thresholds: int) -> None:
     waiting.  Called by the scheduler's processes (serve, simulate, benchmarks).
     """
     gc.set_threshold(*(thresholds or (GC_THRESHOLD0, *gc.get_threshold()[1:])))
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """No automatic cycle collection inside (unless it was off already, when it stays off).
+
+    A cycle's tasks, jobs and node dicts live until the cycle ends and die by
+    reference counting then (:meth:`Session.release`), so a collection inside a
+    cycle finds almost nothing and only walks them: at 10,000 nodes the
+    young-generation passes a cycle triggers took a seventh of its time.  What
+    other threads leave for the collector meanwhile waits until the cycle ends.
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def system_clock() -> datetime:
@@ -93,6 +113,14 @@ class Scheduler:
             self.watcher.poll()
         config = self.config
         start = time.perf_counter()
+        with collector_paused():  # what it held back is collected as it ends: within the cycle's time
+            binds, evictions, phase_changes, pending = self._cycle(config)
+        result = CycleResult(binds, evictions, phase_changes, pending, time.perf_counter() - start)
+        self.metrics.cycle(seconds=result.seconds, binds=result.binds, evictions=result.evictions, pending=pending)
+        return result
+
+    def _cycle(self, config: SchedulerConfig) -> tuple[int, int, int, int]:
+        """Snapshot, session, actions, close: binds, evictions, phase changes and pods left pending."""
         now = self.clock()
         snapshot = self.snapshots.take(now=now.timestamp())
         ssn = Session(snapshot, config, now=now, effects=self.effects, state=self.plugin_state)
@@ -105,9 +133,7 @@ class Scheduler:
         self.effects.flush()
         pending = sum(job.counts[TaskStatus.PENDING] for job in ssn.jobs.values())
         ssn.release()
-        result = CycleResult(ssn.binds, len(ssn.evictions), ssn.phase_changes, pending, time.perf_counter() - start)
-        self.metrics.cycle(seconds=result.seconds, binds=result.binds, evictions=result.evictions, pending=pending)
-        return result
+        return ssn.binds, len(ssn.evictions), ssn.phase_changes, pending
 
     def run(self, *, interval: float = 1.0, stop: threading.Event | None = None, idle_every: float = 10.0,
             active: Callable[[], bool] = lambda: True) -> None:

@@ -34,10 +34,12 @@ lower-priority pods were evicted; for Unschedulable the large pods stay
 pending.  ``goal`` = 5 x ``threshold`` (issue 15), ``met`` = checks pass and
 pods/s >= goal.
 
-    python hack/bench/kube_workloads.py [--workload NAME ...] [--nodes N] [--batch N] [--cprofile N]
+    python hack/bench/kube_workloads.py [--workload NAME ...] [--nodes N] [--batch N] [--cpu] [--cprofile N]
 
 ``--nodes`` scales a workload down (pod counts scale with it; ``met`` is then
-null); ``--cprofile N`` prints to stderr the N functions with the most own time,
+null); ``--cpu`` adds ``cpu_pods_per_second`` and ``cpu_seconds_in_cycles``, the
+same figure over the process CPU time of those cycles (on a shared machine wall
+time counts other processes' turns); ``--cprofile N`` prints to stderr the N functions with the most own time,
 then the N with the most cumulative time, in the measured cycles.
 """
 
@@ -261,6 +263,8 @@ def make_nodes(workload: Workload, count: int, rng: random.Random) -> list[Node]
 class Phase:
     cycles: list[float] = field(default_factory=list)  # seconds of each cycle, up to the step's last change
     idle: list[float] = field(default_factory=list)  # cycles since the last one that changed something
+    cpu: list[float] = field(default_factory=list)  # process CPU seconds of the cycles in ``cycles``
+    idle_cpu: list[float] = field(default_factory=list)  # ... and of those in ``idle``
     binds: int = 0
     evictions: int = 0
 
@@ -277,16 +281,20 @@ class Runner:
         self.clock[0] += timedelta(seconds=1)
         if profile and self.profiler:
             self.profiler.enable()
+        began = time.process_time()
         result = self.sched.run_once()
+        cpu = time.process_time() - began
         if profile and self.profiler:
             self.profiler.disable()
         phase.binds += result.binds
         phase.evictions += result.evictions
         if result.changed:  # idle cycles between two that changed something count: the scheduler spent them
             phase.cycles += [*phase.idle, result.seconds]
-            phase.idle = []
+            phase.cpu += [*phase.idle_cpu, cpu]
+            phase.idle, phase.idle_cpu = [], []
         else:
             phase.idle.append(result.seconds)
+            phase.idle_cpu.append(cpu)
         for uid in [uid for uid, pod in self.cache.pods.items() if pod.evicted]:
             self.evicted.append(self.cache.pods[uid])
             self.cache.remove_pod(uid)  # deleted by the API server (grace period 0); nobody recreates it
@@ -313,7 +321,7 @@ class Runner:
 
 
 def run_workload(workload: Workload, nodes: int, batch: int, seed: int, max_settle: int,
-                 profiler: cProfile.Profile | None) -> dict[str, Any]:
+                 profiler: cProfile.Profile | None, cpu: bool = False) -> dict[str, Any]:
     tune_gc()
     rng = random.Random(seed)
     scale = nodes / workload.nodes
@@ -349,7 +357,7 @@ def run_workload(workload: Workload, nodes: int, batch: int, seed: int, max_sett
                               runner.evicted)
     rate = placed / seconds if seconds else None
     goal = workload.goal
-    return {
+    out = {
         "workload": workload.name, "source": f"{UPSTREAM}/{workload.source}", "nodes": len(cache.nodes),
         "init_pods": init_pods, "measured_pods": measured_pods, "measured_pods_bound": placed,
         "churned_pods": len(churned), "evictions": len(runner.evicted),
@@ -362,6 +370,11 @@ def run_workload(workload: Workload, nodes: int, batch: int, seed: int, max_sett
                 if nodes == workload.nodes else None),
         "upstream_size": nodes == workload.nodes, "seed": seed,
     }
+    if cpu:  # the same figure in this process's CPU time: steadier than wall time on a shared machine
+        cpu_seconds = sum(phase.cpu)
+        out["cpu_pods_per_second"] = round(placed / cpu_seconds, 1) if cpu_seconds else None
+        out["cpu_seconds_in_cycles"] = round(cpu_seconds, 3)
+    return out
 
 
 # --- checks: the end state against every required constraint, independent of the scheduler's code ----------
@@ -504,6 +517,8 @@ def main(argv: Iterable[str] | None = None) -> None:
     parser.add_argument("--batch", type=int, default=1000, help="pods arriving between two cycles")
     parser.add_argument("--max-settle", type=int, default=20, help="extra cycles at most after a step's last batch")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--cpu", action="store_true",
+                        help="also report cpu_pods_per_second and cpu_seconds_in_cycles (process CPU time, not wall)")
     parser.add_argument("--cprofile", type=int, default=0, metavar="N",
                         help="profile the measured cycles; print the top N functions to stderr")
     args = parser.parse_args(list(argv) if argv is not None else None)
@@ -515,7 +530,8 @@ def main(argv: Iterable[str] | None = None) -> None:
         workload = WORKLOADS[name]
         profiler = cProfile.Profile() if args.cprofile else None
         began = time.perf_counter()
-        out = run_workload(workload, args.nodes or workload.nodes, args.batch, args.seed, args.max_settle, profiler)
+        out = run_workload(workload, args.nodes or workload.nodes, args.batch, args.seed, args.max_settle, profiler,
+                           args.cpu)
         out["wall_seconds"] = round(time.perf_counter() - began, 1)
         print(json.dumps(out), flush=True)
         if profiler:

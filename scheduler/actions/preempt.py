@@ -61,13 +61,17 @@ class Preempt(Action):
                 if not ssn.job_starving(job):
                     continue
                 stmt = Statement(ssn)
-                for task in sorted(job.pending_tasks(), key=ssn.task_key):
+                tasks = sorted(job.pending_tasks(), key=ssn.task_key)
+                for i, task in enumerate(tasks):
                     if not ssn.job_starving(job):
                         break  # Volcano re-checks after each task: a job that no longer starves takes no more
                     if not may_preempt(task):
                         continue
                     # its own job's running tasks are candidates too: the victim plugins judge them by task priority
-                    search.make_room(stmt, task, f"preempted by {task.pod.key} (priority {job.priority})")
+                    # (the last task fitting without evictions into a statement without any is discarded below:
+                    # it is not placed at all)
+                    search.make_room(stmt, task, f"preempted by {task.pod.key} (priority {job.priority})",
+                                     settle=i < len(tasks) - 1 or bool(stmt.evictions))
                 if stmt.evictions and ssn.job_pipelined(job):
                     stmt.commit()
                     job.fit_error = None

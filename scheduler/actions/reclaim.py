@@ -45,12 +45,15 @@ class Reclaim(Action):
                 if not ssn.job_starving(job):
                     continue
                 stmt = Statement(ssn)
-                for task in sorted(job.pending_tasks(), key=ssn.task_key):
+                tasks = sorted(job.pending_tasks(), key=ssn.task_key)
+                for i, task in enumerate(tasks):
                     if not ssn.job_starving(job):
                         break  # Volcano re-checks after each task: a job that no longer starves takes no more
                     if not may_preempt(task) or not ssn.preemptive(queue, task):
                         continue
-                    search.make_room(stmt, task, f"reclaimed by queue {name} for {task.pod.key}")
+                    # (the last task fitting without evictions into a statement without any is discarded below)
+                    search.make_room(stmt, task, f"reclaimed by queue {name} for {task.pod.key}",
+                                     settle=i < len(tasks) - 1 or bool(stmt.evictions))
                 if stmt.evictions and ssn.job_pipelined(job):
                     stmt.commit()
                     job.fit_error = None

@@ -58,7 +58,7 @@ class SnapshotDiverged(AssertionError):
 class _Seed:
     """What a snapshot derives from one pod object, kept until the object is replaced or its facts change."""
 
-    __slots__ = ("pod", "ours", "facts", "job", "req", "cols", "shape", "topology")
+    __slots__ = ("pod", "ours", "facts", "job", "req", "cols", "shape", "topology", "task")
 
     def __init__(self, pod: Pod, ours: bool, facts: PodFacts):
         self.pod = pod
@@ -69,6 +69,9 @@ class _Seed:
         self.cols: np.ndarray | None = None
         self.shape = -1  # the row of req in the keeper's table of distinct requests
         self.topology = bool(facts.zones or facts.grants or facts.devices)
+        # its TaskInfo, made by the first snapshot that needs it and handed to every later one with what a
+        # session changes (status, node, job, fit error, nomination, placement, role) set afresh
+        self.task: TaskInfo | None = None
 
 
 class SnapshotKeeper:
@@ -227,6 +230,7 @@ class SnapshotKeeper:
         for seed in fresh:
             key = seed.facts.request_key
             seed.req, seed.cols = index.shape(key)
+            seed.task = None  # it holds the old vectors
             row = shapes.get(key)
             if row is None:
                 row = shapes[key] = len(rows)
@@ -268,14 +272,20 @@ class SnapshotKeeper:
         foreign: list[Pod] = []
         placed_nodes: list[int] = []
         placed_shapes: list[int] = []  # rows of self._shape_rows
-        pos, node_tasks = table.pos, table.tasks
-        succeeded, failed, releasing, running = (TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.RELEASING,
-                                                 TaskStatus.RUNNING)
-        # a job's allocation is summed in one vectorised pass below: its row, and the rows of running tasks
+        pos = table.pos
+        seated: list[TaskInfo] = []  # the tasks on placed_nodes (the table makes each node's list when read)
+        topology_tasks, recent_binds = table.topology_tasks, table.recent_binds
+        succeeded, failed, releasing, running, pending = (TaskStatus.SUCCEEDED, TaskStatus.FAILED,
+                                                          TaskStatus.RELEASING, TaskStatus.RUNNING, TaskStatus.PENDING)
+        # a job's allocation and reservations are summed in one vectorised pass below: its row, and the rows
+        # of running (reserving) tasks
         job_rows: list[JobInfo] = []
         row_of: dict[str, int] = {}
         held_rows: list[int] = []
         held_shapes: list[int] = []
+        reserving_rows: list[int] = []
+        reserving_shapes: list[int] = []
+        templates = self._templates
         for seed in self._seeds.values():
             pod = seed.pod
             node_name = pod.node_name
@@ -285,14 +295,26 @@ class SnapshotKeeper:
             if pod.evicted:
                 continue
             facts = seed.facts
-            job = jobs.get(seed.job)
+            uid = seed.job
+            job = jobs.get(uid)
             if job is None:
-                job = jobs[seed.job] = self._template(facts.ref, index).fresh()
-                row_of[seed.job] = len(job_rows)
+                template = templates.get(uid)
+                ref = facts.ref
+                if template is None or template.group is not ref.group or template.queue != ref.queue:
+                    template = self._template(ref, index)
+                job = jobs[uid] = template.fresh(vectors=False)
+                row_of[uid] = len(job_rows)
                 job_rows.append(job)
-            req = seed.req
-            assert req is not None and seed.cols is not None  # set by _columns
-            task = TaskInfo(pod, job, req, seed.cols, facts.priority, facts.best_effort, facts.signature, facts)
+            task = seed.task
+            if task is None:  # made once per seed; later cycles reset what a session may have changed
+                assert seed.req is not None and seed.cols is not None  # set by _columns
+                task = seed.task = TaskInfo(pod, job, seed.req, seed.cols, facts.priority, facts.best_effort,
+                                            facts.signature, facts)
+            else:
+                task.job = job
+                task.node = task.nominated = -1
+                task.fit_error = task.placement = None
+                task.role = ""
             phase = pod.phase
             if phase == "Succeeded":
                 status = task.status = succeeded
@@ -301,26 +323,27 @@ class SnapshotKeeper:
             elif node_name:
                 status = task.status = releasing if pod.terminating else running
                 if status is running:
-                    held_rows.append(row_of[seed.job])
+                    held_rows.append(row_of[uid])
                     held_shapes.append(seed.shape)
                 node = pos.get(node_name, -1)
                 if node >= 0:
                     task.node = node
-                    node_tasks[node][task.uid] = task
+                    seated.append(task)
                     placed_nodes.append(node)
                     placed_shapes.append(seed.shape)
                     if status is releasing:
                         table.add_releasing(task, node, +1)
                     if seed.topology:
-                        table.topology_tasks.append(task)
+                        topology_tasks.append(task)
                     if pod.bound_at is not None and (now is None or now - pod.bound_at < RECENT_BIND_S):
-                        table.recent_binds.append((node, task))
+                        recent_binds.append((node, task))
             else:
-                status = task.status
+                status = task.status = pending
                 if pod.nominated_node in pos:
                     task.nominated = pos[pod.nominated_node]
                     table.reserve(task, +1)
-                    job.reserved += req
+                    reserving_rows.append(row_of[uid])
+                    reserving_shapes.append(seed.shape)
             job.tasks[task.uid] = task  # JobInfo.add_task, but for the allocation (summed below)
             job.counts[status] += 1
             if job.role_counts is not None:
@@ -328,18 +351,23 @@ class SnapshotKeeper:
                 job.role_counts.setdefault(task.role, [0] * STATUS_COUNT)[status] += 1
             if job.priority < task.priority and (job.group is None or not job.group.priority_class_name):
                 job.priority = task.priority
+        table.seat(placed_nodes, seated)
         requests = self._shape_matrix
         if requests is None:
             requests = self._shape_matrix = np.array(self._shape_rows).reshape(len(self._shape_rows), index.size)
         if placed_nodes:  # one vectorised pass instead of a column update per running pod
             np.add.at(table.used.T, np.array(placed_nodes), requests[np.array(placed_shapes)])
             np.subtract(table.alloc, table.used, out=table.idle)
-        if job_rows:
+        if job_rows:  # each job's vectors are rows of one array (views: changed in place like their own)
             held = np.zeros((len(job_rows), index.size))
             if held_rows:
                 np.add.at(held, np.array(held_rows), requests[np.array(held_shapes)])
+            reserved = np.zeros((len(job_rows), index.size))
+            if reserving_rows:
+                np.add.at(reserved, np.array(reserving_rows), requests[np.array(reserving_shapes)])
             for row, job in enumerate(job_rows):
                 job.allocated = held[row]
+                job.reserved = reserved[row]
         table.changes.clear()
         for key, group in cache.podgroups.items():
             if key not in jobs:  # a group whose pods do not exist (yet): gang validity will say so
@@ -350,8 +378,8 @@ class SnapshotKeeper:
             if job.created is None:
                 stamps = [t.pod.created for t in job.tasks.values() if t.pod.created]
                 job.created = min(stamps) if stamps else None
-        if len(self._templates) > 2 * len(jobs) + 64:  # jobs that are gone
-            self._templates = {uid: t for uid, t in self._templates.items() if uid in jobs}
+        if len(templates) > 2 * len(jobs) + 64:  # jobs that are gone
+            self._templates = {uid: t for uid, t in templates.items() if uid in jobs}
         return jobs, foreign
 
 

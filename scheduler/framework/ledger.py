@@ -114,6 +114,38 @@ class Usage:
             self.dev_holders[d] += sign
             self.dev_alone[d] += sign * alone
 
+    def add_all(self, placed: list[Assignment]) -> None:
+        """``apply(a, +1)`` for each of ``placed``, one pass per array (each cell adds in the same order)."""
+        z_nodes: list[int] = []
+        z_cols: list[int] = []
+        z_cpu: list[float] = []
+        z_memory: list[float] = []
+        d_index: list[int] = []
+        d_memory: list[float] = []
+        d_cores: list[float] = []
+        d_alone: list[bool] = []
+        for a in placed:
+            if a.zones:  # (a pod's zones are distinct: see decode_zones)
+                z_nodes.extend([a.node] * len(a.zones))
+                z_cols.extend(a.zones)
+                z_cpu.extend(a.cpu)
+                z_memory.extend(a.memory)
+            for d, memory, cores, alone in a.devices:
+                d_index.append(d)
+                d_memory.append(memory)
+                d_cores.append(cores)
+                d_alone.append(alone)
+        if z_nodes:
+            cells = (np.array(z_nodes), np.array(z_cols))
+            np.add.at(self.zone_cpu, cells, np.array(z_cpu, dtype=float))
+            np.add.at(self.zone_memory, cells, np.array(z_memory, dtype=float))
+        if d_index:
+            devices = np.array(d_index)
+            np.add.at(self.dev_memory, devices, np.array(d_memory, dtype=float))
+            np.add.at(self.dev_cores, devices, np.array(d_cores, dtype=float))
+            np.add.at(self.dev_holders, devices, 1)
+            np.add.at(self.dev_alone, devices, np.array(d_alone, dtype=np.int32))
+
 
 class Topology:
     def __init__(self, static: StaticTopology, index: ResourceIndex):
@@ -481,6 +513,7 @@ class Topology:
         """
         on_nodes = [t for t in tasks if t.status in (TaskStatus.RUNNING, TaskStatus.RELEASING) and t.node >= 0]
         guessed = []
+        recorded: list[tuple[TaskInfo, Assignment]] = []  # counted together below (nothing here reads the counts)
         for task in on_nodes:
             node, facts = task.node, task.facts
             zones = self._zone_positions(task, node, facts.zones) if facts.zones and self.s.has_zones[node] else ()
@@ -492,7 +525,11 @@ class Topology:
                     guessed.append((task, zones, wanted))
                     continue
             if zones or devices:
-                self._load(task, node, zones, devices)
+                recorded.append((task, self._loaded(task, node, zones, devices)))
+        self.used.add_all([a for _, a in recorded])
+        self.releasing.add_all([a for task, a in recorded if task.status == TaskStatus.RELEASING])
+        for task, a in recorded:
+            self.assigned[task.uid] = a
         for task, zones, wanted in guessed:
             devices = [self._grant_of(d, r) for r in wanted
                        for d in self._choose_devices(task.node, r, (), strict=False)]
@@ -523,13 +560,17 @@ class Topology:
     def _load(self, task: TaskInfo, node: int, zones: tuple[int, ...], devices: list) -> None:
         if not (zones or devices):
             return
+        self._take(task, self._loaded(task, node, zones, devices), record=False)
+        if task.status == TaskStatus.RELEASING:
+            self.mark_releasing(task, +1)
+
+    def _loaded(self, task: TaskInfo, node: int, zones: tuple[int, ...], devices: list) -> Assignment:
+        """What a pod already on ``node`` holds of ``zones`` and ``devices``."""
         # how a running pod's share was split between its zones is not recorded: count it evenly
         c, m = self._zone_need(task)
         k = len(zones) or 1
         cpu, memory = (c / k,) * len(zones), (m / k,) * len(zones)
-        self._take(task, Assignment(node, zones, cpu, memory, devices), record=False)
-        if task.status == TaskStatus.RELEASING:
-            self.mark_releasing(task, +1)
+        return Assignment(node, zones, cpu, memory, devices)
 
     def _zone_positions(self, task: TaskInfo, node: int, ids: tuple[int, ...]) -> tuple[int, ...]:
         inv = self.s.inventories[node]

@@ -91,3 +91,11 @@ def dominant_share(allocated: np.ndarray, total: np.ndarray, mask: np.ndarray) -
     if not sel.any():
         return 0.0
     return float((allocated[sel] / total[sel]).max())
+
+
+def dominant_shares(allocated: np.ndarray, total: np.ndarray, mask: np.ndarray) -> list[float]:
+    """:func:`dominant_share` of each row of ``allocated`` (one per job), in one pass."""
+    sel = mask & (total > 0)
+    if not sel.any() or not len(allocated):
+        return [0.0] * len(allocated)
+    return (allocated[:, sel] / total[sel]).max(axis=1).tolist()

@@ -170,6 +170,7 @@ class Session:
             job.tasks = {}
         self.tiers, self.plugins, self._hooks, self._flat = [], {}, {}, {}
         self.held.clear()
+        self.eviction_listeners.clear()  # action-side indexes (VictimIndex) refer back to the session
         self.job_key = self.task_key = self.queue_key = _released
 
     def has_action(self, name: str) -> bool:
@@ -442,22 +443,17 @@ class Session:
         return out
 
     def node_scores(self, task: TaskInfo) -> np.ndarray | None:
-        """Summed plugin scores of every node; None when no plugin scores nodes."""
-        total = None
-        for plugin in self._flat["node_order"]:
-            s = self.score_cache.scores(cast(Scorer, plugin), task)
-            if s is not None:
-                total = s.copy() if total is None else total + s
-        return total
+        """Summed plugin scores of every node (the caller's copy); None when no plugin scores nodes."""
+        total = self.score_cache.total(cast("list[Scorer]", self._flat["node_order"]), task)
+        return None if total is None else total.copy()
 
     def best_node(self, task: TaskInfo, mask: np.ndarray) -> int:
         """The highest-scoring node in ``mask`` (lowest index on ties), or -1."""
-        total = self.node_scores(task)
+        total = self.score_cache.total(cast("list[Scorer]", self._flat["node_order"]), task)
         if total is None:
             cand = np.flatnonzero(mask)
             return int(cand[0]) if cand.size else -1
-        total[~mask] = -np.inf
-        best = int(np.argmax(total))
+        best = int(np.argmax(np.where(mask, total, -np.inf)))
         return best if mask[best] else -1
 
     # -- placement (called by Statement) ---------------------------------------------------

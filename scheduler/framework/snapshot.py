@@ -105,19 +105,22 @@ class JobInfo:
         self.task_min = task_min if task_min and self.min_member >= sum(task_min.values()) else {}
         self.role_counts: dict[str, list[int]] | None = {} if self.task_min else None
 
-    def fresh(self) -> JobInfo:
+    def fresh(self, vectors: bool = True) -> JobInfo:
         """A new job as ``__init__`` makes it from the same group, with this one's priority and no tasks;
         its phase read from the group now.  A snapshot keeper keeps one such template per job and hands
-        each cycle a fresh copy (the template itself is never scheduled)."""
+        each cycle a fresh copy (the template itself is never scheduled).  ``vectors=False`` leaves
+        ``allocated`` and ``reserved`` to the caller (the keeper sets them, summed, for all jobs at once)."""
         job = JobInfo.__new__(JobInfo)
         job.uid, job.group, job.namespace, job.name, job.queue = self.uid, self.group, self.namespace, self.name, self.queue
         job.priority, job.min_member, job.min_resources = self.priority, self.min_member, self.min_resources
         job.created = self.created
         job.tasks = {}
         job.counts = [0] * STATUS_COUNT
-        job.allocated = np.zeros(len(self.allocated))
-        job.reserved = np.zeros(len(self.reserved))
-        job.phase = self.group.phase if self.group else "Pending"
+        if vectors:
+            job.allocated = np.zeros(len(self.allocated))
+            job.reserved = np.zeros(len(self.reserved))
+        group = self.group
+        job.phase = group.phase if group else "Pending"
         job.enqueue_reason = job.fit_error = job.fit_count = None
         job.conditions = []
         job.task_min = self.task_min  # never changed after __init__
@@ -248,7 +251,6 @@ class NodeTable:
 
     def _empty(self) -> None:
         """Everything but the nodes and what they offer: nothing placed, reserved or released yet."""
-        n = self.count
         self.used = np.zeros_like(self.alloc)
         self.idle = self.alloc.copy()
         self.releasing = np.zeros_like(self.alloc)
@@ -258,7 +260,11 @@ class NodeTable:
         # Held for pending tasks nominated to a node (room made for them by evictions last cycle).
         self.reserved = np.zeros_like(self.alloc)
         self.reserved_count = 0
-        self.tasks: list[dict[str, TaskInfo]] = [{} for _ in range(n)]
+        # Each node's tasks (uid -> task), made when first read (see tasks): most sessions never read them.
+        # Until then: the tasks a snapshot placed, in order, and the moves (place +1, unplace -1) since.
+        self._tasks: list[dict[str, TaskInfo]] | None = None
+        self._seated: tuple[list[int], list[TaskInfo]] = ([], [])
+        self._moves: list[tuple[int, int, TaskInfo]] = []
         # Tasks on nodes whose NUMA zones or devices count (recorded decisions, device requests), and tasks
         # this scheduler bound recently (their usage may not be in the node's report yet), as (node, task).
         self.topology_tasks: list[TaskInfo] = []
@@ -267,6 +273,31 @@ class NodeTable:
         # use it to recompute only the nodes that changed since they were filled.
         self.changes: list[int] = []
         self._changed_memo: tuple = (-1, -1, None)
+
+    @property
+    def tasks(self) -> list[dict[str, TaskInfo]]:
+        """Per node, the tasks on it (uid -> task) in the order they came: the snapshot's, then as placed."""
+        tasks = self._tasks
+        if tasks is None:
+            tasks = self._tasks = [{} for _ in range(self.count)]
+            for node, task in zip(*self._seated, strict=True):
+                tasks[node][task.uid] = task
+            for sign, node, task in self._moves:
+                if sign > 0:
+                    tasks[node][task.uid] = task
+                else:
+                    tasks[node].pop(task.uid, None)
+            self._seated, self._moves = ([], []), []
+        return tasks
+
+    def seat(self, nodes: list[int], tasks: list[TaskInfo]) -> None:
+        """The tasks a snapshot finds on ``nodes``, in order (they are already counted in ``used``)."""
+        if self._tasks is None and not self._moves:
+            self._seated[0].extend(nodes)
+            self._seated[1].extend(tasks)
+        else:
+            for node, task in zip(nodes, tasks, strict=True):
+                self.tasks[node][task.uid] = task
 
     @property
     def version(self) -> int:
@@ -288,13 +319,19 @@ class NodeTable:
     def place(self, task: TaskInfo, node: int) -> None:
         self.used[:, node] += task.req
         self.idle[:, node] -= task.req
-        self.tasks[node][task.uid] = task
+        if self._tasks is None:
+            self._moves.append((1, node, task))
+        else:
+            self._tasks[node][task.uid] = task
         self.changes.append(node)
 
     def unplace(self, task: TaskInfo, node: int) -> None:
         self.used[:, node] -= task.req
         self.idle[:, node] += task.req
-        self.tasks[node].pop(task.uid, None)
+        if self._tasks is None:
+            self._moves.append((-1, node, task))
+        else:
+            self._tasks[node].pop(task.uid, None)
         self.changes.append(node)
 
     def add_pipelined(self, task: TaskInfo, node: int, sign: int) -> None:
@@ -308,7 +345,10 @@ class NodeTable:
         self.changes.append(node)
 
     def future_idle(self, task: TaskInfo | None = None) -> np.ndarray:
-        """Free once what is being released is gone: ``free(task)`` plus releasing resources."""
+        """Free once what is being released is gone: ``free(task)`` plus releasing resources (read-only: it may
+        be ``free(task)`` itself, when nothing is being released)."""
+        if not self.releasing_count:  # (releasing then holds zeros: whole quantities add and subtract exactly)
+            return self.free(task)
         return self.free(task) + self.releasing
 
     def future_idle_at(self, node: int, task: TaskInfo | None = None) -> np.ndarray:

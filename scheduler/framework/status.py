@@ -82,20 +82,25 @@ def write_status(ssn: Session) -> None:
 
 def _write_job(ssn: Session, job: JobInfo) -> None:
     group = job.group
-    # the first fit error among the job's tasks, found once (not once per pending task: jobs can be large)
-    sibling = next((t.fit_error for t in job.tasks.values() if t.fit_error), None)
+    effects, nominated, bound = ssn.effects, ssn.nominated, ssn.bound
+    # the first fit error among the job's tasks, found once, when a pending task first needs it (not once
+    # per pending task: jobs can be large)
+    sibling: str | None = None
+    looked = False
     for task in job.tasks.values():
-        if task.pod.nominated_node and task.uid not in ssn.nominated and task.status != TaskStatus.PIPELINED:
-            ssn.effects.nominate(task.pod, None)  # placed, or its chance passed: the reservation ends
-        if task.status == TaskStatus.PENDING:
-            ssn.effects.pod_reason(task.pod, pending_reason(ssn, job, task, sibling))
-        elif task.status == TaskStatus.PIPELINED or (task.status == TaskStatus.ALLOCATED
-                                                      and task.uid not in ssn.bound):
-            ssn.effects.pod_reason(task.pod, f"reserved on {ssn.nodes.names[task.node]}: waiting for "
-                                             "resources being released and for the rest of its gang")
-        elif task.pod.reason is not None and task.status in (TaskStatus.RUNNING, TaskStatus.ALLOCATED) \
-                and task.pod.phase != "Unknown":  # a pod whose node was lost keeps the reason that says so
-            ssn.effects.pod_reason(task.pod, None)
+        pod, status = task.pod, task.status
+        if pod.nominated_node and status != _PIPELINED and task.uid not in nominated:
+            effects.nominate(pod, None)  # placed, or its chance passed: the reservation ends
+        if status == _PENDING:
+            if not looked:
+                sibling, looked = next((t.fit_error for t in job.tasks.values() if t.fit_error), None), True
+            effects.pod_reason(pod, pending_reason(ssn, job, task, sibling))
+        elif status == _PIPELINED or (status == _ALLOCATED and task.uid not in bound):
+            effects.pod_reason(pod, f"reserved on {ssn.nodes.names[task.node]}: waiting for "
+                                    "resources being released and for the rest of its gang")
+        elif pod.reason is not None and status in (_RUNNING, _ALLOCATED) \
+                and pod.phase != "Unknown":  # a pod whose node was lost keeps the reason that says so
+            effects.pod_reason(pod, None)
     if group is None:
         return
     phase = next_phase(job, ssn.job_ready(job))
@@ -105,8 +110,12 @@ def _write_job(ssn: Session, job: JobInfo) -> None:
         log.error("PodGroup %s: %s; keeping %s", job.uid, exc, group.phase)
         phase = group.phase
     conditions = _merge_conditions(group.conditions, job.conditions, ssn)
-    if ssn.effects.group_status(group, phase, conditions):
+    if effects.group_status(group, phase, conditions):
         ssn.phase_changes += 1
+
+
+_PENDING, _ALLOCATED, _PIPELINED, _RUNNING = (TaskStatus.PENDING, TaskStatus.ALLOCATED, TaskStatus.PIPELINED,
+                                             TaskStatus.RUNNING)
 
 
 def gates_reason(gates: Iterable[str]) -> str:
@@ -134,6 +143,10 @@ def pending_reason(ssn: Session, job: JobInfo, task: TaskInfo, sibling: str | No
 
 def _merge_conditions(old: list[Condition], new: list[Condition], ssn: Session) -> list[Condition]:
     """One condition per type; keep the old transition time when nothing changed."""
+    if len(old) == 1 and len(new) == 1:  # the usual case: one condition, often the same as last cycle's
+        was, now = old[0], new[0]
+        if was.type == now.type and (was.status, was.reason, was.message) == (now.status, now.reason, now.message):
+            return [was]
     by_type = {c.type: c for c in old}
     out = []
     for cond in new:

@@ -59,11 +59,19 @@ class Binpack(Plugin):
         cols = [c for c in task.cols if self.weights[c] > 0]
         if not self.args.weight or not cols:
             return np.zeros(size)
-        sel = slice(None) if nodes is None else nodes
+        scale = 100.0 * self.args.weight / self.weights[cols].sum()
+        if nodes is not None:  # a few nodes (a score cache refreshing those that changed): all columns at once
+            where = np.array(cols)[:, None]
+            fracs = 1.0 - (self.nodes.idle[where, nodes] - task.req[where]) * self.nodes.inv_alloc[where, nodes]
+            fracs[fracs > 1.0 + 1e-9] = 0.0
+            score = np.zeros(size)
+            for col, frac in zip(cols, fracs, strict=True):
+                score += self.weights[col] * frac
+            return score * scale
         score = np.zeros(size)
         for col in cols:
             # used after placing, as a fraction of allocatable; a node it would overfill scores 0 here
-            frac = used_after(self.nodes, task, col, sel)
+            frac = used_after(self.nodes, task, col, slice(None))
             frac[frac > 1.0 + 1e-9] = 0.0
             score += self.weights[col] * frac
-        return score * (100.0 * self.args.weight / self.weights[cols].sum())
+        return score * scale

@@ -41,7 +41,7 @@ import numpy as np
 
 from scheduler.api.hierarchy import queue_hierarchy
 from scheduler.framework.plugin import Plugin
-from scheduler.framework.resources import EPS, dominant_share
+from scheduler.framework.resources import EPS, dominant_shares
 from scheduler.framework.snapshot import JobInfo, QueueInfo, TaskInfo
 from scheduler.plugins.shared.queueshare import share_mask
 
@@ -81,8 +81,13 @@ class DRF(Plugin):
     def open(self, ssn: Session) -> None:
         self.total = ssn.total
         self.mask = share_mask(ssn.index)
-        self.allocated = {uid: job.allocated.copy() for uid, job in ssn.jobs.items()}
-        self.shares = {uid: self._share(a) for uid, a in self.allocated.items()}
+        # what dominant_share reads of the total (fixed for the session), found once
+        self._counted = self.mask & (self.total > 0)
+        self._counted_total = self.total[self._counted] if self._counted.any() else None
+        # the plugin's own copy of every job's allocation (rows of one array), and each job's share
+        held = np.array([job.allocated for job in ssn.jobs.values()]).reshape(len(ssn.jobs), len(self.mask))
+        self.allocated = dict(zip(ssn.jobs, held, strict=True))
+        self.shares = dict(zip(ssn.jobs, dominant_shares(held, self.total, self.mask), strict=True))
         self.namespaces: dict[str, np.ndarray] | None = None
         if self.flags.get("enableNamespaceOrder", False):
             self.namespaces = {}
@@ -95,7 +100,10 @@ class DRF(Plugin):
             self._build_tree(ssn)
 
     def _share(self, allocated: np.ndarray) -> float:
-        return dominant_share(allocated, self.total, self.mask)
+        """``dominant_share(allocated, self.total, self.mask)``, with what it reads of the total found at open."""
+        if self._counted_total is None:
+            return 0.0
+        return float((allocated[self._counted] / self._counted_total).max())
 
     # -- job order and preemption --------------------------------------------------------------
     def job_order(self, a: JobInfo, b: JobInfo) -> int:

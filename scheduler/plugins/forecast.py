@@ -135,8 +135,9 @@ class Forecast(Plugin):
         """Group refused nodes by the first hour and resource that runs short; say what that hour leaves."""
         duration = task.facts.duration
         assert duration is not None  # asked only with needs, which a pod that says no duration has none of
-        online, capacity, batch = (a[:, nodes] for a in self.current())
-        predicted = self.predicted(duration, capacity, nodes)                     # (2, m, H)
+        current = self.current()
+        online, batch = current[0][:, nodes], current[2][:, nodes]
+        predicted = self.predicted(duration, current[1], nodes)                   # (2, m, H)
         use = np.where(np.isnan(predicted), online[:, :, None], predicted)        # no history: stays as now
         use[:, :, 0] = np.fmax(use[:, :, 0], online)                              # now: no more than offered now
         left = {res: batch[res, :, None] + online[res, :, None] - use[res]

@@ -133,9 +133,10 @@ class Gang(Plugin):
                 job.fit_error = self._gang_message(job)
 
     def _condition(self, job: JobInfo) -> Condition:
-        if job.ready_num >= job.min_member and job.min_member > 0 or job.phase == "Completed":
+        ready = job.ready_num
+        if ready >= job.min_member and job.min_member > 0 or job.phase == "Completed":
             return Condition("Scheduled", "True", "Scheduled",
-                             f"{job.ready_num}/{len(job.tasks)} tasks in gang are placed (minMember {job.min_member})")
+                             f"{ready}/{len(job.tasks)} tasks in gang are placed (minMember {job.min_member})")
         invalid = self.job_valid(job)
         if invalid:
             return Condition("Unschedulable", "True", NOT_ENOUGH_TASKS, invalid)

@@ -23,7 +23,7 @@ import numpy as np
 from scheduler.framework.plugin import ABSTAIN, PERMIT, Plugin, Vote, reject
 from scheduler.framework.resources import EPS
 from scheduler.framework.snapshot import JobInfo, QueueInfo, TaskInfo, TaskStatus
-from scheduler.plugins.shared.queueshare import describe, limit_mask, over_limit, share, share_mask
+from scheduler.plugins.shared.queueshare import ShareOf, describe, limit_mask, over_limit, share, share_mask
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
@@ -101,20 +101,46 @@ class Proportion(Plugin):
         self.limits = limit_mask(ssn.index)
         zeros = ssn.index.zeros()
         self.attrs = {name: QueueAttr(q, ssn.total, zeros) for name, q in ssn.queues.items()}
+        # Each queue's allocated (its jobs' allocations and reservations: room made by evictions stays with
+        # its pod) and request (its jobs' allocations and pending tasks), summed in one pass per array in
+        # the order a loop over jobs and their tasks would add them.
+        rows = {name: i for i, name in enumerate(self.attrs)}
+        held_rows: list[int] = []
+        held: list[np.ndarray] = []
+        reserved: list[np.ndarray] = []
+        asked_rows: list[int] = []
+        asked: list[np.ndarray] = []
+        pending = TaskStatus.PENDING
         for job in ssn.jobs.values():
-            attr = self.attrs.get(job.queue)
-            if attr is None:
+            row = rows.get(job.queue)
+            if row is None:
                 continue
-            attr.allocated += job.allocated + job.reserved  # room made by evictions stays with its pod
-            attr.request += job.allocated
-            for task in job.tasks.values():
-                if task.status == TaskStatus.PENDING:
-                    attr.request += task.req
-                    if not task.best_effort and not task.req[self.mask].any():
-                        attr.share_free = True
+            attr = self.attrs[job.queue]
+            held_rows.append(row)
+            held.append(job.allocated)
+            reserved.append(job.reserved)
+            asked_rows.append(row)
+            asked.append(job.allocated)
+            if job.counts[pending]:
+                for task in job.tasks.values():
+                    if task.status == pending:
+                        asked_rows.append(row)
+                        asked.append(task.req)
+                        if not task.best_effort and not task.req[self.mask].any():
+                            attr.share_free = True
             if job.phase == "Inqueue" and job.min_resources is not None:
                 attr.inqueue += np.maximum(job.min_resources - job.allocated, 0)
+        size = len(zeros)
+        for target, at, vectors in (("allocated", held_rows, np.array(held).reshape(-1, size)
+                                     + np.array(reserved).reshape(-1, size)),
+                                    ("request", asked_rows, asked)):
+            if at:
+                sums = np.zeros((len(rows), size))
+                np.add.at(sums, np.array(at), np.array(vectors).reshape(-1, size))
+                for name, row in rows.items():
+                    setattr(self.attrs[name], target, sums[row].copy())
         water_fill(list(self.attrs.values()), ssn.total, self.mask)
+        self._share = {name: ShareOf(attr.deserved, self.mask) for name, attr in self.attrs.items()}
         for attr in self.attrs.values():
             attr.share = share(attr.allocated, attr.deserved, self.mask)
 
@@ -206,4 +232,4 @@ class Proportion(Plugin):
         if attr is None or task.nominated >= 0:  # a nominated task was counted at open
             return
         attr.allocated += sign * task.req
-        attr.share = share(attr.allocated, attr.deserved, self.mask)
+        attr.share = self._share[attr.name](attr.allocated)  # share(attr.allocated, attr.deserved, self.mask)

@@ -61,15 +61,23 @@ class Usage(Plugin):
         self.pending_cpu = np.zeros(nodes.count)  # estimates of pods not yet in the node's report
         self.pending_memory = np.zeros(nodes.count)
         telemetry = ssn.snapshot.telemetry
-        # the report's time on either clock, whichever is earlier: a skewed agent clock never hides a pod
-        late = [(node, task) for node, task in nodes.recent_binds
-                if (t := telemetry.get(nodes.names[node])) is not None and task.pod.bound_at is not None
-                and task.pod.bound_at >= min(t.sample_time_ns / 1e9, t.received)]
-        if late:
-            where = np.array([node for node, _ in late])
-            reqs = np.array([task.req for _, task in late])
-            np.add.at(self.pending_cpu, where, reqs @ self.cpu_weights)
-            np.add.at(self.pending_memory, where, reqs @ self.memory_weights)
+        recent = nodes.recent_binds
+        if recent:
+            # per node, the report's time on either clock, whichever is earlier (a skewed agent clock never
+            # hides a pod); NaN: no report, and no pod bound there is late for it
+            reported = np.full(nodes.count, np.nan)
+            for node in {node for node, _ in recent}:
+                if (t := telemetry.get(nodes.names[node])) is not None:
+                    reported[node] = min(t.sample_time_ns / 1e9, t.received)
+            at = np.array([node for node, _ in recent])
+            bound = np.array([np.nan if task.pod.bound_at is None else task.pod.bound_at for _, task in recent],
+                             dtype=float)
+            late = np.flatnonzero(bound >= reported[at])  # (NaN: False)
+            if late.size:
+                where = at[late]
+                reqs = np.array([recent[i][1].req for i in late.tolist()])
+                np.add.at(self.pending_cpu, where, reqs @ self.cpu_weights)
+                np.add.at(self.pending_memory, where, reqs @ self.memory_weights)
         self.cpu_cap = nodes.alloc[CPU]
         self.memory_cap = nodes.alloc[MEMORY]
         self.over_cpu, self.over_memory = self._over(slice(None))  # kept up to date node by node

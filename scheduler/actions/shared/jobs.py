@@ -68,8 +68,9 @@ def schedulable_jobs(ssn: Session, *, best_effort: bool | None) -> dict[str, lis
     by_queue: dict[str, list[JobInfo]] = {}
     # Without an enqueue action nothing admits groups, so (as in Volcano) allocate takes Pending ones too.
     phases = SCHEDULABLE_PHASES if ssn.has_action("enqueue") else SCHEDULABLE_PHASES + ("Pending",)
+    waiting = TaskStatus.PENDING
     for job in ssn.jobs.values():
-        if job.group is None or job.phase not in phases or not job.pending_num:
+        if not job.counts[waiting] or job.group is None or job.phase not in phases:  # (counts: pending_num)
             continue
         pending = job.pending_tasks()  # without gated pods: those wait for their gates (their reason says so)
         if not pending:

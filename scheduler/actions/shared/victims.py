@@ -137,12 +137,14 @@ class RoomSearch:
             placement += (pod.pod_affinity, pod.spread_constraints, pod.namespace, tuple(sorted(pod.labels.items())))
         return (id(task.req), task.sig, placement, task.job.queue, self.ssn.victim_key(task, self.hook))
 
-    def make_room(self, stmt: Statement, task: TaskInfo, reason: str) -> bool:
+    def make_room(self, stmt: Statement, task: TaskInfo, reason: str, *, settle: bool = True) -> bool:
         """Pipeline ``task`` onto a node, evicting victims there if needed; False if no node works.
 
         ``admit`` (the queue's allocatable check) is asked after the evictions,
         when the queue's accounting already reflects them; a refusal undoes that
-        node's evictions and the next node is tried.
+        node's evictions and the next node is tried.  ``settle=False``: the caller
+        will undo a statement that evicts nobody (the actions discard those), so
+        a task that fits without evictions is only reported (True), not placed.
         """
         ssn, admit = self.ssn, self.admit
         if not may_preempt(task):
@@ -154,7 +156,8 @@ class RoomSearch:
         future = nodes.future_idle(task)
         mask = ssn.feasible(task, future, mode="future")
         if mask.any() and not (admit and admit(task)):  # earlier evictions may already have made room
-            stmt.pipeline(task, ssn.best_node(task, mask))
+            if settle:
+                stmt.pipeline(task, ssn.best_node(task, mask))
             return True
         reachable = ssn.feasible(task, future + self.freeable(), mode="reach")
         if self.topology is not None:

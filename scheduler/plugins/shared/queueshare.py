@@ -46,6 +46,31 @@ def share(allocated: np.ndarray, deserved: np.ndarray, mask: np.ndarray) -> floa
     return float(values.max())
 
 
+class ShareOf:
+    """``share(allocated, deserved, mask)`` for one ``deserved`` that no longer changes, with what it reads of
+    ``deserved`` found once (a queue's share is asked again after every placement)."""
+
+    __slots__ = ("mask", "positive", "divisor", "finite")
+
+    def __init__(self, deserved: np.ndarray, mask: np.ndarray):
+        d = deserved[mask]
+        self.mask = mask
+        self.positive = d > EPS
+        self.divisor = np.where(self.positive, d, 1.0)
+        self.finite = bool(np.isfinite(self.divisor).all())  # then no division needs silencing (no 0, no inf)
+
+    def __call__(self, allocated: np.ndarray) -> float:
+        if not self.divisor.size:
+            return 0.0
+        if not self.finite:  # an infinite deserved: inf/inf is NaN, as share() silently gives it
+            with np.errstate(divide="ignore", invalid="ignore"):
+                return self._max(allocated[self.mask])
+        return self._max(allocated[self.mask])
+
+    def _max(self, a: np.ndarray) -> float:
+        return float(np.where(self.positive, a / self.divisor, np.where(a > EPS, 1.0, 0.0)).max())
+
+
 def over_limit(future: np.ndarray, limit: np.ndarray, total: np.ndarray,
                cols: Iterable[int | np.integer]) -> list[int | np.integer]:
     """Columns where ``future`` exceeds ``limit``; a limit as large as the cluster is left to node fit,

@@ -264,3 +264,25 @@ def test_a_pod_removed_and_added_again_comes_last_as_in_the_cache() -> None:
     assert list(kept.jobs) == ["default/pod:b", "default/pod:c", "default/pod:d", "default/pod:a"]
     assert list(kept.nodes.tasks[0]) == ["default/b", "default/c", "default/d", "default/a"]
     assert not snapshot_differences(kept, take_snapshot(cache, now=AT.timestamp()))
+
+
+@pytest.mark.parametrize("read_after", [0, 1, 2, 3, 4])
+def test_each_nodes_tasks_read_late_come_as_if_kept_all_along(read_after: int) -> None:
+    """A node table makes each node's task list only when it is first read; placements and their undoing
+    before then leave the lists as they would have left them (the order is what preemption breaks ties by)."""
+    cache = ClusterCache()
+    cache.upsert(_obj(node("n0")))
+    cache.upsert(_obj(node("n1")))
+    for name, where in (("a", "n0"), ("b", "n1"), ("c", "n0")):
+        cache.upsert(_obj(pod(name, nodeName=where)))
+    for name in ("x", "y"):
+        cache.upsert(_obj(pod(name)))
+    snap = take_snapshot(cache, now=AT.timestamp())
+    table = snap.nodes
+    tasks = {t.pod.name: t for job in snap.jobs.values() for t in job.tasks.values()}
+    moves = [("place", "x", 0), ("place", "y", 1), ("unplace", "a", 0), ("place", "a", 0), ("unplace", "x", 0)]
+    for i, (kind, name, where) in enumerate(moves):
+        if i == read_after:
+            assert [list(on) for on in table.tasks]  # read now: made from here on
+        getattr(table, kind)(tasks[name], where)
+    assert [list(on) for on in table.tasks] == [["default/c", "default/a"], ["default/b", "default/y"]]

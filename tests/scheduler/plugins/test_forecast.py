@@ -122,6 +122,23 @@ def test_hours_without_history_stay_as_now() -> None:
     assert fits(ssn, "default/job") == {"a": True}
 
 
+def test_a_refused_node_after_admitted_ones_is_explained() -> None:
+    """The refused nodes are a subset: the explanation reads each one's own capacity (it indexed the subset's
+    capacity with the nodes' positions, an IndexError that failed every cycle with such a pod)."""
+    history = learn(learn(LoadHistory(), "a", peak_at(13, peak=20)), "b", peak_at(13))
+    ssn = session([node_report("a", batch_cpu=0), node_report("b"), node_report("c", batch_cpu=0)],
+                  [offline("job")], history, plugins=("forecast",))
+    assert fits(ssn, "default/job") == {"a": False, "b": False, "c": False}
+    assert why(ssn, "default/job") == (
+        "0/3 nodes are available: 2 node(s) had at most 0 cores of kubernetes.io/batch-cpu free for offline pods now, "
+        "1 node(s) had predicted online peak at 13:00 UTC leaving 2 cores of kubernetes.io/batch-cpu, but the pod "
+        "runs 2h")
+    ssn = session([node_report("a"), node_report("b")], [offline("job")], history, plugins=("forecast",))
+    assert fits(ssn, "default/job") == {"a": True, "b": False}
+    assert why(ssn, "default/job") == ("0/2 nodes are available: 1 node(s) had predicted online peak at 13:00 UTC "
+                                        "leaving 2 cores of kubernetes.io/batch-cpu, but the pod runs 2h")
+
+
 def test_the_current_hour_counts_on_no_more_than_offered_now() -> None:
     history = learn(LoadHistory(), "a", lambda day, hour: 0.0)  # history says idle; it is not, now
     ssn = session([node_report("a")], [offline("job", "30m", cpu=80_000)], history, plugins=("forecast",))

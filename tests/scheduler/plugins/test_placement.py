@@ -237,6 +237,34 @@ tiers:
     assert seen and not seen[-1].any(), seen  # was: the undone estimates taken off the last node instead
 
 
+def test_usage_counts_at_an_estimate_the_pods_bound_since_their_nodes_report(monkeypatch) -> None:
+    from scheduler.plugins.usage import Usage
+    from tests.support.builders import node
+    seen = []
+    monkeypatch.setattr(Usage, "open", lambda self, ssn, orig=Usage.open: (orig(self, ssn), seen.append(self))[0])
+    sched, cache = scheduler_with(
+        [report("n0"), report("n1"), node("n2")]
+        + [pod(f"p{i}", cpu=c, memory="1Gi", nodeName=n) for i, (c, n) in enumerate(
+            [(1, "n0"), (2, "n0"), (4, "n0"), (1, "n1"), (2, "n1"), (1, "n2")])])
+    sched._config = parse_config("""
+actions: "allocate"
+tiers:
+- plugins: [{name: predicates}, {name: usage}]
+""", "test")
+    reported = AT.timestamp()  # every report's sample and receipt
+    for key, bound in (("p0", reported + 5), ("p1", reported), ("p2", reported - 5),  # since, at, before it
+                       ("p3", None), ("p4", reported + 60),  # not bound by this scheduler; since
+                       ("p5", reported + 5)):  # on a node without a report: its usage is not read at all
+        cache.pods[f"default/{key}"].bound_at = bound
+    sched.run_once()
+    usage = seen[-1]
+    names = usage.nodes.names
+    cpu = dict(zip(names, usage.pending_cpu.tolist(), strict=True))
+    memory = dict(zip(names, usage.pending_memory.tolist(), strict=True))
+    assert cpu == {"n0": 0.85 * 3000, "n1": 0.85 * 2000, "n2": 0.0}  # estimatedScalingFactors cpu 85%
+    assert memory == {"n0": 0.7 * 2 * 2**30, "n1": 0.7 * 2**30, "n2": 0.0}  # memory 70%
+
+
 def test_a_pod_that_found_no_room_under_a_numa_policy_does_not_stop_one_without() -> None:
     config = """
 actions: "enqueue, allocate, preempt"

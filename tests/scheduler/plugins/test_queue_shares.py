@@ -8,11 +8,16 @@ above its share for holding offline pods (its online pods open to reclaim), and 
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from scheduler.framework.config import parse_config
+from scheduler.plugins.shared.queueshare import ShareOf, share
 from tests.support.builders import node, pod, queue
 from tests.support.scenario import run_scenario
 from tests.support.sessions import config_with, open_session, task
@@ -133,3 +138,30 @@ def test_drf_orders_jobs_by_their_real_resources() -> None:
     ssn = open_session(objs, parse_config('actions: "allocate"\ntiers:\n- plugins:\n  - name: drf\n'))
     shares = {job.name: ssn.plugins["drf"].shares[uid] for uid, job in ssn.jobs.items()}
     assert shares == {"pod:batchy": pytest.approx(1 / 8), "pod:cpuy": pytest.approx(4 / 8)}
+
+
+# -- the shares computed once per session read the same as from scratch --------------------------------------
+_amounts = st.lists(st.sampled_from([0.0, 1e-12, 0.5, 1.0, 3.0, 1000.0, 2.0**40, math.inf]), min_size=4, max_size=4)
+
+
+@given(deserved=_amounts, allocated=_amounts, mask=st.lists(st.booleans(), min_size=4, max_size=4))
+def test_a_queue_share_of_a_fixed_deserved_is_share(deserved, allocated, mask) -> None:
+    d, a, m = np.array(deserved), np.array(allocated), np.array(mask)
+    with np.errstate(all="raise"):  # what share() silences, ShareOf does not raise either
+        fast = ShareOf(d, m)(a)
+    assert fast == share(a, d, m) or (math.isnan(fast) and math.isnan(share(a, d, m)))
+
+
+@given(total=_amounts, allocated=_amounts, mask=st.lists(st.booleans(), min_size=4, max_size=4))
+def test_drf_shares_read_as_dominant_share(total, allocated, mask) -> None:
+    from scheduler.framework.resources import dominant_share, dominant_shares
+    from scheduler.plugins.drf import DRF
+    t, a, m = np.array(total), np.array(allocated), np.array(mask)
+    drf = DRF.__new__(DRF)
+    drf.total, drf.mask = t, m
+    drf._counted = m & (t > 0)
+    drf._counted_total = t[drf._counted] if drf._counted.any() else None
+    with np.errstate(invalid="ignore"):  # (an infinite total and allocation: NaN, as always)
+        want = dominant_share(a, t, m)
+        for got in (drf._share(a), dominant_shares(a[None, :], t, m)[0]):
+            assert got == want or (math.isnan(got) and math.isnan(want))
