@@ -104,6 +104,7 @@ def _to_canonical(resource: str, value: object) -> int:
 _BYTES = ("memory", "ephemeral-storage", "kubernetes.io/batch-memory")  # resources counted in bytes
 
 
+@lru_cache(maxsize=4096)
 def format_quantity(resource: str, amount: float) -> str:
     """Human form of a canonical amount: ``1500m``/``2`` CPUs, ``4Gi`` memory."""
     if resource == "cpu":
