@@ -145,6 +145,7 @@ class Scheduler:
                 self.effects.flush()  # writes that failed: again, without a whole cycle
             if not quiet:
                 last = began
+                self.cache.scheduling.set()
                 try:
                     result = self.run_once()
                     idle = not result.changed and not result.pending
@@ -152,6 +153,7 @@ class Scheduler:
                 except Exception:  # a bug in one cycle must not stop scheduling for good
                     log.exception("scheduling cycle failed")
                     idle_since = None
+            self.cache.scheduling.clear()
             ended = time.monotonic()
             self._wait(stop, deadline=began + interval, earliest=ended + (ended - began if not quiet else 0.0),
                        debounce=debounce)
@@ -165,6 +167,7 @@ class Scheduler:
             if now >= deadline:
                 return
             if arrived.is_set():
+                self.cache.scheduling.set()  # a cycle is coming
                 if now >= earliest:
                     stop.wait(max(0.0, min(debounce, deadline - now)))
                     return

@@ -139,6 +139,9 @@ class ClusterCache:
         # set when new work comes in — a pod that waits for a node, a PodGroup that waits for admission, neither
         # waiting before: the scheduling loop (Scheduler.run) wakes for it rather than waiting out its interval
         self.arrived = threading.Event()
+        # set while the scheduling loop is about to run, or runs, a cycle: the embedded controllers' look at their
+        # own writes waits for it (one core between them: the cycle binding the pods they made goes first)
+        self.scheduling = threading.Event()
         self._facts: dict[str, PodFacts] = {}
         # pods with inter-pod affinity terms: when none, a session skips that machinery without looking at pods
         self.affinity_pods: set[str] = set()

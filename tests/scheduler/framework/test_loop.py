@@ -19,6 +19,7 @@ def loop(cache: ClusterCache, **kwargs) -> tuple[Scheduler, threading.Event, thr
     once = scheduler.run_once
 
     def counted():
+        assert cache.scheduling.is_set()  # marked while a cycle runs (the embedded controllers wait for it)
         cycles.append(time.monotonic())
         return once()
     scheduler.run_once = counted  # type: ignore[method-assign]
@@ -49,6 +50,7 @@ def test_a_pod_arriving_is_scheduled_without_waiting_out_the_interval() -> None:
         assert wait_for(lambda: cache.pods["default/second"].node_name == "n1", timeout=LONG / 3)
         assert time.monotonic() - arrived < LONG / 3
         assert len(cycles) == 2
+        assert wait_for(lambda: not cache.scheduling.is_set())  # and not between cycles
     finally:
         began = time.monotonic()
         stop.set()
