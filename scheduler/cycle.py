@@ -112,15 +112,16 @@ class Scheduler:
         return result
 
     def run(self, *, interval: float = 1.0, stop: threading.Event | None = None, idle_every: float = 10.0,
-            active: Callable[[], bool] = lambda: True, debounce: float = ARRIVAL_DEBOUNCE_S) -> None:
-        """Cycle every ``interval`` seconds, and sooner when new work arrives, until ``stop`` is set.
+            active: Callable[[], bool] = lambda: True, debounce: float = ARRIVAL_DEBOUNCE_S,
+            early: bool = True) -> None:
+        """Cycle every ``interval`` seconds, and (``early``) sooner when new work arrives, until ``stop`` is set.
 
         New work — a pod that waits for a node or a PodGroup that waits for admission coming into the cache
-        (:attr:`ClusterCache.arrived`) — starts a cycle ``debounce`` seconds later (what arrives together is
-        scheduled together) rather than at the interval's end, but no sooner after the last cycle than that
-        cycle took: however fast work streams in, cycles take at most about half the loop's time.  So a Job's
-        pods made by the controllers right after a cycle admitted its PodGroup are bound by the next cycle
-        at once, and the interval is the longest wait, as before.
+        (:attr:`ClusterCache.arrived`) — starts a cycle once nothing more arrived for ``debounce`` seconds
+        (what arrives together is scheduled together; work that keeps streaming in waits for the interval's
+        end, as before) rather than at the interval's end, and no sooner after the last cycle than that cycle
+        took.  So the pods the embedded controllers make in one commit right after a cycle admitted their
+        PodGroups are bound by the next cycle at once; the interval is the longest wait, as before.
 
         No cycle runs while ``active()`` says no (a replica that is not the
         leader), or while nothing waits to be scheduled, and a cycle that
@@ -155,8 +156,11 @@ class Scheduler:
                     idle_since = None
             self.cache.scheduling.clear()
             ended = time.monotonic()
-            self._wait(stop, deadline=began + interval, earliest=ended + (ended - began if not quiet else 0.0),
-                       debounce=debounce)
+            if early:
+                self._wait(stop, deadline=began + interval, earliest=ended + (ended - began if not quiet else 0.0),
+                           debounce=debounce)
+            else:
+                stop.wait(max(0.0, interval - (ended - began)))
 
     def _wait(self, stop: threading.Event, *, deadline: float, earliest: float, debounce: float) -> None:
         """Until ``deadline``, or until work arrived (no sooner than ``earliest``, then ``debounce`` more), or
@@ -169,8 +173,18 @@ class Scheduler:
             if arrived.is_set():
                 self.cache.scheduling.set()  # a cycle is coming
                 if now >= earliest:
-                    stop.wait(max(0.0, min(debounce, deadline - now)))
+                    self._settle(stop, deadline, debounce)
                     return
                 stop.wait(min(earliest, deadline) - now)
                 continue
             arrived.wait(min(deadline - now, STOP_POLL_S))  # stop is looked at this often
+
+    def _settle(self, stop: threading.Event, deadline: float, debounce: float) -> None:
+        """Until nothing more arrived for ``debounce`` seconds (or ``deadline``, or ``stop``): pods that stream in
+        one by one (a controller creating them over the API) are scheduled together, at the interval's end."""
+        arrived = self.cache.arrived
+        while not stop.is_set():
+            arrived.clear()
+            left = deadline - time.monotonic()
+            if left <= 0 or not arrived.wait(min(debounce, left, STOP_POLL_S)):
+                return

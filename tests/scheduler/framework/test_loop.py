@@ -86,11 +86,32 @@ def test_updates_of_what_waits_already_are_no_new_work() -> None:
     assert cache.arrived.is_set()
 
 
-def test_work_streaming_in_leaves_the_loop_time_between_cycles() -> None:
-    """However fast work arrives, an early cycle starts no sooner after the last than that one took."""
+def test_work_streaming_in_is_scheduled_once_it_stops() -> None:
+    """Pods arriving one by one, closer together than the debounce, make no cycle until they stop."""
     cache = ClusterCache()
-    cache.upsert(parse_object(node("n1", cpu=1000, pods=1000), "t"))
-    scheduler, stop, thread, cycles = loop(cache)
+    cache.upsert(parse_object(node("n1", cpu=1000, memory="1000Gi", pods=1000), "t"))
+    _, stop, thread, cycles = loop(cache)
+    try:
+        end = time.monotonic() + 0.6
+        i = 0
+        while time.monotonic() < end:
+            cache.upsert(parse_object(pod(f"p{i}", cpu="100m"), "t"))
+            i += 1
+            time.sleep(0.002)
+        stopped = time.monotonic()
+        assert cycles == [] or cycles[0] >= stopped - 0.05  # none while they kept coming (a slow machine aside)
+        assert wait_for(lambda: all(p.node_name for p in cache.pods.values()), timeout=5)
+        assert len(cycles) == 1
+    finally:
+        stop.set()
+        thread.join(5)
+
+
+def test_bursts_of_work_leave_the_loop_time_between_cycles() -> None:
+    """However often work arrives, an early cycle starts no sooner after the last than that one took."""
+    cache = ClusterCache()
+    cache.upsert(parse_object(node("n1", cpu=1000, memory="1000Gi", pods=1000), "t"))
+    scheduler, stop, thread, _ = loop(cache)
     took: list[tuple[float, float]] = []
     once = scheduler.run_once
 
@@ -102,15 +123,25 @@ def test_work_streaming_in_leaves_the_loop_time_between_cycles() -> None:
         return result
     scheduler.run_once = slow  # type: ignore[method-assign]
     try:
-        end = time.monotonic() + 1.0
-        i = 0
-        while time.monotonic() < end:
+        for i in range(15):
             cache.upsert(parse_object(pod(f"p{i}", cpu="100m"), "t"))
-            i += 1
-            time.sleep(0.005)
+            time.sleep(0.06)  # a burst (of one) every 60 ms: each quiet for longer than the debounce
     finally:
         stop.set()
         thread.join(5)
     assert len(took) >= 2
     for (b0, e0), (b1, _) in zip(took, took[1:], strict=False):
         assert b1 - e0 >= (e0 - b0) * 0.9
+
+
+def test_without_early_cycles_the_loop_keeps_its_interval() -> None:
+    cache = ClusterCache()
+    cache.upsert(parse_object(node("n1"), "t"))
+    _, stop, thread, cycles = loop(cache, early=False)
+    try:
+        cache.upsert(parse_object(pod("p", cpu="1"), "t"))
+        time.sleep(0.5)
+        assert cycles == [] and not cache.pods["default/p"].node_name  # nothing pending at the start: none since
+    finally:
+        stop.set()
+        thread.join(5)
