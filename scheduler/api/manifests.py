@@ -376,6 +376,8 @@ _LABEL_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 def _pod_affinity(f: _Fields, spec: dict, namespace: str, labels: dict[str, str]) -> PodAffinity | None:
     """``spec.affinity.podAffinity`` and ``podAntiAffinity``; None when neither has a term."""
     affinity = f.mapping(spec, "spec", "affinity")
+    if affinity.get("podAffinity") is None and affinity.get("podAntiAffinity") is None:
+        return None  # the usual case, without building the paths below
     parts: dict[str, tuple[PodAffinityTerm, ...]] = {}
     for kind, prefix in (("podAffinity", ""), ("podAntiAffinity", "anti_")):
         path = f"spec.affinity.{kind}"
