@@ -331,7 +331,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.metrics_port:
         start_http(scheduler.metrics.registry, args.metrics_port, host=args.metrics_address, ready=mode.ready)
     loop_thread = threading.Thread(target=scheduler.run, name="schedule", daemon=True,
-                                   kwargs={"interval": args.schedule_interval, "stop": stop, "active": mode.leading})
+                                   kwargs={"interval": args.schedule_interval, "stop": stop, "active": mode.leading,
+                                           "early": mode.early_cycles})
     loop_thread.start()
 
     def started(port: int) -> None:

@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 Clock = Callable[[], datetime]
 
 
+ARRIVAL_DEBOUNCE_S = 0.02  # new work waits this long for what arrives with it before a cycle starts
+STOP_POLL_S = 0.05  # a loop waiting for its interval's end or for new work looks at its stop event this often
 GC_THRESHOLD0 = 10_000  # allocations between young collections (Python's default: 700)
 
 
@@ -136,8 +138,16 @@ class Scheduler:
         return ssn.binds, len(ssn.evictions), ssn.phase_changes, pending
 
     def run(self, *, interval: float = 1.0, stop: threading.Event | None = None, idle_every: float = 10.0,
-            active: Callable[[], bool] = lambda: True) -> None:
-        """Cycle every ``interval`` seconds until ``stop`` is set.
+            active: Callable[[], bool] = lambda: True, debounce: float = ARRIVAL_DEBOUNCE_S,
+            early: bool = True) -> None:
+        """Cycle every ``interval`` seconds, and (``early``) sooner when new work arrives, until ``stop`` is set.
+
+        New work — a pod that waits for a node or a PodGroup that waits for admission coming into the cache
+        (:attr:`ClusterCache.arrived`) — starts a cycle once nothing more arrived for ``debounce`` seconds
+        (what arrives together is scheduled together; work that keeps streaming in waits for the interval's
+        end, as before) rather than at the interval's end, and no sooner after the last cycle than that cycle
+        took.  So the pods the embedded controllers make in one commit right after a cycle admitted their
+        PodGroups are bound by the next cycle at once; the interval is the longest wait, as before.
 
         No cycle runs while ``active()`` says no (a replica that is not the
         leader), or while nothing waits to be scheduled, and a cycle that
@@ -151,6 +161,7 @@ class Scheduler:
         last = float("-inf")
         while not stop.is_set():
             began = time.monotonic()
+            self.cache.arrived.clear()  # what arrives from now on wakes the next wait
             generation = self.cache.generation
             # actions that act on running pods as time passes (Action.periodic) need a cycle now and then
             # even when nothing is pending
@@ -161,6 +172,7 @@ class Scheduler:
                 self.effects.flush()  # writes that failed: again, without a whole cycle
             if not quiet:
                 last = began
+                self.cache.scheduling.set()
                 try:
                     result = self.run_once()
                     idle = not result.changed and not result.pending
@@ -168,4 +180,37 @@ class Scheduler:
                 except Exception:  # a bug in one cycle must not stop scheduling for good
                     log.exception("scheduling cycle failed")
                     idle_since = None
-            stop.wait(max(0.0, interval - (time.monotonic() - began)))
+            self.cache.scheduling.clear()
+            ended = time.monotonic()
+            if early:
+                self._wait(stop, deadline=began + interval, earliest=ended + (ended - began if not quiet else 0.0),
+                           debounce=debounce)
+            else:
+                stop.wait(max(0.0, interval - (ended - began)))
+
+    def _wait(self, stop: threading.Event, *, deadline: float, earliest: float, debounce: float) -> None:
+        """Until ``deadline``, or until work arrived (no sooner than ``earliest``, then ``debounce`` more), or
+        ``stop``."""
+        arrived = self.cache.arrived
+        while not stop.is_set():
+            now = time.monotonic()
+            if now >= deadline:
+                return
+            if arrived.is_set():
+                self.cache.scheduling.set()  # a cycle is coming
+                if now >= earliest:
+                    self._settle(stop, deadline, debounce)
+                    return
+                stop.wait(min(earliest, deadline) - now)
+                continue
+            arrived.wait(min(deadline - now, STOP_POLL_S))  # stop is looked at this often
+
+    def _settle(self, stop: threading.Event, deadline: float, debounce: float) -> None:
+        """Until nothing more arrived for ``debounce`` seconds (or ``deadline``, or ``stop``): pods that stream in
+        one by one (a controller creating them over the API) are scheduled together, at the interval's end."""
+        arrived = self.cache.arrived
+        while not stop.is_set():
+            arrived.clear()
+            left = deadline - time.monotonic()
+            if left <= 0 or not arrived.wait(min(debounce, left, STOP_POLL_S)):
+                return

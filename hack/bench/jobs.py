@@ -114,7 +114,7 @@ def wait_bound(binds: Binds, args: argparse.Namespace) -> None:
 
 def run_embedded(args: argparse.Namespace) -> dict:
     from scheduler.api.objects import Node
-    from scheduler.modes.embedded.mode import Embedded
+    from scheduler.modes.embedded.mode import Embedded, EmbeddedMode
     from scheduler.modes.embedded.store import Store
 
     with tempfile.TemporaryDirectory(prefix="scoria-jobs-bench-") as folder:
@@ -131,7 +131,7 @@ def run_embedded(args: argparse.Namespace) -> dict:
         stop = threading.Event()
         embedded.controllers.start(stop)
         loop = threading.Thread(target=scheduler.run, name="schedule", daemon=True,
-                                kwargs={"interval": args.interval, "stop": stop})
+                                kwargs={"interval": args.interval, "stop": stop, "early": EmbeddedMode.early_cycles})
         loop.start()
         docs = [(job_manifest(i, args.pods), "jobs.yaml") for i in range(args.jobs)]
         cpu0 = thread_cpu("controllers")
@@ -152,6 +152,7 @@ def run_embedded(args: argparse.Namespace) -> dict:
 def run_kubernetes(args: argparse.Namespace) -> dict:
     from hack.lib.fake_apiserver import FakeApiServer, node
     from scheduler.modes.kubernetes import mode
+    from scheduler.modes.kubernetes.mode import KubernetesMode
 
     with FakeApiServer(history=max(10_000, args.jobs * (args.pods + 4))) as api:
         for n in range(args.nodes):
@@ -162,7 +163,8 @@ def run_kubernetes(args: argparse.Namespace) -> dict:
         binds = Binds(kube.effects)
         kube.start_controllers(wait_for_admission=lambda: True)
         loop = threading.Thread(target=scheduler.run, name="schedule", daemon=True,
-                                kwargs={"interval": args.interval, "stop": stop, "active": kube.leading})
+                                kwargs={"interval": args.interval, "stop": stop, "active": kube.leading,
+                                        "early": KubernetesMode.early_cycles})
         loop.start()
         client = api.client()
         from kubernetes.client import CustomObjectsApi

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import re
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 
 from proto.errors import InputError
 from proto.vocab.placement import GPU_SHARE_RESOURCES
@@ -78,6 +79,17 @@ def _parse_text(text: str) -> Decimal:
 
 def to_canonical(resource: str, value: object) -> int:
     """Parse ``value`` for ``resource`` into Scoria's integer unit, rounding up."""
+    if value.__class__ is str:  # the usual form: the same few (``500m``, ``1Gi``) over and over, remembered
+        return _text_to_canonical(resource, value)
+    return _to_canonical(resource, value)
+
+
+@lru_cache(maxsize=4096)
+def _text_to_canonical(resource: str, value: str) -> int:
+    return _to_canonical(resource, value)
+
+
+def _to_canonical(resource: str, value: object) -> int:
     number = parse_quantity(value)
     if number < 0:
         raise QuantityError(f"invalid quantity {value!r} for {resource}: must not be negative")
@@ -92,6 +104,7 @@ def to_canonical(resource: str, value: object) -> int:
 _BYTES = ("memory", "ephemeral-storage", "kubernetes.io/batch-memory")  # resources counted in bytes
 
 
+@lru_cache(maxsize=4096)
 def format_quantity(resource: str, amount: float) -> str:
     """Human form of a canonical amount: ``1500m``/``2`` CPUs, ``4Gi`` memory."""
     if resource == "cpu":

@@ -106,6 +106,8 @@ class _Fields:
         value = data.get(key)
         if value is None:
             return default
+        if value.__class__ is kind:  # the usual case, quickly (a bool is never taken for an int here)
+            return value
         if isinstance(value, bool) and kind in (int, float, (int, float)):
             raise self.fail(_join(path, key), f"expected a number, got {value!r}")
         if not isinstance(value, kind):
@@ -121,14 +123,18 @@ class _Fields:
         raw = self.mapping(data, path, key)
         out = {}
         for k, v in raw.items():
-            where = _join(path, f"{key}.{k}" if len(k) <= 100 else f"{key}.{k[:60]}…")
-            if isinstance(v, (dict, list)) or v is None:
-                raise self.fail(where, "expected a string value")
-            text = v if isinstance(v, str) else _scalar_text(v)
+            if not isinstance(k, str):
+                raise self.fail(_join(path, key), f"keys must be strings, got {type(k).__name__} {k!r}")
+            if isinstance(v, str):
+                text = v
+            elif isinstance(v, (dict, list)) or v is None:
+                raise self.fail(_entry(path, key, k), "expected a string value")
+            else:
+                text = _scalar_text(v)
             if keys is not None and (problem := keys(k)):
                 raise self.fail(_join(path, key), f"key {problem}")
             if values is not None and (problem := values(text)):
-                raise self.fail(where, problem)
+                raise self.fail(_entry(path, key, k), problem)
             out[k] = text
         return out
 
@@ -178,6 +184,11 @@ class _Fields:
 
 def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
+
+
+def _entry(path: str, key: str, k: str) -> str:
+    """Where entry ``k`` of the mapping ``key`` is (a long key shortened, so that the message stays short)."""
+    return _join(path, f"{key}.{k}" if len(k) <= 100 else f"{key}.{k[:60]}…")
 
 
 def _kind_name(kind: type | tuple[type, ...]) -> str:
@@ -365,6 +376,8 @@ _LABEL_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 def _pod_affinity(f: _Fields, spec: dict, namespace: str, labels: dict[str, str]) -> PodAffinity | None:
     """``spec.affinity.podAffinity`` and ``podAntiAffinity``; None when neither has a term."""
     affinity = f.mapping(spec, "spec", "affinity")
+    if affinity.get("podAffinity") is None and affinity.get("podAntiAffinity") is None:
+        return None  # the usual case, without building the paths below
     parts: dict[str, tuple[PodAffinityTerm, ...]] = {}
     for kind, prefix in (("podAffinity", ""), ("podAntiAffinity", "anti_")):
         path = f"spec.affinity.{kind}"

@@ -7,6 +7,7 @@ Each check returns ``None`` for a good value, else the problem in Kubernetes' wo
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 DNS1123_LABEL_MAX = 63
 DNS1123_SUBDOMAIN_MAX = 253
@@ -19,12 +20,16 @@ _DNS1123_LABEL = re.compile(rf"{_LABEL}\Z")
 _DNS1123_SUBDOMAIN = re.compile(rf"{_LABEL}(\.{_LABEL})*\Z")
 _QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]\Z")
 _UID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")  # the agent's rule: a uid names files and cgroups
+#: the checks below are pure, and the same keys and names come again and again (every pod of a Job carries the
+#: same label and annotation keys): each remembers its latest answers
+_REMEMBERED = 4096
 
 
 def _shown(value: str) -> str:
     return repr(value if len(value) <= 80 else value[:60] + "…")
 
 
+@lru_cache(maxsize=_REMEMBERED)
 def dns1123_label(value: str) -> str | None:
     """Namespaces (and container names): ``my-name``, at most 63 characters."""
     if len(value) > DNS1123_LABEL_MAX:
@@ -35,6 +40,7 @@ def dns1123_label(value: str) -> str | None:
     return None
 
 
+@lru_cache(maxsize=_REMEMBERED)
 def dns1123_subdomain(value: str) -> str | None:
     """Most object names (Pod, Node, PriorityClass, PodGroup, Queue): ``example.com``, at most 253 characters."""
     if len(value) > DNS1123_SUBDOMAIN_MAX:
@@ -45,6 +51,7 @@ def dns1123_subdomain(value: str) -> str | None:
     return None
 
 
+@lru_cache(maxsize=_REMEMBERED)
 def qualified_name(value: str) -> str | None:
     """Label and annotation keys: ``name`` or ``prefix/name`` (prefix a DNS subdomain, name at most 63)."""
     prefix, slash, name = value.rpartition("/")
@@ -63,6 +70,7 @@ def qualified_name(value: str) -> str | None:
     return None
 
 
+@lru_cache(maxsize=_REMEMBERED)
 def label_value(value: str) -> str | None:
     """Label values: empty, or at most 63 characters like a qualified name's name part."""
     if len(value) > LABEL_VALUE_MAX:

@@ -141,6 +141,12 @@ class ClusterCache:
         self.namespaces_known = True
         self.generation = 0
         self.node_generation = 0  # changes when a Node is added or replaced
+        # set when new work comes in — a pod that waits for a node, a PodGroup that waits for admission, neither
+        # waiting before: the scheduling loop (Scheduler.run) wakes for it rather than waiting out its interval
+        self.arrived = threading.Event()
+        # set while the scheduling loop is about to run, or runs, a cycle: the embedded controllers' look at their
+        # own writes waits for it (one core between them: the cycle binding the pods they made goes first)
+        self.scheduling = threading.Event()
         self._facts: dict[str, PodFacts] = {}
         # pods with inter-pod affinity terms: when none, a session skips that machinery without looking at pods
         self.affinity_pods: set[str] = set()
@@ -181,7 +187,10 @@ class ClusterCache:
                 self.nodes[obj.name] = obj
                 self.node_generation += 1
             elif isinstance(obj, Pod):
-                inserted = obj.uid not in self.pods
+                was = self.pods.get(obj.uid)
+                inserted = was is None
+                if not obj.node_name and obj.active and (was is None or was.node_name or not was.active):
+                    self.arrived.set()
                 self.pods[obj.uid] = obj
                 self._facts.pop(obj.uid, None)
                 self._note_pod(obj.uid, inserted)
@@ -196,6 +205,9 @@ class ClusterCache:
                         min_member=1, created=obj.created,
                         phase="Running" if obj.node_name else "Pending"))
             elif isinstance(obj, PodGroup):
+                before = self.podgroups.get(obj.key)
+                if obj.phase == "Pending" and (before is None or before.phase != "Pending"):
+                    self.arrived.set()
                 self.podgroups[obj.key] = obj  # facts of its pods notice the new object (see facts())
                 for journal in self._journals:
                     journal.groups.add(obj.key)

@@ -8,6 +8,7 @@ named by apiVersion and kind, since two share the name ``Job`` (``batch/v1`` and
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,6 +56,23 @@ def kind_of(obj: dict) -> Kind:
     """The kind a manifest names (a kind outside :data:`ALL_KINDS` is made on the fly)."""
     api, name = str(obj.get("apiVersion", "")), str(obj.get("kind", ""))
     return _BY_NAME.get((api, name)) or Kind(api, name)
+
+
+_ATOMS = frozenset({str, int, float, bool, type(None)})
+
+
+def copy_tree(obj: Any) -> Any:
+    """A deep copy of a manifest (plain dicts, lists and scalars, as JSON or YAML give them), several times faster
+    than :func:`copy.deepcopy`: a tuple becomes a list, as in JSON; anything else inside is deep-copied.  Parts
+    that were shared are copied apart."""
+    cls = obj.__class__
+    if cls is dict:
+        return {k: v if v.__class__ in _ATOMS else copy_tree(v) for k, v in obj.items()}
+    if cls is list or cls is tuple:
+        return [v if v.__class__ in _ATOMS else copy_tree(v) for v in obj]
+    if cls in _ATOMS:
+        return obj
+    return copy.deepcopy(obj)
 
 
 def part(obj: object, key: str) -> dict:

@@ -36,6 +36,9 @@ class Mode:
     """The plain mode: the scheduler's cache is the cluster."""
 
     name = "plain"
+    #: whether the scheduling loop runs a cycle as soon as new work arrived (Scheduler.run's ``early``) rather
+    #: than only every interval: where work comes in batches (an apply, a controllers' commit)
+    early_cycles = True
 
     def __init__(self, *, register_nodes: bool = False) -> None:
         #: whether a report from an unknown node creates it (no API server or store that lists nodes)

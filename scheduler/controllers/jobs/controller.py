@@ -18,7 +18,6 @@ sync, as Volcano's own status write brings one.
 from __future__ import annotations
 
 import copy
-import json
 import logging
 from collections.abc import Callable
 from datetime import datetime
@@ -36,7 +35,7 @@ from scheduler.controllers.jobs.observe import JobMemory, PodMemo, requests_sinc
 from scheduler.controllers.jobs.podgroup import desired_podgroup, podgroup_update
 from scheduler.controllers.jobs.pods import PodView, job_ref, new_pod, volume_claim_name
 from scheduler.controllers.jobs.policies import Delayed, Request, apply_policies, cancels, superseded
-from scheduler.controllers.jobs.spec import Job, Task, format_duration, parse_job, parse_time
+from scheduler.controllers.jobs.spec import Job, JobSpec, Task, format_duration, parse_job, parse_time
 from scheduler.controllers.kinds import COMMAND, JOB, POD, PODGROUP, PVC, Kind, kind_of, name_of, object_ref
 from scheduler.controllers.writes import Annotate, Create, Delete, Effect, Emit, Update, WriteStatus
 
@@ -51,18 +50,28 @@ def decide(observed: Observed, memory: JobMemory | None, now: datetime, settings
     if memory is not None and memory.uid != uid:
         memory = None  # a new Job under an old name
     source = f"{kind_of(doc)} {name_of(doc)}"
+    text = spec_json(doc)
     try:
-        if memory is not None and not memory.refused and memory.spec == json.dumps(doc.get("spec"), sort_keys=True,
-                                                                                    default=str):
-            job = parse_job(doc, source, scheduler_name=settings.scheduler_name)  # admitted already, unchanged since
+        if memory is not None and not memory.refused and memory.spec == text:  # admitted already, unchanged since
+            job = parse_job(doc, source, scheduler_name=settings.scheduler_name, known=_parsed(memory, doc, settings))
         else:
             job = admit_job(doc, source, AdmissionContext(scheduler_name=settings.scheduler_name))
     except ManifestError as exc:
         return _refused(doc, memory, uid, exc.detail, keys.REASON_FAILED_ADMISSION)
     try:
-        return _Run(job, observed, memory, now, settings).reconcile()
+        return _Run(job, observed, memory, now, settings, spec_text=text).reconcile()
     except InputError as exc:  # the host cannot do what a plugin needs (no ssh-keygen): reported, retried later
         return _refused(doc, memory, uid, str(exc), keys.REASON_PLUGIN_ERROR, retry=now.timestamp() + RETRY_S)
+
+
+def _parsed(memory: JobMemory, doc: dict, settings: Settings) -> JobSpec | None:
+    """The spec as the last decision read it (its text unchanged since), unless the scheduler name it took for a
+    Job naming none has changed."""
+    parsed = memory.parsed
+    if parsed is None:
+        return None
+    named = (doc.get("spec") or {}).get("schedulerName")
+    return parsed if named or parsed.scheduler_name == settings.scheduler_name else None
 
 
 def _refused(doc: dict, memory: JobMemory | None, uid: str, message: str, reason: str,
@@ -130,8 +139,10 @@ class _Objects:
 class _Run:
     """One reconcile of one Job: a working copy of its status, pods and objects, and the effects so far."""
 
-    def __init__(self, job: Job, observed: Observed, memory: JobMemory | None, now: datetime, settings: Settings):
+    def __init__(self, job: Job, observed: Observed, memory: JobMemory | None, now: datetime, settings: Settings,
+                 *, spec_text: str | None = None):
         self.job, self.settings, self.now = job, settings, now
+        self.spec_text = spec_json(job) if spec_text is None else spec_text
         self.stamp, self.clock = rfc3339(now), now.timestamp()
         self.memory = memory
         self.status = JobStatus.from_dict(job.doc.get("status"))
@@ -151,11 +162,11 @@ class _Run:
         self.delayed: dict[str, Delayed] = dict(memory.delayed) if memory is not None else {}
         self.killed: set[str] = set(memory.killed) if memory is not None else set()
         self._reported = ""  # the PodGroup condition reported in this reconcile
-        self._synced: tuple | None = None  # the working state a plain sync last ran on
+        self._synced: tuple[int, JobStatus] | None = None  # the working state a plain sync last left
 
     # -- the reconcile ------------------------------------------------------------------------------------
     def reconcile(self) -> Outcome:
-        requests = requests_since(self.job, self.memory, self.pods, self.pg_phase)
+        requests = requests_since(self.job, self.memory, self.pods, self.pg_phase, spec_text=self.spec_text)
         for cmd in sorted(self.commands, key=name_of):
             self.effects.append(Delete(COMMAND, self.job.namespace, name_of(cmd)))
             action = str(cmd.get("action", ""))
@@ -182,7 +193,8 @@ class _Run:
     def _memory(self) -> JobMemory:
         pods = {name: PodMemo.of(view) for name, view in self.seen.items()}
         live = {m.uid for m in pods.values()}
-        return JobMemory(uid=self.job.uid, spec=spec_json(self.job), scale=scale_of(self.job), phase=self.status.phase,
+        return JobMemory(uid=self.job.uid, spec=self.spec_text, parsed=self.job.spec, scale=scale_of(self.job),
+                         phase=self.status.phase,
                          pods=pods, killed={u for u in self.killed if u in live}, podgroup_phase=self.pg_phase,
                          podgroup_condition=self._pg_condition_seen(), delayed=dict(self.delayed))
 
@@ -216,13 +228,11 @@ class _Run:
             return
         if decision.action != keys.SYNC_JOB:
             self._event("Normal", keys.REASON_EXECUTE_ACTION, f"Start to execute action {decision.action} ")
-        else:  # a sync of the same working state decides the same again: once is enough
-            mark = (len(self.effects), repr(self.status))
-            if mark == self._synced:
-                return
+        elif self._synced is not None and self._synced[0] == len(self.effects) and self._synced[1] == self.status:
+            return  # a sync of the same working state decides the same again: once is enough
         self._execute(decision.action, request)
         if decision.action == keys.SYNC_JOB:
-            self._synced = (len(self.effects), repr(self.status))
+            self._synced = (len(self.effects), self.status.copy())
         if decision.action not in keys.INTERNAL_ACTIONS:
             done = Delayed(decision.action, request.event, self.clock, request.task, request.pod,
                            request.pod_uid, request.partition)

@@ -6,8 +6,7 @@ status that did not change serialises to the same dict and is not written again.
 
 from __future__ import annotations
 
-import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 COUNTERS = ("pending", "running", "succeeded", "failed", "terminating", "unknown")
@@ -35,7 +34,10 @@ class JobStatus:
     conditions: list[dict[str, str]] = field(default_factory=list)  # {"status": phase, "lastTransitionTime": t}
 
     def copy(self) -> JobStatus:
-        return copy.deepcopy(self)
+        """A copy sharing nothing mutable with this one (as deepcopy, several times faster)."""
+        return replace(self, task_status_count={task: dict(phases) for task, phases in self.task_status_count.items()},
+                       controlled_resources=dict(self.controlled_resources),
+                       conditions=[dict(c) for c in self.conditions])
 
     def set_counts(self, counts: dict[str, int], tasks: dict[str, dict[str, int]]) -> None:
         for name in COUNTERS:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from scheduler.controllers.jobs import keys
 from scheduler.controllers.jobs.pods import PodView
 from scheduler.controllers.jobs.policies import Delayed, Request
-from scheduler.controllers.jobs.spec import Job
+from scheduler.controllers.jobs.spec import Job, JobSpec
 
 
 @dataclass(frozen=True)
@@ -50,11 +50,14 @@ class JobMemory:
     podgroup_condition: str = ""  # the latest true condition's type and message, for PodGroupPending events
     delayed: dict[str, Delayed] = field(default_factory=dict)  # by pod name ("" for a job-level event)
     refused: str = ""  # why the Job was not admitted (reported once)
+    parsed: JobSpec | None = None  # ``spec`` with its defaults, as read then (not read again while it is the same)
 
 
-def spec_json(job: Job) -> str:
-    """The Job's spec as it was written (the controller's check that nothing changed since it admitted it)."""
-    return json.dumps(job.doc.get("spec"), sort_keys=True, default=str)
+def spec_json(job: Job | dict) -> str:
+    """The Job's spec (of a :class:`Job` or its manifest) as it was written: the controller's check that nothing
+    changed since it admitted it."""
+    doc = job.doc if isinstance(job, Job) else job
+    return json.dumps(doc.get("spec"), sort_keys=True, default=str)
 
 
 def scale_of(job: Job) -> tuple:
@@ -104,12 +107,13 @@ def _updated(job: Job, pods: dict[str, PodView], pod: PodView, old: PodMemo) -> 
 
 
 def requests_since(job: Job, memory: JobMemory | None, pods: dict[str, PodView],
-                   podgroup_phase: str | None) -> list[Request]:
-    """The requests the changes since ``memory`` mean, in a fixed order: the Job, its pods by name, its PodGroup."""
+                   podgroup_phase: str | None, *, spec_text: str | None = None) -> list[Request]:
+    """The requests the changes since ``memory`` mean, in a fixed order: the Job, its pods by name, its PodGroup
+    (``spec_text``: :func:`spec_json` of the Job, when the caller has it)."""
     out: list[Request] = []
     if memory is None:
         out.append(Request(event=keys.OUT_OF_SYNC_EVENT))
-    elif memory.spec != spec_json(job):
+    elif memory.spec != (spec_json(job) if spec_text is None else spec_text):
         out.append(Request(event=keys.JOB_UPDATED if memory.scale != scale_of(job) else keys.OUT_OF_SYNC_EVENT))
     elif memory.phase != (job.doc.get("status") or {}).get("state", {}).get("phase", ""):
         out.append(Request(event=keys.OUT_OF_SYNC_EVENT))  # someone else changed the phase

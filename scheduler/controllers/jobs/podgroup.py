@@ -73,6 +73,8 @@ def podgroup_update(existing: dict, job: Job, priorities: Mapping[str, int]) -> 
     minTaskMember (entries of tasks the Job no longer has are left) and subGroupPolicy.
     """
     want = desired_podgroup(job, priorities)["spec"]
+    if not _changes(existing.get("spec"), job, want):
+        return None  # the usual case: no copy made
     updated = copy.deepcopy(existing)
     spec = updated.setdefault("spec", {})
     changed = False
@@ -99,3 +101,18 @@ def podgroup_update(existing: dict, job: Job, priorities: Mapping[str, int]) -> 
             spec.pop("subGroupPolicy", None)
         changed = True
     return updated if changed else None
+
+
+def _changes(spec: object, job: Job, want: dict) -> bool:
+    """Would :func:`podgroup_update` change anything in a PodGroup with this ``spec``?"""
+    if not isinstance(spec, dict):
+        return True
+    if (spec.get("priorityClassName") or "") != job.spec.priority_class_name:
+        return True
+    if spec.get("minMember") != want["minMember"] or \
+            parse_resources(spec.get("minResources")) != parse_resources(want["minResources"]):
+        return True
+    members = spec.get("minTaskMember")
+    if not isinstance(members, dict) or any(members.get(task) != count for task, count in want["minTaskMember"].items()):
+        return True
+    return (spec.get("subGroupPolicy") or []) != want.get("subGroupPolicy", [])

@@ -3,14 +3,13 @@ an existing one (:class:`PodView`)."""
 
 from __future__ import annotations
 
-import copy
 import hashlib
 from dataclasses import dataclass
 
 from scheduler.controllers.jobplugins.base import pod_name
 from scheduler.controllers.jobs import keys
 from scheduler.controllers.jobs.spec import Job, Task
-from scheduler.controllers.kinds import JOB, new_controller_ref, part
+from scheduler.controllers.kinds import JOB, copy_tree, new_controller_ref, part
 
 # copied from the Job's annotations onto its pods (createJobPod); the first two from its labels too
 _FROM_JOB_ANNOTATIONS = (keys.PREEMPTABLE, keys.COOLDOWN_TIME, keys.REVOCABLE_ZONE)
@@ -35,7 +34,7 @@ def _volume_name(job: Job, claim: str) -> str:
 
 def new_pod(job: Job, task: Task, index: int, *, version: int, retry_count: int) -> dict:
     """A task's pod ``index`` before the plugins see it: the template with the Job's names written in."""
-    template = copy.deepcopy(task.template)
+    template = copy_tree(task.template)
     tmeta = part(template, "metadata")
     spec = part(template, "spec")
     labels = dict(tmeta.get("labels") or {})

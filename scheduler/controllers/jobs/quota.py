@@ -100,7 +100,7 @@ def first_count_resources(tasks: Sequence[Task], count: int, priorities: Mapping
     out: dict[str, int] = {}
     for task in _by_priority(tasks, priorities):
         take = min(count, task.replicas)
-        _times(pod_usage(_spec(task)), take, out)
+        _times(task_usage(task), take, out)
         count -= take
         if count <= 0:
             break
@@ -115,7 +115,7 @@ def group_min_resources(tasks: Sequence[Task], job_min: int, priorities: Mapping
     count = 0
     for task in ordered:
         take = min(task.min_available, job_min - count)
-        _times(pod_usage(_spec(task)), take, out)
+        _times(task_usage(task), take, out)
         count += take
         if count >= job_min:
             return out
@@ -125,11 +125,24 @@ def group_min_resources(tasks: Sequence[Task], job_min: int, priorities: Mapping
         if spare == 0:
             continue
         take = min(spare, left)
-        _times(pod_usage(_spec(task)), take, out)
+        _times(task_usage(task), take, out)
         left -= take
         if left <= 0:
             break
     return out
+
+
+def task_usage(task: Task) -> dict[str, int]:
+    """:func:`pod_usage` of the task's template, worked out once per Task (which, like its template, is not
+    changed once read: the controller keeps a Job's parsed spec while its text stays the same).  Read-only."""
+    usage = task.__dict__.get(_USAGE)
+    if usage is None:
+        usage = pod_usage(_spec(task))
+        object.__setattr__(task, _USAGE, usage)  # remembered beside the frozen fields (not one of them)
+    return usage
+
+
+_USAGE = "_pod_usage"
 
 
 def _spec(task: Task) -> dict:

@@ -396,8 +396,9 @@ def job_id(doc: Any) -> str:
     return f"Job {ns or 'default'}/{name}"
 
 
-def parse_job(doc: Any, source: str, *, scheduler_name: str = "scoria") -> Job:
-    """A Job manifest as a :class:`Job` with Volcano's defaults filled in; ManifestError naming the field."""
+def parse_job(doc: Any, source: str, *, scheduler_name: str = "scoria", known: JobSpec | None = None) -> Job:
+    """A Job manifest as a :class:`Job` with Volcano's defaults filled in; ManifestError naming the field.
+    ``known``: what an earlier call made of this very spec (with this ``scheduler_name``), taken as it is."""
     r = _Reader(source, job_id(doc))
     if not isinstance(doc, dict):
         raise r.fail("", f"expected a Job (a mapping), got {type(doc).__name__}")
@@ -406,26 +407,7 @@ def parse_job(doc: Any, source: str, *, scheduler_name: str = "scoria") -> Job:
     spec = doc.get("spec")
     if not isinstance(spec, dict):
         raise r.fail("spec", "missing: a Job needs spec.tasks")
-    r.known(spec, "spec", _SPEC_FIELDS)
-    tasks = tuple(_task(r, raw, i) for i, raw in enumerate(r.items(spec, "spec", "tasks")))
-    min_available = r.integer(spec, "spec", "minAvailable", 0) or sum(t.min_available for t in tasks)
-    ttl = r.integer(spec, "spec", "ttlSecondsAfterFinished")
-    estimate = None
-    if spec.get("runningEstimate") is not None:
-        try:
-            estimate = parse_duration(r.text(spec, "spec", "runningEstimate"))
-        except ValueError as exc:
-            raise r.fail("spec.runningEstimate", str(exc)) from None
-    job_spec = JobSpec(
-        tasks=tasks, min_available=min_available,
-        scheduler_name=r.text(spec, "spec", "schedulerName") or scheduler_name,
-        queue=r.text(spec, "spec", "queue") or keys.DEFAULT_QUEUE,
-        max_retry=r.integer(spec, "spec", "maxRetry", 0) or keys.DEFAULT_MAX_RETRY,
-        policies=_policies(r, spec, "spec"), plugins=tuple(sorted(_plugins(r, spec).items())),
-        volumes=_volumes(r, spec), ttl_seconds_after_finished=ttl,
-        priority_class_name=r.text(spec, "spec", "priorityClassName"),
-        min_success=r.integer(spec, "spec", "minSuccess", minimum=1),
-        network_topology=_network_topology(r, spec, "spec"), running_estimate=estimate)
+    job_spec = known if known is not None else _job_spec(r, spec, scheduler_name)
     labels = part(metadata, "labels")
     notes = part(metadata, "annotations")
     try:
@@ -437,6 +419,29 @@ def parse_job(doc: Any, source: str, *, scheduler_name: str = "scoria") -> Job:
                labels={str(k): str(v) for k, v in labels.items()},
                annotations={str(k): str(v) for k, v in notes.items()}, created=created,
                deleting=metadata.get("deletionTimestamp") is not None)
+
+
+def _job_spec(r: _Reader, spec: dict, scheduler_name: str) -> JobSpec:
+    r.known(spec, "spec", _SPEC_FIELDS)
+    tasks = tuple(_task(r, raw, i) for i, raw in enumerate(r.items(spec, "spec", "tasks")))
+    min_available = r.integer(spec, "spec", "minAvailable", 0) or sum(t.min_available for t in tasks)
+    ttl = r.integer(spec, "spec", "ttlSecondsAfterFinished")
+    estimate = None
+    if spec.get("runningEstimate") is not None:
+        try:
+            estimate = parse_duration(r.text(spec, "spec", "runningEstimate"))
+        except ValueError as exc:
+            raise r.fail("spec.runningEstimate", str(exc)) from None
+    return JobSpec(
+        tasks=tasks, min_available=min_available,
+        scheduler_name=r.text(spec, "spec", "schedulerName") or scheduler_name,
+        queue=r.text(spec, "spec", "queue") or keys.DEFAULT_QUEUE,
+        max_retry=r.integer(spec, "spec", "maxRetry", 0) or keys.DEFAULT_MAX_RETRY,
+        policies=_policies(r, spec, "spec"), plugins=tuple(sorted(_plugins(r, spec).items())),
+        volumes=_volumes(r, spec), ttl_seconds_after_finished=ttl,
+        priority_class_name=r.text(spec, "spec", "priorityClassName"),
+        min_success=r.integer(spec, "spec", "minSuccess", minimum=1),
+        network_topology=_network_topology(r, spec, "spec"), running_estimate=estimate)
 
 
 def parse_command(doc: Any, source: str) -> Command:

@@ -49,6 +49,7 @@ log = logging.getLogger(__name__)
 
 DEBOUNCE_S = 0.02     # what arrives this close together is reconciled once
 IDLE_CHECK_S = 0.25   # how often the cache's generation is looked at when nothing was noted
+YIELD_S = 2.0         # the longest a look at our own writes waits for a scheduling cycle to end
 #: the kinds apply hands to the controllers, by (apiVersion, kind)
 APPLIED = {(JOB.api_version, JOB.kind): JOB, (COMMAND.api_version, COMMAND.kind): COMMAND,
            (CONFIGMAP.api_version, CONFIGMAP.kind): CONFIGMAP, (SECRET.api_version, SECRET.kind): SECRET}
@@ -151,6 +152,8 @@ class EmbeddedControllers:
             if not (noted or due or moved):
                 continue
             time.sleep(DEBOUNCE_S)
+            if again and not self.host._changed.is_set():
+                self._after_scheduling(stop)
             self.host._changed.clear()
             generation = self.embedded.cache.generation
             try:
@@ -161,6 +164,15 @@ class EmbeddedControllers:
                 self.loop.seen.clear()
                 wake_at, writes = time.time() + 1.0, 0
             again = writes > 0
+
+    def _after_scheduling(self, stop: threading.Event) -> None:
+        """Before looking at our own writes again: while a scheduling cycle is coming or running (the pods just
+        made woke it), wait for its end — at most :data:`YIELD_S`, and not past any other change noted."""
+        deadline = time.monotonic() + YIELD_S
+        scheduling = self.embedded.cache.scheduling
+        while scheduling.is_set() and not stop.is_set() and (left := deadline - time.monotonic()) > 0:
+            if self.host._changed.wait(min(left, 0.01)):
+                return
 
     def reconcile_once(self) -> tuple[int, float | None]:
         """One reconcile, committed; (writes, when to look again)."""

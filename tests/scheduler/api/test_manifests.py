@@ -294,6 +294,7 @@ ERROR_CASES = [
     ("label-key", pod(labels={"a b": "c"}), P, "metadata.labels", "key 'a b' is not a qualified name"),
     ("label-key-prefix", pod(labels={"Example.com/a": "c"}), P, "metadata.labels", "key prefix part"),
     ("label-value", pod(labels={"a": "b c"}), P, "metadata.labels.a", "'b c' is not a valid label value"),
+    ("label-key-number", pod(labels={7: "c"}), P, "metadata.labels", "keys must be strings, got int 7"),
     ("label-value-long", pod(labels={"a": "b" * 64}), P, "metadata.labels.a", "no more than 63 characters"),
     ("annotations-too-large", pod(annotations={"a": "x" * (256 * 1024)}), P, "metadata.annotations",
      "may total at most 262,144"),

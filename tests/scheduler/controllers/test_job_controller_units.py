@@ -14,6 +14,7 @@ from scheduler.controllers.jobs.podgroup import desired_podgroup, podgroup_updat
 from scheduler.controllers.jobs.pods import PodView, new_pod
 from scheduler.controllers.jobs.quota import format_resources, pod_usage
 from scheduler.controllers.jobs.spec import JobSpec, format_duration, parse_duration, parse_job
+from scheduler.controllers.kinds import copy_tree
 from scheduler.controllers.writes import Create
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
@@ -119,6 +120,30 @@ def test_podgroup_updates_only_what_the_job_governs() -> None:
     updated = podgroup_update(group, scaled, {})
     assert updated["spec"]["minMember"] == 3 and updated["spec"]["minTaskMember"] == {"w": 3}
     assert updated["spec"]["minResources"]["cpu"] == "3" and updated["status"] == {"phase": "Running"}
+
+
+@pytest.mark.parametrize("field, stale", [
+    ("priorityClassName", "other"), ("minMember", 1), ("minResources", {"cpu": "1"}), ("minTaskMember", {"w": 1}),
+    ("minTaskMember", None), ("subGroupPolicy", [{"name": "w"}])])
+def test_podgroup_update_notices_each_field_the_job_governs(field: str, stale: object) -> None:
+    job = parse_job(job_doc([{"name": "w", "replicas": 2}]), "t")
+    group = desired_podgroup(job, {})
+    if stale is None:
+        del group["spec"][field]
+    else:
+        group["spec"][field] = stale
+    updated = podgroup_update(group, job, {})
+    assert updated is not None and podgroup_update(updated, job, {}) is None
+    assert group["spec"].get(field) == stale  # the one read is left as it was
+
+
+def test_copy_tree_copies_manifests_apart() -> None:
+    shared = {"a": [1, {"b": "c"}]}
+    doc = {"x": shared, "y": shared, "t": (1, 2), "when": NOW}
+    copied = copy_tree(doc)
+    assert copied == {"x": shared, "y": shared, "t": [1, 2], "when": NOW}
+    copied["x"]["a"][1]["b"] = "changed"
+    assert shared["a"][1]["b"] == "c" and copied["y"]["a"][1]["b"] == "c"
 
 
 def test_pod_usage_in_quota_names() -> None:

@@ -207,3 +207,57 @@ def test_an_exit_code_the_runtime_reports_drives_the_jobs_policy(tmp_path: Path)
     report_running(embedded, phase="Failed", exit_code=3, only={"train-worker-1"})
     settle(embedded, scheduler)
     assert job_status(embedded)["state"]["phase"] in ("Aborting", "Aborted")
+
+
+def test_the_controllers_look_at_their_own_writes_once_the_scheduling_cycle_they_woke_ends(tmp_path: Path,
+                                                                                            monkeypatch) -> None:
+    """One core between them: the cycle binding the pods the controllers just made goes first; the controllers'
+    look at those writes waits for its end (the flush's kick), and never longer than YIELD_S."""
+    import threading
+    import time
+
+    from scheduler.modes.embedded import controllers as module
+
+    monkeypatch.setattr(module, "YIELD_S", 1.0)
+    embedded, _ = cluster(tmp_path)
+    embedded.controllers.configure(scheduler_names=frozenset({"scoria"}), wait_for_admission=False)
+    done: list[tuple[float, int]] = []
+    once = embedded.controllers.reconcile_once
+
+    def counted():
+        writes, wake = once()
+        done.append((time.monotonic(), writes))
+        return writes, wake
+    embedded.controllers.reconcile_once = counted  # type: ignore[method-assign]
+
+    def wait_for(n: int, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while len(done) < n:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+        return True
+
+    stop = threading.Event()
+    embedded.controllers.start(stop)
+    try:
+        assert wait_for(1, 5)
+        embedded.cache.scheduling.set()  # as the scheduling loop marks a coming cycle
+        embedded.apply(docs(small_job()))
+        assert wait_for(2, 5) and done[-1][1] > 0  # the Job's PodGroup and pods, made at once
+        time.sleep(0.3)
+        assert len(done) == 2  # their look at what they wrote waits for the cycle
+        embedded.cache.scheduling.clear()
+        embedded.controllers.kick()  # the cycle's flush
+        assert wait_for(3, 0.5)
+        embedded.cache.scheduling.set()  # a cycle that never ends: waited for YIELD_S at most
+        embedded.controllers.host.note("Job", "default/other", None)
+        assert wait_for(4, 2)
+        embedded.apply(docs(small_job("second")))
+        assert wait_for(5, 2) and done[-1][1] > 0
+        began = done[-1][0]
+        assert wait_for(6, 3) and 0.9 <= done[-1][0] - began <= 2.0
+    finally:
+        stop.set()
+        embedded.cache.scheduling.clear()
+        embedded.controllers.join()
