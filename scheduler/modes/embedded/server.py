@@ -54,7 +54,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import socket
 import socketserver
 import threading
 import time
@@ -70,6 +69,7 @@ from scheduler.api.objects import DEFAULT_QUEUE
 from scheduler.modes.embedded.events import Ref
 from scheduler.modes.embedded.mode import Conflict, Embedded
 from scheduler.modes.embedded.series import Series
+from scheduler.modes.embedded.slots import ConnectionSlots
 from scheduler.modes.embedded.store import Stored
 
 log = logging.getLogger(__name__)
@@ -351,60 +351,14 @@ class ControlServer:
             return 409, {"error": str(exc)}
 
 
-class _UnixHTTPServer(socketserver.ThreadingUnixStreamServer):
-    """One thread per connection, at most ``max_connections`` of them; more are answered 503 at once."""
+class _UnixHTTPServer(ConnectionSlots, socketserver.UnixStreamServer):
+    """The control API's server: a thread per connection, at most ``max_connections`` (more get 503 at once)."""
 
-    daemon_threads = True
+    busy_what = "the control API"
 
     def __init__(self, path: str, handler: type[BaseHTTPRequestHandler], max_connections: int):
-        self.max_connections = max_connections
-        self._slots = threading.BoundedSemaphore(max_connections)
+        self.limit_connections(max_connections)
         super().__init__(path, handler)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):
-            _busy(request, self.max_connections)
-            self.shutdown_request(request)
-            return
-        try:
-            super().process_request(request, client_address)
-        except BaseException:
-            self._slots.release()
-            raise
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self._slots.release()
-
-
-BUSY_READ_SECONDS = 0.5  # how long a connection over the limit may take to send its request head
-
-
-def _busy(request: socket.socket, connections: int) -> None:
-    """Answer 503 and read the request head before closing.
-
-    Closing a Unix socket that still has unread input resets the peer, and the peer then loses the answer
-    too; so the head (64 KiB at most, ``BUSY_READ_SECONDS`` at most) is read and dropped first.
-    """
-    body = json.dumps({"error": f"the control API is serving {connections} connections already; try again"}).encode()
-    try:
-        request.settimeout(BUSY_READ_SECONDS)
-        request.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-                        b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
-        request.shutdown(socket.SHUT_WR)
-        seen = b""
-        while b"\r\n\r\n" not in seen and len(seen) < 65536:
-            chunk = request.recv(65536)
-            if not chunk:
-                break
-            seen += chunk
-        request.setblocking(False)
-        while request.recv(65536):  # whatever else has already arrived
-            pass
-    except OSError:
-        pass
 
 
 FILES_TYPE = "application/vnd.scoria.files+json"  # several files in one apply: {"files": [{"name", "text"}]}

@@ -32,7 +32,7 @@ import secrets
 import socket
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -42,6 +42,7 @@ from proto.localsock import private_file
 from proto.ports import check_port
 from proto.vocab.quantity import format_quantity
 from scheduler.modes.embedded import printing
+from scheduler.modes.embedded.slots import ConnectionSlots
 
 if TYPE_CHECKING:
     from scheduler.modes.embedded.server import ControlServer
@@ -221,34 +222,14 @@ def _queue(item: dict) -> dict:
             "hasDeserved": "deserved" in status}
 
 
-class _Server(ThreadingHTTPServer):
-    """One thread per connection, at most ``max_connections`` of them; more are answered 503 at once."""
+class _Server(ConnectionSlots, HTTPServer):
+    """The web view's server: a thread per connection, at most ``max_connections`` (more get 503 at once)."""
 
-    daemon_threads = True
+    busy_what = "the web view"
 
     def __init__(self, address: Any, handler: Any, max_connections: int):
-        self._slots = threading.BoundedSemaphore(max_connections)
+        self.limit_connections(max_connections)
         super().__init__(address, handler)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):
-            try:
-                request.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-            except OSError:
-                pass
-            self.shutdown_request(request)
-            return
-        try:
-            super().process_request(request, client_address)
-        except BaseException:
-            self._slots.release()
-            raise
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self._slots.release()
 
 
 class _V6Server(_Server):

@@ -126,3 +126,32 @@ def test_serve_refuses_a_web_view_off_loopback_or_outside_embedded_mode(tmp_path
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert err.startswith("error: ") and needle in err and err.count("\n") == 1, err
+
+
+def test_connections_beyond_the_limit_get_503_at_once(tmp_path: Path, monkeypatch) -> None:
+    """Held-open connections take the view's threads; one more is answered 503 naming the view, not queued."""
+    import time
+
+    from scheduler.modes.embedded import web as web_module
+
+    monkeypatch.setattr(web_module, "MAX_CONNECTIONS", 2)
+    embedded, _ = cluster(tmp_path / "s")
+    control = ControlServer(embedded, socket_path=tmp_path / "c.sock")
+    web = WebView(control, sample_s=0.1)
+    web.start()
+    idle = [socket.create_connection(("127.0.0.1", web.port)) for _ in range(2)]
+    try:
+        time.sleep(0.2)
+        t0 = time.monotonic()
+        status, body, _ = fetch(web.base)
+        assert status == 503 and time.monotonic() - t0 < 2
+        assert "the web view is serving 2 connections" in json.loads(body)["error"]
+    finally:
+        for s in idle:
+            s.close()
+    deadline = time.monotonic() + 5
+    while fetch(web.base)[0] != 200:  # the slots come back once the idle ones are gone
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    web.stop()
+    control.stop()
