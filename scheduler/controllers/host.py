@@ -16,7 +16,18 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Protocol
 
-from scheduler.controllers.kinds import ALL_KINDS, Kind, key_of, kind_of, meta, name_of, namespace_of, owner_uids
+from scheduler.controllers.kinds import (
+    ALL_KINDS,
+    POD,
+    PODGROUP,
+    Kind,
+    key_of,
+    kind_of,
+    meta,
+    name_of,
+    namespace_of,
+    owner_uids,
+)
 
 
 class HostError(Exception):
@@ -98,8 +109,19 @@ class MemoryHost:
 
     # -- reading -------------------------------------------------------------------------------------------
     def list(self, kind: Kind) -> list[dict]:
+        if kind == POD:
+            self._refresh_pods()
+        elif kind == PODGROUP:
+            self._refresh_groups()
         objects = self.objects.get(kind, {}).values()
         return [copy.deepcopy(o) for o in objects] if self.copy_on_list else list(objects)
+
+    def _refresh_pods(self) -> None:
+        """Hook: a host whose pods' state lives elsewhere (a scheduler's cache) brings their statuses up to date
+        before they are listed.  Here they are what was written."""
+
+    def _refresh_groups(self) -> None:
+        """Hook: as :meth:`_refresh_pods`, for PodGroups."""
 
     def get(self, kind: Kind, namespace: str, name: str) -> dict | None:
         obj = self.objects.get(kind, {}).get(self._key(kind, namespace, name))

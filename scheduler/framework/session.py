@@ -401,16 +401,7 @@ class Session:
         if task.pod.resource_claims:
             return (f"dynamic resource allocation is not supported: the pod claims "
                     f"{', '.join(task.pod.resource_claims)} (spec.resourceClaims), which Scoria cannot allocate")
-        remaining = np.ones(self.nodes.count, dtype=bool)
-        reasons: Counter = Counter()
-        for plugin in self._flat["predicate"]:
-            if "predicate_reasons" in plugin.hooks:
-                reasons.update(cast(_PredicateReasons, plugin).predicate_reasons(task, avail, remaining))
-            remaining &= cast(_Predicate, plugin).predicate(task, avail)
-        names = self.index.names
-        for col in task.cols:
-            label = "Too many pods" if col == PODS else f"Insufficient {names[col]}"
-            count_reason(reasons, label, remaining & (avail[col] + EPS < task.req[col]))
+        reasons = self._reasons(task, avail, np.ones(self.nodes.count, dtype=bool))
         for node in self.snapshot.not_ready:  # left out of the snapshot: named by the taint that says why
             taint = next((t for t in node.taints if t.effect in ("NoSchedule", "NoExecute")), None)
             reasons[f"node(s) had untolerated taint {taint.describe()}" if taint else "node(s) were not ready"] += 1
@@ -429,18 +420,24 @@ class Session:
                 continue
             remaining = np.zeros(self.nodes.count, dtype=bool)
             remaining[node] = True
-            reasons: Counter = Counter()
-            for plugin in self._flat["predicate"]:
-                if "predicate_reasons" in plugin.hooks:
-                    reasons.update(cast(_PredicateReasons, plugin).predicate_reasons(task, avail, remaining))
-                remaining &= cast(_Predicate, plugin).predicate(task, avail)
-            names = self.index.names
-            for col in task.cols:
-                label = "Too many pods" if col == PODS else f"Insufficient {names[col]}"
-                count_reason(reasons, label, remaining & (avail[col] + EPS < task.req[col]))
-            found = [reason for reason, n in reasons.items() if n]
+            found = [reason for reason, n in self._reasons(task, avail, remaining).items() if n]
             out.append("; ".join(found) or "refused by a filter that gives no reason")
         return out
+
+    def _reasons(self, task: TaskInfo, avail: np.ndarray, remaining: np.ndarray) -> Counter:
+        """How many of the nodes marked in ``remaining`` each reason refuses: a node under the first predicate
+        plugin that refuses it; one they all admit, under every resource it lacks.  ``remaining`` is narrowed
+        in place to the nodes every predicate admits."""
+        reasons: Counter = Counter()
+        for plugin in self._flat["predicate"]:
+            if "predicate_reasons" in plugin.hooks:
+                reasons.update(cast(_PredicateReasons, plugin).predicate_reasons(task, avail, remaining))
+            remaining &= cast(_Predicate, plugin).predicate(task, avail)
+        names = self.index.names
+        for col in task.cols:
+            label = "Too many pods" if col == PODS else f"Insufficient {names[col]}"
+            count_reason(reasons, label, remaining & (avail[col] + EPS < task.req[col]))
+        return reasons
 
     def node_scores(self, task: TaskInfo) -> np.ndarray | None:
         """Summed plugin scores of every node (the caller's copy); None when no plugin scores nodes."""

@@ -142,13 +142,6 @@ class StoreHost(MemoryHost):
         self.objects[kind][s.key] = doc
 
     # -- reading -----------------------------------------------------------------------------------
-    def list(self, kind: Kind) -> list[dict]:
-        if kind == POD:
-            self._refresh_pods()
-        elif kind == PODGROUP:
-            self._refresh_groups()
-        return super().list(kind)
-
     def _refresh_pods(self) -> None:
         cache, embedded = self.embedded.cache, self.embedded
         for doc in list(self.objects.get(POD, {}).values()):

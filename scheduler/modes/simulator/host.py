@@ -29,13 +29,6 @@ class SimulatorHost(MemoryHost):
         self.created_groups: list[str] = []  # namespace/name, in creation order
 
     # -- reading: the cache's state ---------------------------------------------------------------------
-    def list(self, kind: Kind) -> list[dict]:
-        if kind == POD:
-            self._refresh_pods()
-        elif kind == PODGROUP:
-            self._refresh_groups()
-        return super().list(kind)
-
     def _refresh_pods(self) -> None:
         table = self.objects.get(POD, {})
         for key, doc in list(table.items()):
