@@ -249,6 +249,12 @@ def cmd_run(args: argparse.Namespace, requested: threading.Event | None = None) 
     agent, mode = make_agent(args, enforce=not args.dry_run, publish=client.publish if client else None,
                              stop=requested)
     handlers.append(mode.on_directive)  # embedded: START/STOP/EVICT pod actions
+
+    def take_profile(directive: Directive) -> None:  # the scheduler's --qos-profile, applied by the slow tick
+        if directive.qos_profile is not None:
+            agent.profiles.offer(directive.qos_profile.name, directive.qos_profile.yaml)
+
+    handlers.append(take_profile)
     health = {"last": time.monotonic()}
     stop = threading.Event()
     control = None

@@ -37,6 +37,7 @@ import dataclasses
 import hashlib
 import logging
 import math
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -373,6 +374,10 @@ class QosProfile:
         return _spec({k: v for k, v in raw.items() if k != "windows"}, "spec") if raw is not self.raw else spec
 
 
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+
+
 def parse_profile(text: str, source: str = "<profile>") -> QosProfile:
     """The profile ``text`` holds; ProfileError (one line, naming ``source`` and the key) if it is not one."""
     try:
@@ -409,7 +414,7 @@ def parse_profile(text: str, source: str = "<profile>") -> QosProfile:
         nodes = [_override(item, raw, f"nodes[{i}]") for i, item in enumerate(_list(doc.get("nodes"), "nodes"))]
     except ProfileError as exc:
         raise ProfileError(f"{source}: {exc}") from None
-    return QosProfile(str(name), hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12], raw, spec,
+    return QosProfile(str(name), _digest(text), raw, spec,
                       tuple(nodes))
 
 
@@ -459,10 +464,13 @@ DEFAULT_PROFILE = parse_profile("name: builtin\n", "<builtin>")
 
 
 class ProfileWatcher:
-    """The profile in force, re-read when its file changes; a refused file keeps the previous profile.
+    """The profile in force: this agent's ``--profile`` file, re-read when it changes, or else the one the
+    scheduler hands out (``serve --qos-profile``, in a directive after connecting and whenever it changes).
+    A refused profile keeps the previous one; an agent with a file of its own keeps it and says once that it
+    does not take the scheduler's.
 
     Every reload ends in ``on_result("success")`` or, once per distinct problem, ``on_result("refused")``
-    (the agent counts them); nothing a file holds makes :meth:`poll` raise."""
+    (the agent counts them); nothing a file or a directive holds makes :meth:`poll` raise."""
 
     def __init__(self, path: str | Path | None, on_result: Callable[[str], None] | None = None):
         self.path = Path(path) if path else None
@@ -470,15 +478,33 @@ class ProfileWatcher:
         self.current = DEFAULT_PROFILE if self.path is None else parse_profile(_read(self.path), str(self.path))
         self.last_error: str | None = None
         self._seen = self.current.digest
+        self._lock = threading.Lock()
+        self._offered: tuple[str, str] | None = None  # (name, text) handed over by the scheduler, not yet looked at
+        self._said_pinned = False
+
+    def offer(self, name: str, text: str) -> None:
+        """The scheduler's profile (any thread): looked at by the next :meth:`poll`, which the slow tick calls."""
+        with self._lock:
+            self._offered = (name, text)
 
     def poll(self) -> bool:
+        """Whether the profile in force changed."""
+        with self._lock:
+            offered, self._offered = self._offered, None
         if self.path is None:
-            return False
+            return offered is not None and self._take(offered[1], f"the scheduler's QoS profile {offered[0]!r}")
+        if offered is not None and not self._said_pinned and _digest(offered[1]) != self.current.digest:
+            log.warning("the scheduler hands out another QoS profile (%r); this agent keeps its own --profile %s",
+                        offered[0], self.path)
+            self._said_pinned = True
         try:
             text = _read(self.path)
         except ProfileError as exc:
             return self._refuse(str(exc))
-        digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+        return self._take(text, str(self.path))
+
+    def _take(self, text: str, source: str) -> bool:
+        digest = _digest(text)
         if digest == self.current.digest:
             self.last_error = None
             self._seen = digest
@@ -486,13 +512,13 @@ class ProfileWatcher:
         if digest == self._seen:
             return False
         try:
-            profile = parse_profile(text, str(self.path))
+            profile = parse_profile(text, source)
         except ProfileError as exc:
             self._seen = digest
             return self._refuse(str(exc))
         self._seen = digest
         self.current, self.last_error = profile, None
-        log.info("QoS profile %s in force", profile.label)
+        log.info("QoS profile %s in force (from %s)", profile.label, source)
         self.on_result("success")
         return True
 

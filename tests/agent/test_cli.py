@@ -95,8 +95,10 @@ def _get(url: str) -> str:
 def test_run_enforces_streams_serves_metrics_and_stops_on_sigterm(tmp_path: Path) -> None:
     host = fixture_host(tmp_path)
     port_file, sched_metrics, agent_metrics = tmp_path / "port", free_port(), free_port()
+    (tmp_path / "qos.yaml").write_text("name: handed-out\nspec: {cpu: {offlineThresholdPercent: 70}}\n")
     sched = start_serve("--insecure", "--listen", "127.0.0.1:0", "--register-nodes", "--metrics-port",
-                        str(sched_metrics), port_file=port_file, stderr=subprocess.PIPE, text=True)
+                        str(sched_metrics), "--qos-profile", str(tmp_path / "qos.yaml"), port_file=port_file,
+                        stderr=subprocess.PIPE, text=True)
     run = None
     try:
         port = wait_port(port_file, sched, 30)
@@ -115,8 +117,13 @@ def test_run_enforces_streams_serves_metrics_and_stops_on_sigterm(tmp_path: Path
             assert time.monotonic() < deadline, "no reports reached the scheduler"
             time.sleep(0.1)
         assert _get(f"http://127.0.0.1:{agent_metrics}/healthz").strip() == "ok"
-        metrics = _get(f"http://127.0.0.1:{agent_metrics}/metrics")
-        assert 'scoria_agent_qos_profile_info{digest=' in metrics and "scoria_agent_offline_cpu_quota" in metrics
+        # an agent without --profile takes the scheduler's --qos-profile (handed over after connecting)
+        while 'scoria_agent_qos_profile_info{digest="' not in (metrics := _get(f"http://127.0.0.1:{agent_metrics}/metrics")) \
+                or 'name="handed-out"' not in metrics:
+            assert time.monotonic() < deadline + 10, metrics
+            time.sleep(0.1)
+        assert "scoria_agent_offline_cpu_quota" in metrics
+        assert 'scoria_agent_qos_setting{setting="cpu.offlineThresholdPercent"} 70.0' in metrics, metrics
         # --pods-from cgroups on a kubelet's node cannot see QoS levels: the BestEffort pod may be online, so
         # it is neither idled nor throttled as offline work (the BestEffort tier gets no offline quota)
         offline = host / "sys/fs/cgroup/kubepods.slice/kubepods-besteffort.slice"

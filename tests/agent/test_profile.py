@@ -130,6 +130,32 @@ def test_no_file_means_the_builtin_profile() -> None:
     assert w.current is DEFAULT_PROFILE and w.poll() is False and w.current.name == "builtin"
 
 
+def test_without_a_file_the_schedulers_profile_is_taken_and_checked_like_a_file() -> None:
+    results: list[str] = []
+    w = ProfileWatcher(None, on_result=results.append)
+    w.offer("fleet", "name: fleet\nspec: {cpu: {offlineThresholdPercent: 60}}\n")
+    assert w.current is DEFAULT_PROFILE  # taken at the next poll (the slow tick), not on the client's thread
+    assert w.poll() is True and w.current.name == "fleet" and w.current.spec.cpu.offline_threshold_percent == 60
+    w.offer("fleet", "name: fleet\nspec: {cpu: {offlineThresholdPercent: 60}}\n")  # sent again on reconnecting
+    assert w.poll() is False and results == ["success"]
+    w.offer("fleet", "name: fleet\nspec: {cpu: {offlineThresholdPercent: .nan}}\n")
+    assert w.poll() is False and w.current.spec.cpu.offline_threshold_percent == 60
+    assert "the scheduler's QoS profile 'fleet'" in w.last_error and "finite" in w.last_error
+    assert w.poll() is False and results == ["success", "refused"]
+
+
+def test_an_agents_own_file_wins_over_the_schedulers_profile(tmp_path: Path, caplog) -> None:
+    path = tmp_path / "profile.yaml"
+    path.write_text("name: mine\n")
+    w = ProfileWatcher(path)
+    w.offer("same", "name: mine\n")
+    assert w.poll() is False and w.current.name == "mine" and "keeps its own" not in caplog.text
+    for _ in range(2):
+        w.offer("fleet", "name: fleet\n")
+        assert w.poll() is False and w.current.name == "mine"
+    assert caplog.text.count("this agent keeps its own --profile") == 1
+
+
 def test_a_bad_file_at_start_is_an_error(tmp_path: Path) -> None:
     path = tmp_path / "p.yaml"
     path.write_text("spec: {cpu: {nope: 1}}\n")
