@@ -264,7 +264,9 @@ class Bench:
             stat = [int(x) for x in f.readline().split()[1:9]]
         usage = {name: _cpu_ns(self.backend, group) for name, group in self.groups.items()}
         usage["all"] = _cpu_ns(self.backend, self.parent)
-        work = sum(struct.unpack(f"{self.args.hogs}Q", self.counters.read_bytes())) if self.counters.exists() else 0
+        # each hog's count of units done (a list, so that a count going back shows in the report)
+        work = list(struct.unpack(f"{self.args.hogs}Q", self.counters.read_bytes())) if self.counters.exists() \
+            else [0] * self.args.hogs
         return {"t": time.monotonic(), "stat": stat, "usage": usage, "work": work,
                 "throttle": _cpu_stat(self.backend, self.layout.offline_parent), "agent": self.agent_metrics()}
 
@@ -408,7 +410,7 @@ def _usage(parts: list[dict], cpus: int) -> dict:
     cores = {k: _delta(parts, lambda s, k=k: s["usage"][k]) / 1e9 / dt for k in parts[0]["after"]["usage"]}
     out = {"cpu_util_percent": round(100 * busy / total, 1), "steal_percent": round(100 * d[7] / total, 1),
            "cores": {k: round(v, 3) for k, v in cores.items() if k != "all"}, "seconds": round(dt, 2),
-           "work_per_s": _delta(parts, lambda s: s["work"]) * HOG_UNIT / dt}
+           "work_per_s": _delta(parts, lambda s: sum(s["work"])) * HOG_UNIT / dt}
     # busy CPU outside the benchmark's cgroups: other work on the machine (noise), the benchmark's own main process
     out["cores"]["outside_bench"] = round(max(0.0, busy / total * cpus - cores["all"]), 3)
     periods = _delta(parts, lambda s: s["throttle"].get("nr_periods", 0))
@@ -504,7 +506,12 @@ def report(bench: Bench, parts: list[dict], records, server: tuple, load: tuple)
         steady[name], every[name], rounds[name] = _latencies(ps, records, a.burst_shadow)
         usage[name] = _usage(ps, cpus)
     work = {name: usage[name].pop("work_per_s") for name in PHASES}
-    offline_ratio = stats.ratio(work["c"], work["b"])
+    # units each hog did in each round of each phase: a count that went back (seen once in ten runs here,
+    # cause unknown) makes the offline figures meaningless, so they are withheld and the report says why
+    units = {name: [[a - b for a, b in zip(p["after"]["work"], p["before"]["work"], strict=True)] for p in ps]
+             for name, ps in by.items()}
+    went_back = any(u < 0 for rounds_ in units.values() for r in rounds_ for u in r)
+    offline_ratio = None if went_back else stats.ratio(work["c"], work["b"])
     p99_ratio = stats.ratio(steady["c"]["p99"], steady["a"]["p99"])
     react = np.array(bench.reactions) * 1000
     totals = {k: sum(every[p][k] for p in PHASES) for k in ("sent", "answered", "errors", "unanswered")}
@@ -517,7 +524,10 @@ def report(bench: Bench, parts: list[dict], records, server: tuple, load: tuple)
         "load_average": {"before": load[0], "after": load[1]},
         "latency_ms": steady, "latency_all_requests_ms": every, "p99_by_round_ms": rounds, "requests": totals,
         "p99_ratio_c_over_a": p99_ratio, "p99_ratio_b_over_a": stats.ratio(steady["b"]["p99"], steady["a"]["p99"]),
-        "offline_iterations_per_s": {"b": round(work["b"]), "c": round(work["c"])},
+        "offline_iterations_per_s": None if went_back else {"b": round(work["b"]), "c": round(work["c"])},
+        "offline_units_by_round": units,
+        "offline_counter_error": "a hog's count went back during a phase: offline figures withheld" if went_back
+        else None,
         "offline_ratio_c_over_b": offline_ratio,
         "cpu": usage,
         "phase_b_knobs": [dict(k) for k in {tuple(sorted(k.items())) for k in bench.knobs_b}],  # one per distinct setting

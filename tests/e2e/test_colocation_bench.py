@@ -66,6 +66,9 @@ def test_a_tiny_run_reports_every_figure() -> None:
     assert bench["b"] > bench["a"]
     assert d["phase_b_knobs"] == [{"offline_idle": 0, "offline_parent_idle": 0, "offline_parent_shares": 1024,
                                    "offline_quota": None, "offline_shares": 1024, "online_shares": 1024}]
+    assert d["offline_counter_error"] is None, d["offline_units_by_round"]  # no hog's count went back
+    assert all(u >= 0 for rounds in d["offline_units_by_round"].values() for r in rounds for u in r)
+    assert all(sum(r) > 0 for r in d["offline_units_by_round"]["b"]) and d["offline_units_by_round"]["a"] == [[0] * d["hogs"]]
     work = d["offline_iterations_per_s"]
     assert work["b"] > 0 and work["c"] > 0 and d["offline_ratio_c_over_b"] == pytest.approx(work["c"] / work["b"], abs=0.01)
     assert d["p99_ratio_c_over_a"] > 0
