@@ -772,7 +772,7 @@ def _podgroup(doc: dict, f: _Fields, meta: dict) -> PodGroup:
         min_resources=min_resources, min_task_member=min_task_member,
         priority_class_name=f.get(spec, "spec", "priorityClassName", str, ""),
         annotations=f.annotations(meta, "metadata", "annotations"), created=f.time(meta, "metadata", "creationTimestamp"),
-        phase=phase, conditions=_conditions(f, status),
+        phase=phase, conditions=_conditions(f, status), uid=f.get(meta, "metadata", "uid", str, ""),
     )
 
 

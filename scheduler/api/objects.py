@@ -264,6 +264,7 @@ class PodGroup:
     phase: str = "Pending"
     conditions: list[Condition] = field(default_factory=list)
     implicit: bool = False  # made for a pod without a group; never written back
+    uid: str = ""  # metadata.uid where the source has one: a status write applies to this object only
 
     @property
     def key(self) -> str:

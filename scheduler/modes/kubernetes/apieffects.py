@@ -282,10 +282,13 @@ class KubeEffects:
         changed = self.local.group_status(group, phase, conditions)
         if not group.implicit:
             ns, name = group.namespace, group.name
-            # Volcano's PodGroup CRD has no status subresource: its status is written on the object itself
+            # Volcano's PodGroup CRD has no status subresource: its status is written on the object itself,
+            # with its uid, which the API server checks as a precondition (409 where the name now holds another
+            # PodGroup, deleted and made again since this one was read: that one's status is not this one's)
+            mine = {"metadata": {"uid": group.uid}} if group.uid else {}
             self._queue(("PodGroup", group.key), {"phase": phase, "conditions": [_condition(c) for c in conditions]},
-                        lambda body: self.custom.patch_namespaced_custom_object(*VOLCANO, ns, "podgroups", name, body,
-                                                                                _request_timeout=TIMEOUT))
+                        lambda body: self.custom.patch_namespaced_custom_object(
+                            *VOLCANO, ns, "podgroups", name, {**mine, **body}, _request_timeout=TIMEOUT))
         return changed
 
     def queue_allocated(self, name: str, allocated: dict[str, int]) -> None:
@@ -365,14 +368,18 @@ class KubeEffects:
                 self.limiter.acquire()
                 send({"status": body})  # its own timeout is bound in
             except Exception as exc:
-                if getattr(exc, "status", None) == 404:  # the object is gone (a controller deleted a PodGroup,
-                    # say): there is nothing to write any more, and trying again would try for ever
+                code = getattr(exc, "status", None)
+                # the object is gone (a controller deleted a PodGroup, say), or its name holds another one now
+                # (a PodGroup's uid precondition): there is nothing to write any more, and trying again would try
+                # for ever
+                if code == 404 or (code == 409 and key[0] == "PodGroup"):
                     self.metrics.kube_write("status", "refused")
                     with self._lock:
                         self._failed.pop(key, None)
                         self._not_before.pop(key, None)
                         self._writing -= 1
-                    log.info("the status of %s %s was not written: it is gone", key[0], key[1])
+                    log.info("the status of %s %s was not written: it is gone%s", key[0], key[1],
+                             " (its name holds another object now)" if code == 409 else "")
                     continue
                 self.metrics.kube_write("status", "failed")
                 with self._lock:

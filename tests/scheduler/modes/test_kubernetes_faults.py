@@ -265,6 +265,32 @@ def test_a_status_write_for_an_object_gone_is_dropped_not_retried(api, harness) 
     assert patches == [404] and h.kube.effects.backlog() == 0
 
 
+def test_a_status_write_does_not_land_on_another_podgroup_of_the_same_name(api, harness) -> None:
+    """A PodGroup deleted and made again under its name while the watch is away: the status the scheduler
+    worked out for the old one carries its uid, the API server refuses it (409), and the new one keeps its
+    own status; the write is dropped, not retried."""
+    api.put(big_node("n1"))
+    api.put({"apiVersion": PG, "kind": "PodGroup", "metadata": {"name": "g", "namespace": "default", "uid": "old"},
+             "spec": {"minMember": 1}})
+    h = harness(GANG_CONFIG)
+    assert h.kube.source.wait_synced(10) and api.wait_watching("podgroups")
+    assert h.cache.podgroups["default/g"].uid == "old"
+    api.fail("GET", "/apis/scheduling.volcano.sh/v1beta1/podgroups", status=503, times=None)  # no list, no watch
+    api.close_watches()
+    api.put({"apiVersion": PG, "kind": "PodGroup", "metadata": {"name": "g", "namespace": "default", "uid": "new"},
+             "spec": {"minMember": 5}})
+    h.cycle()
+    wait_until(lambda: h.kube.effects.backlog() == 0)
+    time.sleep(0.6)  # longer than the first retry's backoff
+    h.kube.effects.flush()
+    assert h.kube.effects.drain(5)
+    patches = [c for c in api.calls if c.plural == "podgroups" and c.verb == "patch"]
+    assert [c.status for c in patches] == [409] and h.kube.effects.backlog() == 0
+    stored = api.get("podgroups", "g", "default")
+    assert stored["metadata"]["uid"] == "new" and "status" not in stored, stored
+    api.clear_failures()
+
+
 # -- leader election through API errors --------------------------------------------------------------------
 def test_a_leader_whose_renewals_fail_stops_binding_before_another_can_take_over(api, harness) -> None:
     api.put(node("n1", allocatable={"cpu": "4", "memory": "16Gi", "pods": "110"}))
