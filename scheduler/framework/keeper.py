@@ -285,7 +285,6 @@ class SnapshotKeeper:
         held_shapes: list[int] = []
         reserving_rows: list[int] = []
         reserving_shapes: list[int] = []
-        templates = self._templates
         for seed in self._seeds.values():
             pod = seed.pod
             node_name = pod.node_name
@@ -298,11 +297,7 @@ class SnapshotKeeper:
             uid = seed.job
             job = jobs.get(uid)
             if job is None:
-                template = templates.get(uid)
-                ref = facts.ref
-                if template is None or template.group is not ref.group or template.queue != ref.queue:
-                    template = self._template(ref, index)
-                job = jobs[uid] = template.fresh(vectors=False)
+                job = jobs[uid] = self._template(facts.ref, index).fresh(vectors=False)
                 row_of[uid] = len(job_rows)
                 job_rows.append(job)
             task = seed.task
@@ -378,8 +373,8 @@ class SnapshotKeeper:
             if job.created is None:
                 stamps = [t.pod.created for t in job.tasks.values() if t.pod.created]
                 job.created = min(stamps) if stamps else None
-        if len(templates) > 2 * len(jobs) + 64:  # jobs that are gone
-            self._templates = {uid: t for uid, t in templates.items() if uid in jobs}
+        if len(self._templates) > 2 * len(jobs) + 64:  # jobs that are gone
+            self._templates = {uid: t for uid, t in self._templates.items() if uid in jobs}
         return jobs, foreign
 
 

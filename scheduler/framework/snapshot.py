@@ -454,14 +454,3 @@ DEFAULT_SCHEDULER_NAMES = frozenset({"scoria"})
 RECENT_BIND_S = 600.0  # binds this recent are listed for plugins comparing them with report times
 UNSET_PRIORITY = -(2**63)  # a job without a priority class: raised to its highest task priority
 
-
-def initial_status(pod: Pod) -> TaskStatus:
-    """A pod's task status as a snapshot first sees it."""
-    if pod.phase == "Succeeded":
-        return TaskStatus.SUCCEEDED
-    if pod.phase == "Failed":
-        return TaskStatus.FAILED
-    if pod.node_name:
-        return TaskStatus.RELEASING if pod.terminating else TaskStatus.RUNNING
-    return TaskStatus.PENDING
-
