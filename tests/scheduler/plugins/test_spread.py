@@ -223,8 +223,11 @@ def test_bad_default_constraints_are_refused(value: Any, message: str) -> None:
 
 
 def test_volcano_switches_are_implemented() -> None:
+    """Issue 15: Volcano's predicate.PodAffinityEnable and predicate.PodTopologySpreadEnable set to true were
+    refused; they are implemented, so neither is even warned about."""
     raw = {"actions": "allocate", "tiers": [{"plugins": [
-        {"name": "predicates", "arguments": {"predicate.PodTopologySpreadEnable": True}},
+        {"name": "predicates", "arguments": {"predicate.PodTopologySpreadEnable": True,
+                                             "predicate.PodAffinityEnable": True}},
         {"name": "nodeorder", "arguments": {"podtopologyspread.weight": 3}}]}]}
     config = parse_config(yaml.safe_dump(raw), "test")
     assert not config.unimplemented
