@@ -217,6 +217,12 @@ class Pod:
         self.group_name = self.annotations.get(GROUP_NAME_ANNOTATION, "")
 
     @property
+    def api_uid(self) -> str:
+        """``metadata.uid`` as its source gave it; "" for a pod read without one (its ``uid`` is then
+        ``namespace/name``, which no real uid can be: uids hold no slash)."""
+        return "" if "/" in self.uid else self.uid
+
+    @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
 

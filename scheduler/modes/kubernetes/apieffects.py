@@ -282,13 +282,11 @@ class KubeEffects:
         changed = self.local.group_status(group, phase, conditions)
         if not group.implicit:
             ns, name = group.namespace, group.name
-            # Volcano's PodGroup CRD has no status subresource: its status is written on the object itself,
-            # with its uid, which the API server checks as a precondition (409 where the name now holds another
-            # PodGroup, deleted and made again since this one was read: that one's status is not this one's)
-            mine = {"metadata": {"uid": group.uid}} if group.uid else {}
+            # Volcano's PodGroup CRD has no status subresource: its status is written on the object itself
             self._queue(("PodGroup", group.key), {"phase": phase, "conditions": [_condition(c) for c in conditions]},
-                        lambda body: self.custom.patch_namespaced_custom_object(
-                            *VOLCANO, ns, "podgroups", name, {**mine, **body}, _request_timeout=TIMEOUT))
+                        lambda body: self.custom.patch_namespaced_custom_object(*VOLCANO, ns, "podgroups", name, body,
+                                                                                _request_timeout=TIMEOUT),
+                        uid=group.uid)
         return changed
 
     def queue_allocated(self, name: str, allocated: dict[str, int]) -> None:
@@ -328,9 +326,17 @@ class KubeEffects:
         merged = {**(queued[0] if queued else {}), **status}
         name, ns = pod.name, pod.namespace
         self._queue(key, merged, lambda body: self.core.patch_namespaced_pod_status(
-            name, ns, body, _preload_content=False, _request_timeout=TIMEOUT))
+            name, ns, body, _preload_content=False, _request_timeout=TIMEOUT), uid=pod.api_uid)
 
-    def _queue(self, key: tuple[str, str], status: dict, send: Callable[[dict], Any]) -> None:
+    def _queue(self, key: tuple[str, str], status: dict, send: Callable[[dict], Any], *, uid: str = "") -> None:
+        """A status to write with ``send``.  With the object's ``uid`` the write carries it, which the API server
+        checks as a precondition: 409 where the name now holds another object (deleted and made again since this
+        one was read, while the watch was away), whose status is not this one's."""
+        if uid:
+            unguarded = send
+
+            def send(body: dict) -> Any:
+                return unguarded({**body, "metadata": {"uid": uid}})
         with self._lock:
             self._queued[key] = (status, send)
 
@@ -370,9 +376,8 @@ class KubeEffects:
             except Exception as exc:
                 code = getattr(exc, "status", None)
                 # the object is gone (a controller deleted a PodGroup, say), or its name holds another one now
-                # (a PodGroup's uid precondition): there is nothing to write any more, and trying again would try
-                # for ever
-                if code == 404 or (code == 409 and key[0] == "PodGroup"):
+                # (the uid precondition): there is nothing to write any more, and trying again would try for ever
+                if code in (404, 409):
                     self.metrics.kube_write("status", "refused")
                     with self._lock:
                         self._failed.pop(key, None)

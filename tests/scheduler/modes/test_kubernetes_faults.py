@@ -291,6 +291,33 @@ def test_a_status_write_does_not_land_on_another_podgroup_of_the_same_name(api, 
     api.clear_failures()
 
 
+def test_a_status_write_does_not_land_on_another_pod_of_the_same_name(api, harness) -> None:
+    """The same for a pod: one that cannot fit is recreated under its name while the watch is away; the
+    PodScheduled=False the scheduler worked out for the old one is refused (409) and dropped, and the new pod
+    keeps its own status."""
+    api.put(big_node("n1", cpu="4"))
+    old = pending_pod("p", cpu="64")
+    old["metadata"]["uid"] = "old"
+    api.put(old)
+    h = harness(GANG_CONFIG)
+    assert h.kube.source.wait_synced(10) and api.wait_watching("pods")
+    api.fail("GET", "/api/v1/pods", status=503, times=None)  # no list, no watch
+    api.close_watches()
+    new = pending_pod("p", cpu="64")
+    new["metadata"]["uid"] = "new"
+    api.put(new)
+    h.cycle()
+    wait_until(lambda: h.kube.effects.backlog() == 0)
+    time.sleep(0.6)  # longer than the first retry's backoff
+    h.kube.effects.flush()
+    assert h.kube.effects.drain(5)
+    patches = [c for c in api.calls if c.plural == "pods" and c.verb == "patch"]
+    assert [c.status for c in patches] == [409] and h.kube.effects.backlog() == 0
+    stored = api.get("pods", "p", "default")
+    assert stored["metadata"]["uid"] == "new" and stored["status"] == {"phase": "Pending"}, stored
+    api.clear_failures()
+
+
 # -- leader election through API errors --------------------------------------------------------------------
 def test_a_leader_whose_renewals_fail_stops_binding_before_another_can_take_over(api, harness) -> None:
     api.put(node("n1", allocatable={"cpu": "4", "memory": "16Gi", "pods": "110"}))
