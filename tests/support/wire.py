@@ -138,8 +138,8 @@ def changed_report(now: float, **changes: object) -> NodeReport:
 def stale_grpc_poller(record: logging.LogRecord) -> bool:
     """grpc.aio's poller thread waking the event loop of an earlier test that has closed it (asyncio logs
     "Exception in callback PollerCompletionQueue._handle_events" with RuntimeError "Event loop is closed"): noise
-    about a loop that is not the one under test, which a test counting error logs leaves out (seen once in a
-    full run, during tests/scheduler/intake/test_fuzz_wire.py's set-up)."""
+    about a loop that is not the one under test (seen once in a full run, during
+    tests/scheduler/intake/test_fuzz_wire.py's set-up); tests/conftest.py filters it out of the asyncio logger."""
     exc = record.exc_info[1] if record.exc_info else None
     return (isinstance(exc, RuntimeError) and str(exc) == "Event loop is closed"
             and "PollerCompletionQueue._handle_events" in record.getMessage())

@@ -39,7 +39,7 @@ from scheduler.metrics import SchedulerMetrics
 from scheduler.modes.embedded.mode import Embedded
 from scheduler.modes.embedded.store import Store
 from tests.support.builders import pod
-from tests.support.wire import full_report, running_client, stale_grpc_poller
+from tests.support.wire import full_report, running_client
 
 ROOT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl is needed to make certificates")
@@ -53,8 +53,6 @@ class Errors(logging.Handler):
         self.records: list[logging.LogRecord] = []
 
     def emit(self, record: logging.LogRecord) -> None:
-        if stale_grpc_poller(record):
-            return
         if record.levelno >= logging.ERROR or record.exc_info:
             self.records.append(record)
 
