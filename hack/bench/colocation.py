@@ -409,8 +409,7 @@ def _usage(parts: list[dict], cpus: int) -> dict:
     busy = sum(d[i] for i in STAT_BUSY)
     cores = {k: _delta(parts, lambda s, k=k: s["usage"][k]) / 1e9 / dt for k in parts[0]["after"]["usage"]}
     out = {"cpu_util_percent": round(100 * busy / total, 1), "steal_percent": round(100 * d[7] / total, 1),
-           "cores": {k: round(v, 3) for k, v in cores.items() if k != "all"}, "seconds": round(dt, 2),
-           "work_per_s": _delta(parts, lambda s: sum(s["work"])) * HOG_UNIT / dt}
+           "cores": {k: round(v, 3) for k, v in cores.items() if k != "all"}, "seconds": round(dt, 2)}
     # busy CPU outside the benchmark's cgroups: other work on the machine (noise), the benchmark's own main process
     out["cores"]["outside_bench"] = round(max(0.0, busy / total * cpus - cores["all"]), 3)
     periods = _delta(parts, lambda s: s["throttle"].get("nr_periods", 0))
@@ -505,12 +504,12 @@ def report(bench: Bench, parts: list[dict], records, server: tuple, load: tuple)
     for name, ps in by.items():
         steady[name], every[name], rounds[name] = _latencies(ps, records, a.burst_shadow)
         usage[name] = _usage(ps, cpus)
-    work = {name: usage[name].pop("work_per_s") for name in PHASES}
     # units each hog did in each round of each phase: a count that went back (seen once in ten runs here,
     # cause unknown) makes the offline figures meaningless, so they are withheld and the report says why
-    units = {name: [[a - b for a, b in zip(p["after"]["work"], p["before"]["work"], strict=True)] for p in ps]
-             for name, ps in by.items()}
-    went_back = any(u < 0 for rounds_ in units.values() for r in rounds_ for u in r)
+    units = {name: [[after - before for after, before in zip(p["after"]["work"], p["before"]["work"], strict=True)]
+                    for p in ps] for name, ps in by.items()}
+    work = {name: sum(map(sum, units[name])) * HOG_UNIT / _delta(ps, lambda s: s["t"]) for name, ps in by.items()}
+    went_back = any(u < 0 for per_round in units.values() for r in per_round for u in r)
     offline_ratio = None if went_back else stats.ratio(work["c"], work["b"])
     p99_ratio = stats.ratio(steady["c"]["p99"], steady["a"]["p99"])
     react = np.array(bench.reactions) * 1000
