@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from hack.lib.cgroup_fixtures import make_groups  # noqa: E402
 from hack.lib.processes import free_port, scrape  # noqa: E402
+from hack.lib.processes import stop as stop_process  # noqa: E402
 
 PARENT = "scoria-colo/node"
 ONLINE, OFFLINE = f"{PARENT}/online", f"{PARENT}/offline"
@@ -160,11 +161,7 @@ def run(profile: Path | None = None) -> dict:
         checks["agent_running"] = agent.poll() is None
     finally:
         stop.set()
-        agent.terminate()
-        try:
-            agent.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            agent.kill()
+        stop_process(agent, timeout=10)  # killed (and reaped) if it will not go
         tail = log.read_text()[-1500:] if not all(checks.values()) else ""
         shutil.rmtree(tmp, ignore_errors=True)
     ms = sorted(round(r * 1000, 1) for r in reactions)

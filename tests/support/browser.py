@@ -12,7 +12,6 @@ import base64
 import json
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -20,6 +19,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
+
+from hack.lib.processes import free_port, stop
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
 # flags that work as root in a container: no sandbox (root), no GPU, nothing fetched from the network
@@ -47,9 +48,7 @@ class Browser:
         driver = shutil.which("chromedriver")
         assert driver, missing()
         self.profile = Path(tempfile.mkdtemp(prefix="scoria-chromium-"))
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
+        self.port = free_port()
         self.log = self.profile.parent / f"{self.profile.name}-chromedriver.log"
         self.driver = subprocess.Popen([driver, f"--port={self.port}", "--allowed-ips=127.0.0.1",
                                         f"--log-path={self.log}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -126,13 +125,7 @@ class Browser:
                 self._call("DELETE", f"/session/{self.session}", timeout=10)
             except (OSError, WebDriverError):
                 pass
-        if self.driver.poll() is None:
-            self.driver.terminate()
-            try:
-                self.driver.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.driver.kill()
-                self.driver.wait()
+        stop(self.driver, timeout=10)
         shutil.rmtree(self.profile, ignore_errors=True)
         if os.path.exists(self.log) and os.path.getsize(self.log) == 0:
             os.unlink(self.log)
