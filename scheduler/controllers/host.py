@@ -85,6 +85,16 @@ _SPEC_KEYS = ("spec", "data", "stringData", "type", "action", "target", "reason"
               "globalDefault", "description", "preemptionPolicy")
 
 
+def merge_annotations(notes: dict[str, str], changes: Mapping[str, str | None]) -> dict[str, str]:
+    """``notes`` with ``changes`` applied as a merge patch applies them (None removes the key); ``notes`` itself."""
+    for key, value in changes.items():
+        if value is None:
+            notes.pop(key, None)
+        else:
+            notes[key] = value
+    return notes
+
+
 class MemoryHost:
     """Objects in memory, with the API server's bookkeeping: deterministic uids, resource versions,
     creation times from ``clock``, cascading deletion, an event list and a count of writes.
@@ -183,12 +193,7 @@ class MemoryHost:
 
     def annotate(self, kind: Kind, namespace: str, name: str, annotations: Mapping[str, str | None]) -> None:
         stored = self._stored(kind, namespace, name)
-        notes = stored["metadata"].setdefault("annotations", {})
-        for key, value in annotations.items():
-            if value is None:
-                notes.pop(key, None)
-            else:
-                notes[key] = value
+        merge_annotations(stored["metadata"].setdefault("annotations", {}), annotations)
         stored["metadata"]["resourceVersion"] = self._bump()
         self.writes += 1
 

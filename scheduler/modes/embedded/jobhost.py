@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from scheduler.api.manifests import ManifestError, parse_object
 from scheduler.api.objects import Pod, PodGroup
-from scheduler.controllers.host import AlreadyExists, HostError, MemoryHost, NotFound, rfc3339
+from scheduler.controllers.host import AlreadyExists, HostError, MemoryHost, NotFound, merge_annotations, rfc3339
 from scheduler.controllers.kinds import (
     COMMAND,
     CONFIGMAP,
@@ -234,12 +234,7 @@ class StoreHost(MemoryHost):
             def reannotate() -> None:
                 pod = self.embedded.cache.pods.get(uid)
                 if pod is not None:
-                    notes = dict(pod.annotations)
-                    for k, v in annotations.items():
-                        if v is None:
-                            notes.pop(k, None)
-                        else:
-                            notes[k] = v
+                    notes = merge_annotations(dict(pod.annotations), annotations)
                     self.embedded.cache.upsert(dataclasses.replace(pod, annotations=notes))
             self._after.append(reannotate)
 

@@ -15,7 +15,7 @@ from datetime import datetime
 from scheduler.api.manifests import ManifestError, parse_object
 from scheduler.api.objects import Pod, PodGroup
 from scheduler.cluster.cache import ClusterCache
-from scheduler.controllers.host import HostError, MemoryHost, rfc3339
+from scheduler.controllers.host import HostError, MemoryHost, merge_annotations, rfc3339
 from scheduler.controllers.kinds import POD, PODGROUP, Kind, kind_of
 
 SOURCE = "controller"
@@ -92,13 +92,7 @@ class SimulatorHost(MemoryHost):
         doc = self.objects[POD][f"{namespace}/{name}"]
         pod = self.cache.pods.get(doc["metadata"]["uid"])
         if pod is not None:
-            notes = dict(pod.annotations)
-            for key, value in annotations.items():
-                if value is None:
-                    notes.pop(key, None)
-                else:
-                    notes[key] = value
-            self.cache.upsert(dataclasses.replace(pod, annotations=notes))
+            self.cache.upsert(dataclasses.replace(pod, annotations=merge_annotations(dict(pod.annotations), annotations)))
 
     def _remove(self, kind: Kind, key: str) -> None:
         doc = self.objects.get(kind, {}).get(key)
