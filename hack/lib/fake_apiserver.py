@@ -996,7 +996,6 @@ class FakeApiServer:
         # the garbage collector's graph: owner uid -> the objects naming it, and what it must look at again
         self._dependents: dict[str, set[tuple[tuple[str, str], Any]]] = {}
         self._gc_work: set[tuple[tuple[str, str], Any]] = set()
-        self._gc_busy = False
         self.graceful_pods, self.require_namespaces, self.clock = graceful_pods, require_namespaces, clock
         self.resources: dict[tuple[str, str, str], Resource] = {}
         self._stores: dict[tuple[str, str], dict] = {}

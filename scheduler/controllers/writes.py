@@ -6,7 +6,7 @@ ported Volcano case) compares the effects, and the loop is the one place that wr
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from scheduler.controllers.host import AlreadyExists, Host, HostError, NotFound
 from scheduler.controllers.kinds import Kind, kind_of, name_of, namespace_of
@@ -81,7 +81,6 @@ class Applied:
 
     writes: int = 0
     failed: str | None = None
-    created: list[dict] = field(default_factory=list)
 
 
 def apply_effects(host: Host, effects: list[Effect]) -> Applied:
@@ -95,7 +94,7 @@ def apply_effects(host: Host, effects: list[Effect]) -> Applied:
         try:
             match effect:
                 case Create(obj):
-                    out.created.append(host.create(obj))
+                    host.create(obj)
                 case Update(obj):
                     host.update(obj)
                 case Annotate(kind, namespace, name, notes):

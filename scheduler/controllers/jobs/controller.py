@@ -515,8 +515,4 @@ def _count(counts: dict[str, int], tasks: dict[str, dict[str, int]], phase: str,
         per[name] = per.get(name, 0) + 1
 
 
-def job_uid_of(doc: dict) -> str:
-    return str((doc.get("metadata") or {}).get("uid", ""))
-
-
 __all__ = ["Settings", "Observed", "Outcome", "decide", "run_action", "JobMemory"]

@@ -104,11 +104,6 @@ class PodView:
     doc: dict
     killed: bool = False  # this reconcile deleted it
 
-    @property
-    def memo(self) -> tuple:
-        """What, when it changes, makes the pod 'updated' (an informer's update event)."""
-        return self.uid, self.phase, self.restarts, self.ready, self.terminating, self.out_of_sync
-
     @classmethod
     def of(cls, doc: dict) -> PodView:
         metadata = doc.get("metadata") or {}

@@ -72,9 +72,6 @@ def apply_policies(job: Job, request: Request, version: int) -> Decision:
 
 
 # -- delayed actions ----------------------------------------------------------------------------------------
-JOB_ACTIONS = frozenset({keys.ABORT_JOB, keys.RESTART_JOB, keys.TERMINATE_JOB, keys.COMPLETE_JOB, keys.RESUME_JOB})
-
-
 @dataclass(frozen=True)
 class Delayed:
     """An action waiting for its policy's timeout: keyed by the pod whose event started it."""

@@ -9,7 +9,7 @@ integers (millicores, bytes, counts) until :func:`format_resources` writes them 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from proto.vocab.quantity import QuantityError, format_quantity, to_canonical
 from scheduler.controllers.jobs.spec import Job, Task
@@ -181,6 +181,3 @@ def parse_resources(raw: Mapping[str, object] | None) -> dict[str, int]:
             continue
     return out
 
-
-def same_resources(a: Iterable[tuple[str, int]], b: Iterable[tuple[str, int]]) -> bool:
-    return {k: v for k, v in a if v} == {k: v for k, v in b if v}

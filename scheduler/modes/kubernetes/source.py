@@ -135,11 +135,8 @@ class KubeSource:
 
     # -- handlers -----------------------------------------------------------------------------------
     def _parse(self, kind: str, obj: dict) -> Node | Pod | PodGroup | Queue | PriorityClass | Namespace | None:
-        doc = dict(obj)
-        doc.setdefault("kind", kind)
-        doc.setdefault("apiVersion", _API_VERSIONS[kind])
-        try:
-            return parse_object(doc, f"{kind} {key_of(obj)}")
+        try:  # the informer gave it its kind and apiVersion (type_meta), as a list's items lack them
+            return parse_object(obj, f"{kind} {key_of(obj)}")
         except ManifestError as exc:
             rv = (obj.get("metadata") or {}).get("resourceVersion") or ""
             if (kind, key_of(obj), rv) not in self._warned:
@@ -195,8 +192,6 @@ class KubeSource:
 #: kinds scheduling does not wait for: Namespaces matter only to pods whose affinity terms select namespaces by
 #: label, and those wait for them on their own (ClusterCache.namespaces_known)
 OPTIONAL = frozenset({"namespaces"})
-_API_VERSIONS = {"Pod": "v1", "Node": "v1", "Namespace": "v1", "PriorityClass": "scheduling.k8s.io/v1",
-                 "PodGroup": "scheduling.volcano.sh/v1beta1", "Queue": "scheduling.volcano.sh/v1beta1"}
 _TYPE_META = {"namespaces": ("v1", "Namespace"), "priorityclasses": ("scheduling.k8s.io/v1", "PriorityClass"),
               "queues": ("scheduling.volcano.sh/v1beta1", "Queue"),
               "podgroups": ("scheduling.volcano.sh/v1beta1", "PodGroup"), "nodes": ("v1", "Node"),
