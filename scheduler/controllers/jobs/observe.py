@@ -97,10 +97,10 @@ def _updated(job: Job, pods: dict[str, PodView], pod: PodView, old: PodMemo) -> 
         if old.phase != "Succeeded" and task_completed(job, pods, pod.task):
             event = keys.TASK_COMPLETED
     elif pod.phase in ("Running", "Pending"):
-        if task_failed(job, pods, pod.task):
-            event = keys.TASK_FAILED
-        if old.phase != pod.phase:
+        if old.phase != pod.phase:  # the phase's event wins over TaskFailed (looked at only when it stayed)
             event = keys.POD_RUNNING if pod.phase == "Running" else keys.POD_PENDING
+        elif task_failed(job, pods, pod.task):
+            event = keys.TASK_FAILED
     if pod.out_of_sync:
         event = keys.OUT_OF_SYNC_EVENT
     return _pod_request(pod, pod.name, event, job.uid, exit_code)
