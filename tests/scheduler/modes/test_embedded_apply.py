@@ -4,9 +4,7 @@ fields refused with their path and the nearest known name, at apply and in the s
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import io
 import json
 from pathlib import Path
 
@@ -17,11 +15,11 @@ from proto.model import PodActionKind
 from scheduler.api.fields import check_known_fields
 from scheduler.api.loader import iter_text, load_workload
 from scheduler.api.manifests import ManifestError
-from scheduler.cli import build_parser, main
-from scheduler.modes.embedded import client
+from scheduler.cli import main
 from scheduler.modes.embedded.server import ControlServer
 from tests.scheduler.modes.test_embedded import View, cluster, docs, snapshot
 from tests.support.builders import pod, podgroup, queue
+from tests.support.ctl import ctl
 
 
 def web(**spec: object) -> dict:
@@ -172,14 +170,6 @@ def test_the_cli_applies_a_folder_as_one_request_and_says_what_became_of_each(tm
         assert [s.key for s in embedded.store.load() if s.kind != "Node"] == []
     finally:
         server.stop()
-
-
-def ctl(server: ControlServer, *argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    args = build_parser().parse_args([*argv, "--server", f"unix://{server.socket_path}"])
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        status = client.run(args)
-    return status, out.getvalue(), err.getvalue()
 
 
 # -- item 3: strict fields --------------------------------------------------------------------------------

@@ -7,8 +7,6 @@ agents are faked by the runtime lists their reports carry (tests/e2e/test_demo.p
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import signal
@@ -24,13 +22,13 @@ import pytest
 import yaml
 
 from proto.model import ContainerRuntime, ContainerTermination, PodRuntime
-from scheduler.cli import build_parser
 from scheduler.modes.embedded import client
 from scheduler.modes.embedded.printing import human_duration
 from scheduler.modes.embedded.server import ControlServer
 from scheduler.modes.embedded.store import Store
 from tests.scheduler.modes.test_embedded import View, cluster, docs
 from tests.support.builders import pod, podgroup, priority_class, queue
+from tests.support.ctl import ctl
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -43,14 +41,6 @@ def api(tmp_path: Path) -> Iterator[tuple]:
     server.start()
     yield embedded, sched, server
     server.stop()
-
-
-def ctl(server: ControlServer, *argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    args = build_parser().parse_args([*argv, "--server", f"unix://{server.socket_path}"])
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        status = client.run(args)
-    return status, out.getvalue(), err.getvalue()
 
 
 def labelled(name: str, labels: dict, **kw) -> dict:

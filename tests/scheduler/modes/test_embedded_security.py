@@ -10,9 +10,7 @@ many connections, names that are not names, ``logs -c ../../..``.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import grp
-import io
 import json
 import os
 import pwd
@@ -46,6 +44,7 @@ from scheduler.modes.embedded.server import ControlServer
 from scheduler.modes.embedded.store import Store
 from tests.scheduler.modes.test_embedded import REFUSED_AT_APPLY
 from tests.support.builders import pod, queue
+from tests.support.ctl import ctl
 
 AS_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: another user is tried by dropping root")
 AT = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -146,15 +145,6 @@ def serve() -> Iterator[Callable[..., Serve]]:
     yield make
     for s in started:
         s.close()
-
-
-def ctl(server: str, *argv: str) -> tuple[int, str, str]:
-    """``python -m scheduler ARGV --server SERVER`` in this process: (status, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    args = build_parser().parse_args([*argv, "--server", server])
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        status = client.run(args)
-    return status, out.getvalue(), err.getvalue()
 
 
 def embedded(tmp_path: Path) -> Embedded:
