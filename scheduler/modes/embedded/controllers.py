@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from scheduler.api.manifests import ManifestError, object_id
 from scheduler.api.objects import DEFAULT_QUEUE, PriorityClass, Queue
+from scheduler.controllers.host import rfc3339
 from scheduler.controllers.jobs.admission import (
     AdmissionContext,
     QueueFacts,
@@ -109,7 +110,7 @@ class EmbeddedControllers:
         if old is None:
             import uuid
             doc["metadata"]["uid"] = doc["metadata"].get("uid") or str(uuid.uuid4())
-            doc["metadata"].setdefault("creationTimestamp", datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+            doc["metadata"].setdefault("creationTimestamp", rfc3339(datetime.now(UTC)))
         else:
             for field in ("uid", "creationTimestamp"):
                 if field in (old.manifest.get("metadata") or {}):

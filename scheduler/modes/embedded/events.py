@@ -26,6 +26,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import NamedTuple
 
+from scheduler.controllers.host import rfc3339
 from scheduler.modes.embedded.store import MAX_EVENTS, Store
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,7 @@ class Ref(NamedTuple):
 
 
 def stamp(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return rfc3339(datetime.fromtimestamp(seconds, UTC))
 
 
 class Events:

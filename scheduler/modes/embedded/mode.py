@@ -51,10 +51,11 @@ from scheduler.api.objects import DEFAULT_QUEUE, Condition, Namespace, Node, Pod
 from scheduler.api.updates import SERVER_METADATA, update_problem
 from scheduler.cluster.cache import ClusterCache
 from scheduler.cluster.effects import CacheEffects
+from scheduler.controllers.host import rfc3339
 from scheduler.modes.base import Mode, PodActions
 from scheduler.modes.embedded.changes import Changes
 from scheduler.modes.embedded.controllers import EmbeddedControllers, is_controller_kind
-from scheduler.modes.embedded.events import KUBELET, NORMAL, WARNING, Events, Ref
+from scheduler.modes.embedded.events import KUBELET, NORMAL, WARNING, Events, Ref, stamp
 from scheduler.modes.embedded.jobhost import CONTROLLER_ONLY
 from scheduler.modes.embedded.lifecycle import LifecycleConfig
 from scheduler.modes.embedded.network import PodNetworking
@@ -301,7 +302,7 @@ class Embedded:
         if (other := self.cache.pods.get(meta["uid"])) is not None:  # the cache and the agents know pods by uid
             raise ManifestError(source, f"Pod {pod.key}",
                                 f"metadata.uid: {meta['uid']!r} is already the uid of Pod {other.key}")
-        meta.setdefault("creationTimestamp", datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+        meta.setdefault("creationTimestamp", rfc3339(datetime.now(UTC)))
         obj = parse_object(doc, source)
         assert isinstance(obj, Pod)
         return doc, obj
@@ -364,7 +365,7 @@ class Embedded:
                 pod = self._pod(key)
                 if pod is not None and pod.node_name and pod.phase not in FINISHED and not self.nodes.gone(
                         pod.node_name):
-                    stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+                    stamp = rfc3339(datetime.now(UTC))
                     self.store.update_status([("Pod", key, {"deleting": stamp})])
                     pod.terminating = True
                     self.cache.generation += 1
@@ -667,7 +668,7 @@ def _has(message: Any, name: str) -> bool:
 
 def _iso(ns: int) -> str:
     try:
-        return datetime.fromtimestamp(ns / 1e9, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return stamp(ns / 1e9)
     except (OverflowError, OSError, ValueError):  # a time no calendar holds: not shown
         return ""
 
@@ -692,8 +693,8 @@ class EmbeddedEffects(CacheEffects):
 
     def evict(self, pod: Pod, reason: str) -> None:
         """The agent stops it (EVICT); until it has, it counts as leaving."""
-        self.embedded.store.update_status([("Pod", pod.key, {"evicting": datetime.now(UTC).strftime(
-            "%Y-%m-%dT%H:%M:%SZ"), "reason": f"Evicted: {reason}"})])
+        evicting = {"evicting": rfc3339(datetime.now(UTC)), "reason": f"Evicted: {reason}"}
+        self.embedded.store.update_status([("Pod", pod.key, evicting)])
         self.embedded.events.record(_ref(pod), NORMAL, "Preempted", reason)
         with self.cache.lock:
             current = self.cache.pods.get(pod.uid)

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from proto.vocab.quantity import format_quantity
+from scheduler.controllers.host import rfc3339
 
 # plural -> (kubectl's resource name, API group): ``-o name`` prints resource[.group]/name
 RESOURCES = {"pods": ("pod", ""), "podgroups": ("podgroup", "scheduling.volcano.sh"),
@@ -163,7 +164,7 @@ def _node_object(row: dict) -> dict:
     cond = {"type": "Ready", "status": {"Ready": "True", "NotReady": "False"}.get(row.get("status") or "", "Unknown"),
             "reason": row.get("reason") or "", "message": row.get("message") or ""}
     if row.get("since"):
-        cond["lastTransitionTime"] = datetime.fromtimestamp(row["since"], UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        cond["lastTransitionTime"] = rfc3339(datetime.fromtimestamp(row["since"], UTC))
     alloc = {k: format_quantity(k, v) for k, v in sorted((row.get("allocatable") or {}).items())}
     return {"apiVersion": "v1", "kind": "Node",
             "metadata": {"name": row["key"], **({"labels": row["labels"]} if row.get("labels") else {})},
@@ -496,7 +497,7 @@ def _describe_node(row: dict, now: float, pods: list[dict]) -> list[str]:
     taints = [taint(t) for t in row.get("taints") or []]
     lines.append(f"{'Taints:':<18}{taints[0] if taints else '<none>'}")
     lines += [" " * 18 + t for t in taints[1:]]
-    since = datetime.fromtimestamp(row["since"], UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if row.get("since") else None
+    since = rfc3339(datetime.fromtimestamp(row["since"], UTC)) if row.get("since") else None
     cond = {"Ready": "True", "NotReady": "False"}.get(row.get("status") or "", "Unknown")
     lines += ["Conditions:", f"  {'Type':<7}{'Status':<9}{'LastTransitionTime':<33}{'Reason':<24}Message",
               f"  {'Ready':<7}{cond:<9}{long_time(since):<33}{row.get('reason') or '':<24}{row.get('message') or ''}"]
