@@ -153,7 +153,6 @@ class _Run:
             self.pods[view.name] = view
         self.seen = dict(self.pods)  # as observed, for the memory
         self.podgroup = observed.podgroup
-        self.pg_phase = _pg_phase(observed.podgroup)
         self.objects = dict(observed.objects)
         self.commands = observed.commands
         self.priorities = observed.priorities
@@ -279,7 +278,7 @@ class _Run:
             self._plugins_update()
             self._ensure_podgroup()
         self._podgroup_event()
-        admitted = self.podgroup is not None and (_pg_phase(self.podgroup) not in ("", "Pending")
+        admitted = self.podgroup is not None and (self.pg_phase not in ("", "Pending")
                                                   or not self.settings.wait_for_admission)
         if not admitted:
             before = self.status.copy()
@@ -386,11 +385,15 @@ class _Run:
         for plugin in self.plugins:
             plugin.on_job_update(self.job, objects)
 
+    @property
+    def pg_phase(self) -> str | None:
+        """The PodGroup's phase as this run holds it (a new one is Pending; None: it has none)."""
+        return _pg_phase(self.podgroup)
+
     def _ensure_podgroup(self) -> None:
         if self.podgroup is None:
             self.podgroup = desired_podgroup(self.job, self.priorities)
             self.effects.append(Create(self.podgroup))
-            self.pg_phase = "Pending"
             return
         updated = podgroup_update(self.podgroup, self.job, self.priorities)
         if updated is not None:
@@ -462,7 +465,7 @@ class _Run:
                 del self.status.controlled_resources[mark]
         if target is None and self.podgroup is not None:
             self.effects.append(Delete(PODGROUP, self.job.namespace, name_of(self.podgroup)))
-            self.podgroup, self.pg_phase = None, None
+            self.podgroup = None
 
     def _targets(self, target: Target) -> list[PodView]:
         mine = [p for p in self.pods.values() if p.task == target.task]
