@@ -441,10 +441,8 @@ class _Run:
             last_retry = self.status.retry_count >= self.job.spec.max_retry - 1
             keep = state.RETAIN_SOFT if last_retry else retain  # the last retry keeps finished pods
             for pod in self.pods.values():
-                if pod.terminating:
-                    counts["terminating"] = counts.get("terminating", 0) + 1
-                elif pod.phase in keep:
-                    _count(counts, tasks, pod.phase, pod.task, pod.doc)
+                if pod.terminating or pod.phase in keep:
+                    self._count_kept(pod, counts, tasks)
                 else:
                     victims.append(pod)
         for pod in victims:
