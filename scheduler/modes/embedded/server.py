@@ -176,9 +176,9 @@ class ControlServer:
                 return 200, self._default_queue()
             if stored is None:
                 return 404, {"error": f"{kind.lower()} {key} not found"}
-            return 200, self._view(stored, self._pods_by_key() if kind == "Pod" else {})
-        pods = self._pods_by_key() if kind == "Pod" else {}
-        items = [self._view(s, pods) for s in store.of_kind(kind)]
+            return 200, self._view(stored, self._seen(kind))
+        seen = self._seen(kind)
+        items = [self._view(s, seen) for s in store.of_kind(kind)]
         if kind == "Queue" and not any(i["key"] == DEFAULT_QUEUE for i in items):
             items.insert(0, self._default_queue())
         return 200, items
@@ -196,17 +196,29 @@ class ControlServer:
             status["deserved"] = dict(deserved)
         return {"kind": "Queue", "key": DEFAULT_QUEUE, "manifest": manifest, "status": status, "implicit": True}
 
-    def _pods_by_key(self) -> dict[str, Any]:
+    def _seen(self, kind: str) -> dict[str, Any]:
+        """What the cache adds to the stored objects of ``kind``, by key, read in one pass: a Pod's cached pod;
+        a PodGroup's member counts (how many of its pods run, succeeded, failed: Volcano's status counts)."""
         cache = self.embedded.cache
         with cache.lock:
-            return {p.key: p for p in cache.pods.values()}
+            pods = list(cache.pods.values())
+        if kind == "Pod":
+            return {p.key: p for p in pods}
+        if kind != "PodGroup":
+            return {}
+        members: dict[str, dict[str, int]] = {}
+        for p in pods:
+            if p.group_name and p.phase in ("Running", "Succeeded", "Failed"):
+                counts = members.setdefault(f"{p.namespace}/{p.group_name}", {})
+                counts[p.phase.lower()] = counts.get(p.phase.lower(), 0) + 1
+        return members
 
-    def _view(self, stored: Stored, pods: dict[str, Any]) -> dict:
+    def _view(self, stored: Stored, seen: dict[str, Any]) -> dict:
         out: dict[str, Any] = {"kind": stored.kind, "key": stored.key, "manifest": stored.manifest,
                                "status": dict(stored.status)}
         cache = self.embedded.cache
         if stored.kind == "Pod":
-            pod = pods.get(stored.key)
+            pod = seen.get(stored.key)
             if pod is not None:
                 out["status"].setdefault("phase", pod.phase)
                 out["status"]["reason"] = pod.reason
@@ -219,7 +231,7 @@ class ControlServer:
             group = cache.podgroups.get(stored.key)
             if group is not None:
                 out["status"]["phase"] = group.phase
-            out["status"].update(self._members(stored.key))
+            out["status"].update(seen.get(stored.key, {}))
         elif stored.kind == "Queue":
             queue = cache.queues.get(stored.key)
             if queue is not None:
@@ -229,17 +241,6 @@ class ControlServer:
             if deserved is not None:
                 out["status"]["deserved"] = dict(deserved)
         return out
-
-    def _members(self, key: str) -> dict[str, int]:
-        """How many of the group's pods run, succeeded, failed (Volcano's PodGroup status counts)."""
-        ns, _, name = key.partition("/")
-        counts = {"running": 0, "succeeded": 0, "failed": 0}
-        cache = self.embedded.cache
-        with cache.lock:
-            for p in cache.pods.values():
-                if p.namespace == ns and p.group_name == name and p.phase in ("Running", "Succeeded", "Failed"):
-                    counts[p.phase.lower()] += 1
-        return {k: v for k, v in counts.items() if v}
 
     def nodes(self) -> list[dict]:
         cache = self.embedded.cache
