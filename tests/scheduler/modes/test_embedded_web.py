@@ -155,3 +155,23 @@ def test_connections_beyond_the_limit_get_503_at_once(tmp_path: Path, monkeypatc
         time.sleep(0.05)
     web.stop()
     control.stop()
+
+
+def test_a_podgroup_counts_its_members_by_phase(tmp_path: Path) -> None:
+    """Volcano's PodGroup status counts (running, succeeded, failed) in the control API: this group's pods
+    only (another group's and a pod of no group do not count), a phase with none left out."""
+    from tests.support.builders import podgroup
+
+    embedded, _ = cluster(tmp_path / "s")
+    embedded.apply(docs(podgroup("g", minMember=2), podgroup("h"), pod("a", group="g"), pod("b", group="g"),
+                        pod("c", group="h"), pod("d")))
+    phases = {"a": "Running", "b": "Succeeded", "c": "Running", "d": "Running"}
+    for p in embedded.cache.pods.values():
+        p.phase = phases[p.name]
+    control = ControlServer(embedded, socket_path=tmp_path / "c.sock")
+    status, items = control.objects("PodGroup")
+    counts = {i["key"]: {k: i["status"][k] for k in ("running", "succeeded", "failed") if k in i["status"]}
+              for i in items}
+    assert status == 200 and counts == {"default/g": {"running": 1, "succeeded": 1}, "default/h": {"running": 1}}
+    assert control.objects("PodGroup", "default/g")[1]["status"]["succeeded"] == 1
+    control.stop()
