@@ -24,6 +24,7 @@ in and returned, so the decision stays a pure function.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from agent.intents import Evict
@@ -73,21 +74,36 @@ def starving(state: NodeState, settings: EvictionSettings) -> bool:
     return state.offline_cpu >= state.offline_allowed * settings.starvation_usage_percent / 100.0
 
 
-def _stall(state: NodeState) -> float:
-    return state.memory_pressure.full_avg10 if state.memory_pressure is not None else 0.0
+@dataclass(frozen=True)
+class _Levels:
+    """One sample's readings against the watermarks, worked out once for the triggers and their reasons."""
+
+    cpu_pct: float      # online and system CPU demand, percent of capacity
+    mem_pct: float      # memory in use, percent of capacity
+    stall: float        # node memory PSI "full avg10"
+    stalled: bool       # at or above memoryStallPercent (where that is on)
+
+
+def _levels(state: NodeState, settings: EvictionSettings) -> _Levels:
+    cap, mem = state.cpu_capacity, state.memory_capacity
+    stall = state.memory_pressure.full_avg10 if state.memory_pressure is not None else 0.0
+    return _Levels(100.0 * state.demand_cpu / cap if cap else 0.0, 100.0 * state.memory_used / mem if mem else 0.0,
+                   stall, settings.memory_stall_percent > 0 and stall >= settings.memory_stall_percent)
+
+
+#: what one offline pod frees, by what a plan sheds
+_USAGE: dict[str, Callable[[PodSample], float]] = {
+    "cpu": lambda s: s.cpu_used, "memory": lambda s: s.memory_used, "request": lambda s: request(s.pod)}
 
 
 def _order(samples: list[PodSample], usage: str) -> list[PodSample]:
-    key = {"cpu": lambda s: s.cpu_used, "memory": lambda s: s.memory_used, "request": lambda s: request(s.pod)}[usage]
+    key = _USAGE[usage]
     return sorted(samples, key=lambda s: (s.pod.priority, -key(s), s.pod.uid))
 
 
-def _update(state: NodeState, settings: EvictionSettings, st: EvictionState) -> EvictionState:
+def _update(levels: _Levels, state: NodeState, settings: EvictionSettings, st: EvictionState) -> EvictionState:
     """The counters and the three triggers' states after this sample."""
-    cap, mem = state.cpu_capacity, state.memory_capacity
-    cpu_pct = 100.0 * state.demand_cpu / cap if cap else 0.0
-    mem_pct = 100.0 * state.memory_used / mem if mem else 0.0
-    stalled = settings.memory_stall_percent > 0 and _stall(state) >= settings.memory_stall_percent
+    cpu_pct, mem_pct, stalled = levels.cpu_pct, levels.mem_pct, levels.stalled
     cpu_over = st.cpu_over + 1 if cpu_pct > settings.cpu_high_percent else 0
     memory_over = st.memory_over + 1 if mem_pct > settings.memory_high_percent or stalled else 0
     hungry = starving(state, settings)
@@ -102,13 +118,10 @@ def _update(state: NodeState, settings: EvictionSettings, st: EvictionState) -> 
         starvation_evicting=on and hungry and (starved >= settings.starvation_samples or st.starvation_evicting))
 
 
-def _plans(state: NodeState, settings: EvictionSettings, st: EvictionState) -> list[_Plan]:
+def _plans(levels: _Levels, state: NodeState, settings: EvictionSettings, st: EvictionState) -> list[_Plan]:
     cap, mem = state.cpu_capacity, state.memory_capacity
-    mem_pct = 100.0 * state.memory_used / mem if mem else 0.0
-    cpu_pct = 100.0 * state.demand_cpu / cap if cap else 0.0
-    stall = _stall(state)
+    mem_pct, cpu_pct, stall, is_stalled = levels.mem_pct, levels.cpu_pct, levels.stall, levels.stalled
     memory_excess = state.memory_used - mem * settings.memory_low_percent / 100
-    is_stalled = settings.memory_stall_percent > 0 and stall >= settings.memory_stall_percent
     if is_stalled:
         memory_excess = max(memory_excess, 1.0)  # stalled: at least one pod goes, whatever the working set
     low, high = settings.memory_low_percent, settings.memory_high_percent
@@ -142,12 +155,13 @@ def decide_evictions(state: NodeState, settings: EvictionSettings, previous: Evi
     st = replace(previous, pending=frozenset(u for u in previous.pending if u in present))
     if now - st.interval_start >= settings.interval:
         st = replace(st, interval_start=now, evicted_in_interval=0)
-    st = _update(state, settings, st)
+    levels = _levels(state, settings)
+    st = _update(levels, state, settings, st)
     if not settings.enabled:
         return [], st
     chosen: list[Evict] = []
     taken = set(st.pending)
-    for plan in _plans(state, settings, st):
+    for plan in _plans(levels, state, settings, st):
         excess = plan.excess
         if not plan.evicting or excess <= 0:
             continue
@@ -159,6 +173,6 @@ def decide_evictions(state: NodeState, settings: EvictionSettings, previous: Evi
             pod = sample.pod
             chosen.append(Evict(pod.uid, pod.namespace, pod.name, plan.reason, plan.resource))
             taken.add(pod.uid)
-            excess -= {"cpu": sample.cpu_used, "memory": sample.memory_used, "request": request(pod)}[plan.usage]
+            excess -= _USAGE[plan.usage](sample)
     st = replace(st, evicted_in_interval=st.evicted_in_interval + len(chosen), pending=frozenset(taken))
     return chosen, st
