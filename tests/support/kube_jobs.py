@@ -6,19 +6,15 @@ from __future__ import annotations
 
 import copy
 import functools
-import threading
 import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
 
 from kubernetes import client
 
 from hack.lib.fake_apiserver import FakeApiServer, node
-from scheduler.cluster.cache import ClusterCache
-from scheduler.cycle import Scheduler
-from scheduler.framework.config import parse_config
-from scheduler.modes.kubernetes import mode
 from tests.support import waiting
+from tests.support.jobcluster import CONTAINER
+from tests.support.kube_harness import Harness
 
 VC_JOB = ("batch.volcano.sh", "v1alpha1")
 CONFIG = """
@@ -27,7 +23,6 @@ tiers:
 - plugins: [{name: priority}, {name: gang}, {name: conformance}]
 - plugins: [{name: predicates}, {name: proportion}, {name: nodeorder}]
 """
-CONTAINER = {"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}
 WRITES = ("create", "update", "patch", "delete", "deletecollection")
 wait_until = functools.partial(waiting.wait_until, timeout=15.0)  # these tests wait up to 15 s unless they say
 
@@ -38,16 +33,11 @@ def volcano_job(name: str = "train", *, replicas: int = 2, **spec) -> dict:
             "spec": {"minAvailable": replicas, "schedulerName": "scoria", "tasks": [task], **spec}}
 
 
-class Cluster:
+class Cluster(Harness):
     """A fake API server, Kubernetes mode with its controllers, a scheduler cycled by the test, and a kubelet."""
 
     def __init__(self, api: FakeApiServer, **kwargs):
-        self.api = api
-        self.cache = ClusterCache()
-        self.stop = threading.Event()
-        self.kube = mode.start(self.cache, api.client(), self.stop, resync=3600, **kwargs)
-        self.scheduler = Scheduler(self.cache, effects=self.kube.effects, config=parse_config(CONFIG, "test"),
-                                   clock=lambda: datetime.now(UTC))
+        super().__init__(api, CONFIG, namespaces=False, **kwargs)
         self.kube.start_controllers(lambda: True)
         self.custom = client.CustomObjectsApi(api.client())
 
@@ -55,14 +45,6 @@ class Cluster:
     def controllers(self):
         assert self.kube.controllers is not None
         return self.kube.controllers
-
-    def cycle(self) -> None:
-        self.scheduler.run_once()
-        assert self.kube.effects.drain(10)
-
-    def close(self) -> None:
-        self.stop.set()
-        self.kube.close()
 
     # -- reading the server ----------------------------------------------------------------------------
     def job(self, name: str = "train") -> dict:
