@@ -23,7 +23,7 @@ import numpy as np
 from scheduler.framework.plugin import ABSTAIN, PERMIT, Plugin, Vote, reject
 from scheduler.framework.resources import EPS
 from scheduler.framework.snapshot import JobInfo, QueueInfo, TaskInfo, TaskStatus
-from scheduler.plugins.shared.queueshare import ShareOf, describe, limit_mask, over_limit, share, share_mask
+from scheduler.plugins.shared.queueshare import ShareOf, describe, limit_mask, over_limit, share_mask
 
 if TYPE_CHECKING:
     from scheduler.framework.session import Session
@@ -141,8 +141,8 @@ class Proportion(Plugin):
                     setattr(self.attrs[name], target, sums[row].copy())
         water_fill(list(self.attrs.values()), ssn.total, self.mask)
         self._share = {name: ShareOf(attr.deserved, self.mask) for name, attr in self.attrs.items()}
-        for attr in self.attrs.values():
-            attr.share = share(attr.allocated, attr.deserved, self.mask)
+        for name, attr in self.attrs.items():
+            attr.share = self._share[name](attr.allocated)
 
     def queue_deserved(self, queue: str) -> np.ndarray | None:
         attr = self.attrs.get(queue)

@@ -38,12 +38,7 @@ def limit_mask(index: ResourceIndex) -> np.ndarray:
 
 def share(allocated: np.ndarray, deserved: np.ndarray, mask: np.ndarray) -> float:
     """Largest ``allocated/deserved`` over the masked dimensions (1 where deserved is 0 but used)."""
-    d, a = deserved[mask], allocated[mask]
-    if not d.size:
-        return 0.0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        values = np.where(d > EPS, a / np.where(d > EPS, d, 1.0), np.where(a > EPS, 1.0, 0.0))
-    return float(values.max())
+    return ShareOf(deserved, mask)(allocated)
 
 
 class ShareOf:
