@@ -57,7 +57,7 @@ class OnlineSignals:
     """What online work did in the last fast window, as the fast loop measured it."""
 
     online: float            # millicores online pods used in the window
-    baseline: float          # millicores they used before it (the lowest of the recent windows)
+    baseline: float          # millicores they used before it (the slow loop's last one-second figure)
     stall: float | None      # percent of the window online tasks waited for a CPU (PSI; None: not kept here)
 
 
@@ -163,6 +163,6 @@ def burst_writes(state: NodeState, settings: BurstSettings) -> list[CgroupWrite]
     return out
 
 
-def cpu_intents(state: NodeState, cpu: CpuSettings, burst: BurstSettings, *, clamped: bool = True) -> list[CgroupWrite]:
-    return [*quota_plan(state, cpu, clamped=clamped).writes, *offline_pod_writes(state, cpu),
+def cpu_intents(state: NodeState, cpu: CpuSettings, burst: BurstSettings) -> list[CgroupWrite]:
+    return [*quota_plan(state, cpu).writes, *offline_pod_writes(state, cpu),
             *burst_writes(state, burst)]
