@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from scheduler.controllers.jobs.spec import parse_time
+
 COUNTERS = ("pending", "running", "succeeded", "failed", "terminating", "unknown")
 POD_PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
 
@@ -85,17 +87,29 @@ class JobStatus:
             value = source.get(key)
             return str(value) if value is not None else ""
 
+        def time(source: dict, key: str) -> str:
+            value = text(source, key)
+            try:
+                parse_time(value or None)
+            except ValueError:  # not a time: unset (the controller computes with it)
+                return ""
+            return value
+
+        def of(key: str, kind: type) -> Any:
+            value = raw.get(key)
+            return value if isinstance(value, kind) else kind()
+
         tasks: dict[str, dict[str, int]] = {}
-        for task, value in (raw.get("taskStatusCount") or {}).items():
+        for task, value in of("taskStatusCount", dict).items():
             phases = value.get("phase") if isinstance(value, dict) else None
             if isinstance(phases, dict):
                 tasks[str(task)] = {str(p): int(n) for p, n in phases.items() if isinstance(n, int) and n}
         conditions = [{"status": str(c.get("status", "")), "lastTransitionTime": str(c.get("lastTransitionTime", ""))}
-                      for c in raw.get("conditions") or () if isinstance(c, dict)]
+                      for c in of("conditions", list) if isinstance(c, dict)]
         controlled = raw.get("controlledResources")
         duration = raw.get("runningDuration")
         return cls(phase=text(state, "phase"), reason=text(state, "reason"), message=text(state, "message"),
-                   last_transition=text(state, "lastTransitionTime"), min_available=number("minAvailable"),
+                   last_transition=time(state, "lastTransitionTime"), min_available=number("minAvailable"),
                    pending=number("pending"), running=number("running"), succeeded=number("succeeded"),
                    failed=number("failed"), terminating=number("terminating"), unknown=number("unknown"),
                    version=number("version"), retry_count=number("retryCount"),

@@ -401,3 +401,24 @@ def test_a_plugin_the_host_cannot_serve_is_reported_once_and_retried() -> None:
     cluster.advance(10)
     cluster.settle()
     assert cluster.host.get(SECRET, "default", "train-ssh") is not None and cluster.phase() == "Pending"
+
+
+def test_a_job_status_that_does_not_read_is_read_as_unset_and_stops_no_reconcile() -> None:
+    """A Job's status is anybody's to write (kubectl --subresource status): a lastTransitionTime that is not a
+    time raised ValueError out of the controller's decision, failing every reconcile of every Job; a
+    taskStatusCount or conditions of another shape did the same. They read as unset, as other wrong types do."""
+    from scheduler.controllers.kinds import JOB
+
+    cluster = started(job_manifest(ttlSecondsAfterFinished=30))
+    cluster.set_phase("Running")
+    cluster.settle()
+    cluster.set_phase("Succeeded")
+    cluster.settle()
+    assert cluster.phase() == "Completed"
+    status = dict(cluster.host.get(JOB, "default", "train")["status"])
+    status["state"] = {**status["state"], "lastTransitionTime": "yesterday"}
+    status["taskStatusCount"], status["conditions"] = ["not", "a", "map"], 7
+    cluster.host.write_status(JOB, "default", "train", status)
+    cluster.advance(31)
+    cluster.settle()
+    assert cluster.phase() == "Completed"
