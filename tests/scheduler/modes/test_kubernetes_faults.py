@@ -12,6 +12,8 @@ import socket
 import threading
 import time
 
+import pytest
+
 from hack.lib.fake_apiserver import FakeApiServer, node
 from scheduler.modes.kubernetes import apieffects
 from scheduler.modes.kubernetes.leader import LeaderElector
@@ -265,56 +267,45 @@ def test_a_status_write_for_an_object_gone_is_dropped_not_retried(api, harness) 
     assert patches == [404] and h.kube.effects.backlog() == 0
 
 
-def test_a_status_write_does_not_land_on_another_podgroup_of_the_same_name(api, harness) -> None:
-    """A PodGroup deleted and made again under its name while the watch is away: the status the scheduler
-    worked out for the old one carries its uid, the API server refuses it (409), and the new one keeps its
-    own status; the write is dropped, not retried."""
-    api.put(big_node("n1"))
-    api.put({"apiVersion": PG, "kind": "PodGroup", "metadata": {"name": "g", "namespace": "default", "uid": "old"},
-             "spec": {"minMember": 1}})
-    h = harness(GANG_CONFIG)
-    assert h.kube.source.wait_synced(10) and api.wait_watching("podgroups")
-    assert h.cache.podgroups["default/g"].uid == "old"
-    api.fail("GET", "/apis/scheduling.volcano.sh/v1beta1/podgroups", status=503, times=None)  # no list, no watch
-    api.close_watches()
-    api.put({"apiVersion": PG, "kind": "PodGroup", "metadata": {"name": "g", "namespace": "default", "uid": "new"},
-             "spec": {"minMember": 5}})
-    h.cycle()
-    wait_until(lambda: h.kube.effects.backlog() == 0)
-    time.sleep(0.6)  # longer than the first retry's backoff
-    h.kube.effects.flush()
-    assert h.kube.effects.drain(5)
-    patches = [c for c in api.calls if c.plural == "podgroups" and c.verb == "patch"]
-    assert [c.status for c in patches] == [409] and h.kube.effects.backlog() == 0
-    stored = api.get("podgroups", "g", "default")
-    assert stored["metadata"]["uid"] == "new" and "status" not in stored, stored
-    api.clear_failures()
+def _podgroup(uid: str, min_member: int) -> dict:
+    return {"apiVersion": PG, "kind": "PodGroup", "metadata": {"name": "g", "namespace": "default", "uid": uid},
+            "spec": {"minMember": min_member}}
 
 
-def test_a_status_write_does_not_land_on_another_pod_of_the_same_name(api, harness) -> None:
-    """The same for a pod: one that cannot fit is recreated under its name while the watch is away; the
-    PodScheduled=False the scheduler worked out for the old one is refused (409) and dropped, and the new pod
-    keeps its own status."""
+def _pod(uid: str) -> dict:
+    doc = pending_pod("p", cpu="64")  # never fits: its status says so
+    doc["metadata"]["uid"] = uid
+    return doc
+
+
+@pytest.mark.parametrize(("plural", "name", "listing", "old", "new", "kept"), [
+    ("podgroups", "g", "/apis/scheduling.volcano.sh/v1beta1/podgroups", _podgroup("old", 1), _podgroup("new", 5),
+     None),
+    ("pods", "p", "/api/v1/pods", _pod("old"), _pod("new"), {"phase": "Pending"}),
+], ids=["podgroup", "pod"])
+def test_a_status_write_does_not_land_on_another_object_of_the_same_name(api, harness, plural, name, listing, old,
+                                                                          new, kept) -> None:
+    """An object deleted and made again under its name while the watch is away: the status the scheduler worked
+    out for the old one (a PodGroup's phase; an unfit pod's PodScheduled=False) carries its uid, the API server
+    refuses it (409), and the new one keeps its own status; the write is dropped, not retried."""
     api.put(big_node("n1", cpu="4"))
-    old = pending_pod("p", cpu="64")
-    old["metadata"]["uid"] = "old"
     api.put(old)
     h = harness(GANG_CONFIG)
-    assert h.kube.source.wait_synced(10) and api.wait_watching("pods")
-    api.fail("GET", "/api/v1/pods", status=503, times=None)  # no list, no watch
+    assert h.kube.source.wait_synced(10) and api.wait_watching(plural)
+    cached = h.cache.podgroups["default/g"] if plural == "podgroups" else h.cache.pods["old"]
+    assert cached.uid == "old"
+    api.fail("GET", listing, status=503, times=None)  # no list, no watch
     api.close_watches()
-    new = pending_pod("p", cpu="64")
-    new["metadata"]["uid"] = "new"
     api.put(new)
     h.cycle()
     wait_until(lambda: h.kube.effects.backlog() == 0)
     time.sleep(0.6)  # longer than the first retry's backoff
     h.kube.effects.flush()
     assert h.kube.effects.drain(5)
-    patches = [c for c in api.calls if c.plural == "pods" and c.verb == "patch"]
+    patches = [c for c in api.calls if c.plural == plural and c.verb == "patch"]
     assert [c.status for c in patches] == [409] and h.kube.effects.backlog() == 0
-    stored = api.get("pods", "p", "default")
-    assert stored["metadata"]["uid"] == "new" and stored["status"] == {"phase": "Pending"}, stored
+    stored = api.get(plural, name, "default")
+    assert stored["metadata"]["uid"] == "new" and stored.get("status") == kept, stored
     api.clear_failures()
 
 
